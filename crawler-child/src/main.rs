@@ -1,0 +1,163 @@
+//! crawler-child: crawls the URLs its supervisor sends on stdin and writes
+//! results to stdout (length-prefixed bincode frames, see
+//! `shared::framing`). Started by `supervisor`, not by hand.
+//!
+//! Per URL: robots check → politeness → fetch → parse → store → report.
+
+mod dns;
+mod http;
+mod page_writer;
+mod pipeline;
+mod politeness;
+mod robots;
+mod worker;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use shared::cli::{ObsArgs, StoreArgs};
+use shared::framing::{read_frame, write_frame};
+use shared::protocol::{CrawlResult, FromChild, ProcessInfo, ToChild};
+use shared::resolve::HostOverrides;
+use shared::store::Stores;
+use shared::timing::TimingLog;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, Semaphore};
+
+const ROLE: &str = "crawler-child";
+
+#[derive(Parser, Debug)]
+#[command(
+    version,
+    about = "Crawler child process: started by a supervisor, speaks on stdin/stdout"
+)]
+struct Args {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    obs: ObsArgs,
+    /// Host override HOST:PORT:ADDR (like curl --resolve); `*.suffix` allowed.
+    #[arg(long)]
+    resolve: Vec<String>,
+    /// Hosts file (`ADDR NAME...` lines) with more overrides.
+    #[arg(long)]
+    hosts_file: Vec<std::path::PathBuf>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(run(args))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let overrides = HostOverrides::from_args(&args.resolve, &args.hosts_file)?;
+    let mut stdin = tokio::io::stdin();
+    let policy = match read_frame::<_, ToChild>(&mut stdin).await? {
+        Some(ToChild::Configure(p)) => Arc::new(p),
+        Some(other) => bail!("expected Configure as the first message, got {other:?}"),
+        None => return Ok(()),
+    };
+    let metrics = profiling::install_metrics()?;
+    let debug = profiling::start_debug_server(
+        profiling::DebugServerConfig {
+            addr: args.obs.debug_addr,
+            token: args.obs.debug_token.clone(),
+        },
+        metrics,
+        profiling::axum::Router::new(),
+    )
+    .await?;
+    let timing = TimingLog::open(&args.obs.timing_config(ROLE))?;
+    timing.spawn_flusher();
+    let stores = Stores::connect(&args.store, ROLE).await?;
+
+    let (report_tx, report_rx) = mpsc::unbounded_channel();
+    let (pages, writer_done) =
+        page_writer::PageWriter::spawn(stores.clone(), report_tx.clone(), timing.clone());
+    let times = politeness::DomainTimes::new(stores.clone());
+    times.spawn_flusher(timing.clone());
+    let ctx = Arc::new(pipeline::Ctx {
+        http: http::Http::new(&policy, overrides)?,
+        robots: robots::RobotsSource {
+            stores: stores.clone(),
+            policy: policy.clone(),
+            timing: timing.clone(),
+        },
+        times: times.clone(),
+        pages,
+        report: report_tx,
+        timing: timing.clone(),
+        fetch_slots: Semaphore::new(policy.child_concurrency.max(1) as usize),
+        policy,
+    });
+    let worker = worker::Worker::new(ctx.clone());
+
+    let info = ProcessInfo {
+        role: ROLE.into(),
+        node: args.obs.node_name(),
+        pid: std::process::id(),
+        debug_addr: Some(debug.addr.to_string()),
+    };
+    let writer = tokio::spawn(write_stdout(report_rx, info));
+
+    // Read work until Stop or until the supervisor goes away (stdin closes).
+    loop {
+        match read_frame::<_, ToChild>(&mut stdin).await {
+            Ok(Some(ToChild::Work(items))) => {
+                for item in items {
+                    worker.enqueue(item);
+                }
+            }
+            Ok(Some(ToChild::Configure(_))) => {}
+            Ok(Some(ToChild::Stop)) | Ok(None) => break,
+            Err(e) => {
+                eprintln!("crawler-child: bad message from supervisor, stopping: {e}");
+                break;
+            }
+        }
+    }
+    // Drain: finish what we hold, store it, report it.
+    worker.wait_idle().await;
+    drop(worker);
+    drop(ctx); // drops the last PageWriter, so the writer flushes and ends
+    writer_done.await.context("page writer")?;
+    times.flush(&timing).await;
+    timing.flush();
+    let _ = tokio::time::timeout(Duration::from_secs(10), writer).await;
+    Ok(())
+}
+
+/// Sends Ready, then results as they come, and a heartbeat every second so
+/// the supervisor can tell a hung child from an idle one.
+async fn write_stdout(
+    mut results: mpsc::UnboundedReceiver<CrawlResult>,
+    info: ProcessInfo,
+) -> std::io::Result<()> {
+    let mut out = tokio::io::BufWriter::with_capacity(64 * 1024, tokio::io::stdout());
+    write_frame(&mut out, &FromChild::Ready(info)).await?;
+    out.flush().await?;
+    let mut beat = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            r = results.recv() => {
+                let Some(r) = r else { break };
+                write_frame(&mut out, &FromChild::Result(r)).await?;
+                while let Ok(r) = results.try_recv() {
+                    write_frame(&mut out, &FromChild::Result(r)).await?;
+                }
+                out.flush().await?;
+            }
+            _ = beat.tick() => {
+                write_frame(&mut out, &FromChild::Heartbeat).await?;
+                out.flush().await?;
+            }
+        }
+    }
+    out.flush().await
+}

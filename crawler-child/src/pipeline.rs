@@ -1,0 +1,328 @@
+//! The life of one URL in a child: robots check → politeness → fetch →
+//! parse → store → report.
+//!
+//! Runs inside the domain's own task (see `worker`), which owns the
+//! domain's [`DomainState`]: its pace and its robots rules. Same-domain
+//! redirects are followed here, each hop checked against robots and paced;
+//! a redirect to another domain ends the crawl of this URL and hands the
+//! target back to the dispatcher as an outlink, so that domain's owner
+//! paces it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{doc, DateTime, Document};
+use shared::extract::{extract, ExtractOptions};
+use shared::protocol::{now_ms, CrawlPolicy, CrawlResult, Outcome, WorkItem};
+use shared::timing::{Op, TimingLog};
+use shared::urls::{self, domain_of, origin_of};
+use tokio::sync::{mpsc, Semaphore};
+use url::Url;
+
+use crate::http::{self, Fetched, Http};
+use crate::page_writer::PageWriter;
+use crate::politeness::{DomainTimes, Pace};
+use crate::robots::{RobotsEntry, RobotsSource};
+
+/// Everything a domain task needs, shared by all of them.
+pub struct Ctx {
+    pub policy: Arc<CrawlPolicy>,
+    pub http: Http,
+    pub robots: RobotsSource,
+    pub times: DomainTimes,
+    pub pages: PageWriter,
+    pub report: mpsc::UnboundedSender<CrawlResult>,
+    pub timing: TimingLog,
+    /// Fetches in progress across all domains of this child.
+    pub fetch_slots: Semaphore,
+}
+
+/// What the child knows about one domain it owns.
+pub struct DomainState {
+    domain: String,
+    /// Loaded from the second store on first use.
+    pace: Option<Pace>,
+    robots: HashMap<String, Arc<RobotsEntry>>,
+}
+
+impl DomainState {
+    pub fn new(domain: &str) -> Self {
+        DomainState {
+            domain: domain.to_string(),
+            pace: None,
+            robots: HashMap::new(),
+        }
+    }
+
+    async fn pace(&mut self, ctx: &Ctx) -> &mut Pace {
+        if self.pace.is_none() {
+            let stored = ctx.times.load(&self.domain).await;
+            let min = Duration::from_millis(ctx.policy.min_delay_ms);
+            let pace = match stored {
+                Some((last, delay)) => Pace::resume(Some(last), delay.max(min)),
+                None => Pace::resume(None, min),
+            };
+            self.pace = Some(pace);
+        }
+        self.pace
+            .get_or_insert_with(|| Pace::resume(None, Duration::ZERO))
+    }
+
+    /// The robots rules for `url`'s origin: memory, then the second store,
+    /// then the web.
+    async fn robots_for(&mut self, ctx: &Ctx, url: &Url) -> Arc<RobotsEntry> {
+        let origin = origin_of(url);
+        if let Some(entry) = self.robots.get(&origin).filter(|e| !e.expired()) {
+            return entry.clone();
+        }
+        let entry = match ctx.robots.load(&origin, &self.domain).await {
+            Some(entry) => entry,
+            None => {
+                let domain = self.domain.clone();
+                self.pace(ctx).await.wait(&ctx.timing, &domain).await;
+                let entry = ctx.robots.fetch(&ctx.http, &origin, &domain).await;
+                let delay = delay_for(&ctx.policy, Some(&entry));
+                self.pace(ctx).await.request_done(delay);
+                ctx.times.touch(&domain, delay);
+                entry
+            }
+        };
+        let entry = Arc::new(entry);
+        self.robots.insert(origin, entry.clone());
+        entry
+    }
+}
+
+/// The gap between two requests to a domain: our minimum, raised by the
+/// site's Crawl-delay (already capped when parsed).
+fn delay_for(policy: &CrawlPolicy, robots: Option<&RobotsEntry>) -> Duration {
+    let min = Duration::from_millis(policy.min_delay_ms);
+    robots.and_then(|r| r.crawl_delay).map_or(min, |d| d.max(min))
+}
+
+/// Crawls one URL and hands its result on (to the page writer, which
+/// reports after storing, or straight to the report channel).
+pub async fn crawl(ctx: &Ctx, st: &mut DomainState, item: WorkItem) {
+    match crawl_url(ctx, st, &item).await {
+        Done::Page(page, result) => ctx.pages.submit(page, result).await,
+        Done::NoPage(result) => {
+            let _ = ctx.report.send(result);
+        }
+    }
+}
+
+enum Done {
+    Page(Document, CrawlResult),
+    NoPage(CrawlResult),
+}
+
+fn result(item: &WorkItem, outcome: Outcome, outlinks: Vec<String>) -> CrawlResult {
+    CrawlResult {
+        lease: item.lease,
+        url: item.url.clone(),
+        domain: item.domain.clone(),
+        depth: item.depth,
+        outcome,
+        outlinks,
+    }
+}
+
+fn failed(item: &WorkItem, kind: &str, message: impl Into<String>) -> Done {
+    metrics::counter!("crawler_fetch_failures_total", "kind" => kind.to_string()).increment(1);
+    Done::NoPage(result(
+        item,
+        Outcome::Failed {
+            kind: kind.to_string(),
+            message: message.into(),
+        },
+        Vec::new(),
+    ))
+}
+
+async fn crawl_url(ctx: &Ctx, st: &mut DomainState, item: &WorkItem) -> Done {
+    let url = match urls::parse(&item.url) {
+        Ok(u) => u,
+        Err(reason) => return failed(item, "bad_url", reason.as_str()),
+    };
+    let mut current = url.clone();
+    let mut hops: Vec<Url> = vec![url.clone()];
+    loop {
+        let robots = st.robots_for(ctx, &current).await;
+        if robots.is_unavailable() {
+            return failed(
+                item,
+                "robots_unavailable",
+                "robots.txt could not be fetched; retry later",
+            );
+        }
+        if !robots.allowed(&current) {
+            if hops.len() == 1 {
+                metrics::counter!("crawler_disallowed_total").increment(1);
+                return Done::NoPage(result(item, Outcome::Disallowed, Vec::new()));
+            }
+            return failed(
+                item,
+                "redirect_disallowed",
+                format!("redirect to {current} is disallowed by robots.txt"),
+            );
+        }
+        let delay = delay_for(&ctx.policy, Some(&robots));
+        let resp = fetch(ctx, st, &current, delay).await;
+        let resp = match resp {
+            Ok(r) => r,
+            Err(e) => return failed(item, e.kind(), e.to_string()),
+        };
+        if (300..400).contains(&resp.status) {
+            if let Some(target) = resp
+                .location
+                .as_deref()
+                .and_then(|l| urls::resolve(&current, l).ok())
+            {
+                if domain_of(&target) != item.domain {
+                    return cross_domain_redirect(ctx, item, &current, &resp, target);
+                }
+                if hops.contains(&target) {
+                    return failed(item, "redirect_loop", format!("redirect loop at {target}"));
+                }
+                if hops.len() > ctx.policy.max_redirects as usize {
+                    return failed(
+                        item,
+                        "too_many_redirects",
+                        format!("more than {} redirects", ctx.policy.max_redirects),
+                    );
+                }
+                hops.push(target.clone());
+                current = target;
+                continue;
+            }
+        }
+        return page(ctx, item, &current, resp);
+    }
+}
+
+async fn fetch(
+    ctx: &Ctx,
+    st: &mut DomainState,
+    url: &Url,
+    delay: Duration,
+) -> Result<Fetched, http::FetchError> {
+    let domain = st.domain.clone();
+    let pace = st.pace(ctx).await;
+    pace.wait(&ctx.timing, &domain).await;
+    let permit = ctx.fetch_slots.acquire().await;
+    let start = Instant::now();
+    let res = ctx.http.get(url).await;
+    drop(permit);
+    pace.request_done(delay);
+    ctx.times.touch(&domain, delay);
+    let outcome = match &res {
+        Ok(_) => "ok",
+        Err(e) => e.kind(),
+    };
+    ctx.timing.record(
+        Op::Fetch,
+        start.elapsed(),
+        outcome,
+        Some(&domain),
+        Some(url.as_str()),
+    );
+    if let Ok(r) = &res {
+        metrics::counter!("crawler_pages_total", "status" => status_class(r.status)).increment(1);
+        metrics::counter!("crawler_fetched_bytes_total").increment(r.body.len() as u64);
+    }
+    res
+}
+
+fn status_class(status: u16) -> &'static str {
+    match status {
+        200 => "200",
+        201..=299 => "2xx",
+        301 | 302 | 303 | 307 | 308 => "3xx",
+        404 => "404",
+        400..=499 => "4xx",
+        500..=599 => "5xx",
+        _ => "other",
+    }
+}
+
+fn base_page(item: &WorkItem, ctx: &Ctx, final_url: &Url, resp: &Fetched) -> Document {
+    let mut d = doc! {
+        "_id": &item.url,
+        "domain": &item.domain,
+        "depth": item.depth as i32,
+        "status": resp.status as i32,
+        "fetched_at": DateTime::from_millis(now_ms() as i64),
+        "crawl_id": &ctx.policy.crawl_id,
+        "bytes": resp.body.len() as i64,
+        "truncated": resp.truncated,
+    };
+    if final_url.as_str() != item.url {
+        d.insert("final_url", final_url.as_str());
+    }
+    if let Some(ct) = &resp.content_type {
+        d.insert("content_type", ct);
+    }
+    d
+}
+
+fn cross_domain_redirect(ctx: &Ctx, item: &WorkItem, current: &Url, resp: &Fetched, target: Url) -> Done {
+    let mut d = base_page(item, ctx, current, resp);
+    d.insert("redirect_to", target.as_str());
+    d.insert("outlinks", 1i32);
+    let outcome = fetched(current, item, resp);
+    Done::Page(d, result(item, outcome, vec![target.into()]))
+}
+
+fn fetched(final_url: &Url, item: &WorkItem, resp: &Fetched) -> Outcome {
+    Outcome::Fetched {
+        status: resp.status,
+        final_url: (final_url.as_str() != item.url).then(|| final_url.to_string()),
+        content_type: resp.content_type.clone(),
+        bytes: resp.body.len() as u64,
+    }
+}
+
+/// Builds the page document: HTML pages with a 2xx status are parsed and
+/// their HTML kept; other content types are recorded as skipped.
+fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
+    let mut d = base_page(item, ctx, final_url, &resp);
+    let mut outlinks = Vec::new();
+    let html = http::is_html(resp.content_type.as_deref());
+    if !html {
+        d.insert("skipped", "content_type");
+        metrics::counter!("crawler_skipped_total", "reason" => "content_type").increment(1);
+    } else if (200..300).contains(&resp.status) {
+        let start = Instant::now();
+        let encoding = http::charset(resp.content_type.as_deref());
+        let options = ExtractOptions {
+            skip_nofollow: ctx.policy.skip_nofollow,
+        };
+        let f = extract(&resp.body, final_url, encoding, options);
+        for reason in &f.rejected {
+            metrics::counter!("crawler_links_dropped_total", "reason" => reason.as_str()).increment(1);
+        }
+        let text = encoding
+            .unwrap_or(encoding_rs::UTF_8)
+            .decode_without_bom_handling(&resp.body)
+            .0
+            .into_owned();
+        d.insert("html", text);
+        for (k, v) in [
+            ("title", f.title),
+            ("description", f.description),
+            ("canonical", f.canonical),
+            ("lang", f.lang),
+        ] {
+            if let Some(v) = v {
+                d.insert(k, v);
+            }
+        }
+        d.insert("outlinks", f.links.len() as i32);
+        outlinks = f.links;
+        ctx.timing
+            .record(Op::Parse, start.elapsed(), "ok", Some(&item.domain), None);
+    }
+    let outcome = fetched(final_url, item, &resp);
+    Done::Page(d, result(item, outcome, outlinks))
+}

@@ -1,0 +1,145 @@
+//! Per-domain pacing and the domain's last-crawled time in the second store.
+//!
+//! A domain is owned by exactly one child (the dispatcher gives it to one
+//! supervisor, the supervisor to one child), so the pace is decided here in
+//! memory. The last-crawled time is read once when the child first sees the
+//! domain (so a restarted child keeps the pace) and written back in batches,
+//! never once per request on the hot path.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bson::doc;
+use shared::protocol::now_ms;
+use shared::store::Stores;
+use shared::timing::{Op, TimingLog};
+
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// When the next request to one domain may start.
+pub struct Pace {
+    next_allowed: Instant,
+}
+
+impl Pace {
+    /// A pace that continues from a stored last-crawled time.
+    pub fn resume(last_crawled_ms: Option<u64>, delay: Duration) -> Pace {
+        let now = Instant::now();
+        let next_allowed = match last_crawled_ms {
+            Some(last) => {
+                let due = last + delay.as_millis() as u64;
+                now + Duration::from_millis(due.saturating_sub(now_ms()))
+            }
+            None => now,
+        };
+        Pace { next_allowed }
+    }
+
+    /// Sleeps until the domain may be asked again.
+    pub async fn wait(&self, timing: &TimingLog, domain: &str) {
+        let now = Instant::now();
+        if self.next_allowed > now {
+            tokio::time::sleep_until(self.next_allowed.into()).await;
+            timing.record(Op::PolitenessWait, now.elapsed(), "waited", Some(domain), None);
+        }
+    }
+
+    /// Called when a request has completed: the gap is measured from the
+    /// end of one response to the start of the next request, so the server
+    /// sees at least `delay` between two requests however long each took.
+    pub fn request_done(&mut self, delay: Duration) {
+        self.next_allowed = Instant::now() + delay;
+    }
+}
+
+/// Last-crawled times waiting to be written, and their writer.
+#[derive(Clone)]
+pub struct DomainTimes {
+    stores: Stores,
+    dirty: Arc<Mutex<HashMap<String, (u64, u64)>>>,
+}
+
+impl DomainTimes {
+    pub fn new(stores: Stores) -> Self {
+        DomainTimes {
+            stores,
+            dirty: Arc::default(),
+        }
+    }
+
+    /// The stored last-crawled time of `domain` (Unix ms) and the delay
+    /// that was in force then, if the domain was crawled before.
+    pub async fn load(&self, domain: &str) -> Option<(u64, Duration)> {
+        let d = self
+            .stores
+            .domains()
+            .find_one(doc! {"_id": domain})
+            .await
+            .ok()??;
+        let last = d.get_i64("last_crawled_ms").ok()?.max(0) as u64;
+        let delay = d.get_i64("crawl_delay_ms").unwrap_or(0).max(0) as u64;
+        Some((last, Duration::from_millis(delay)))
+    }
+
+    pub fn touch(&self, domain: &str, delay: Duration) {
+        if let Ok(mut d) = self.dirty.lock() {
+            d.insert(domain.to_string(), (now_ms(), delay.as_millis() as u64));
+        }
+    }
+
+    /// Writes the dirty times every second until the process ends.
+    pub fn spawn_flusher(&self, timing: TimingLog) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(FLUSH_EVERY).await;
+                me.flush(&timing).await;
+            }
+        });
+    }
+
+    pub async fn flush(&self, timing: &TimingLog) {
+        let batch: Vec<_> = match self.dirty.lock() {
+            Ok(mut d) => d.drain().collect(),
+            Err(_) => return,
+        };
+        let domains = self.stores.domains();
+        for (domain, (last, delay)) in batch {
+            let start = Instant::now();
+            // Unix milliseconds rather than a BSON date: nx-27017 turns dates
+            // into strings when `$set` updates an existing document.
+            let update = doc! {"$set": {
+                "last_crawled_ms": last as i64,
+                "crawl_delay_ms": delay as i64,
+            }};
+            let res = domains
+                .update_one(doc! {"_id": &domain}, update)
+                .upsert(true)
+                .await;
+            let outcome = if res.is_ok() { "ok" } else { "error" };
+            timing.record(Op::Store, start.elapsed(), outcome, Some(&domain), None);
+            if res.is_err() {
+                // Put it back (unless a newer time arrived) so the next flush retries.
+                if let Ok(mut d) = self.dirty.lock() {
+                    d.entry(domain).or_insert((last, delay));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resumed_pace_honours_the_stored_time() {
+        let fresh = Pace::resume(None, Duration::from_secs(5));
+        assert!(fresh.next_allowed <= Instant::now());
+        let recent = Pace::resume(Some(now_ms()), Duration::from_secs(5));
+        assert!(recent.next_allowed > Instant::now() + Duration::from_secs(4));
+        let old = Pace::resume(Some(now_ms() - 60_000), Duration::from_secs(5));
+        assert!(old.next_allowed <= Instant::now());
+    }
+}

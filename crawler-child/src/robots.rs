@@ -1,0 +1,244 @@
+//! robots.txt per RFC 9309: fetch once per origin, keep it in the second
+//! store with an expiry, obey it.
+//!
+//! - 2xx: parse at most 500 KiB and obey the group for our agent token.
+//! - up to 5 redirects are followed (any host, as the RFC allows).
+//! - 4xx: no restrictions.
+//! - 5xx, timeouts, network errors: the site is treated as fully disallowed
+//!   and robots is retried after a short expiry, so a site is never crawled
+//!   blind.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{doc, Document};
+use shared::protocol::{now_ms, CrawlPolicy};
+use shared::store::Stores;
+use shared::timing::{Op, TimingLog};
+use texting_robots::Robot;
+use url::Url;
+
+use crate::http::Http;
+
+/// RFC 9309 §2.5: parse at least 500 KiB; we parse exactly that much.
+pub const MAX_ROBOTS_BYTES: u64 = 500 * 1024;
+const MAX_ROBOTS_REDIRECTS: usize = 5;
+/// How soon robots is retried after the server failed to give it.
+const UNAVAILABLE_RETRY: Duration = Duration::from_secs(60);
+
+/// The rules in force for one origin.
+pub enum Rules {
+    AllowAll,
+    /// The server could not tell us (5xx, network): crawl nothing for now.
+    Unavailable,
+    Parsed(Box<Robot>),
+}
+
+pub struct RobotsEntry {
+    pub rules: Rules,
+    pub crawl_delay: Option<Duration>,
+    /// Wall-clock expiry (Unix ms).
+    pub expires_ms: u64,
+}
+
+impl RobotsEntry {
+    /// Builds the rules from a robots.txt response (`status` 0 = unreachable).
+    pub fn from_response(status: u16, body: &[u8], policy: &CrawlPolicy, fetched_ms: u64) -> RobotsEntry {
+        let ttl_ms = policy.robots_ttl_secs * 1000;
+        let (rules, ttl_ms) = match status {
+            200..=299 => match Robot::new(&policy.robots_agent, body) {
+                Ok(robot) => (Rules::Parsed(Box::new(robot)), ttl_ms),
+                // Unparseable files restrict nothing (RFC 9309 §2.2: unknown lines are ignored).
+                Err(_) => (Rules::AllowAll, ttl_ms),
+            },
+            400..=499 => (Rules::AllowAll, ttl_ms),
+            _ => (Rules::Unavailable, UNAVAILABLE_RETRY.as_millis() as u64),
+        };
+        let crawl_delay = match &rules {
+            Rules::Parsed(r) => r
+                .delay
+                .filter(|d| d.is_finite() && *d > 0.0)
+                .map(|d| Duration::from_secs_f32(d).min(Duration::from_millis(policy.max_crawl_delay_ms))),
+            _ => None,
+        };
+        RobotsEntry {
+            rules,
+            crawl_delay,
+            expires_ms: fetched_ms + ttl_ms,
+        }
+    }
+
+    pub fn allowed(&self, url: &Url) -> bool {
+        match &self.rules {
+            Rules::AllowAll => true,
+            Rules::Unavailable => false,
+            Rules::Parsed(robot) => robot.allowed(url.as_str()),
+        }
+    }
+
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self.rules, Rules::Unavailable)
+    }
+
+    pub fn expired(&self) -> bool {
+        now_ms() >= self.expires_ms
+    }
+}
+
+/// Loads robots from the second store and fetches them from the web.
+pub struct RobotsSource {
+    pub stores: Stores,
+    pub policy: Arc<CrawlPolicy>,
+    pub timing: TimingLog,
+}
+
+impl RobotsSource {
+    /// The stored copy, if there is one that has not expired.
+    pub async fn load(&self, origin: &str, domain: &str) -> Option<RobotsEntry> {
+        let start = Instant::now();
+        let found = self.stores.robots().find_one(doc! {"_id": origin}).await;
+        let outcome = if found.is_ok() { "ok" } else { "error" };
+        self.timing
+            .record(Op::RobotsLookup, start.elapsed(), outcome, Some(domain), None);
+        let d = found.ok()??;
+        let fetched = d.get_i64("fetched_at_ms").ok()?.max(0) as u64;
+        let status = d.get_i32("status").ok()? as u16;
+        let body = match d.get("body") {
+            Some(bson::Bson::String(s)) => s.as_bytes(),
+            _ => b"",
+        };
+        let entry = RobotsEntry::from_response(status, body, &self.policy, fetched);
+        (!entry.expired()).then_some(entry)
+    }
+
+    /// Fetches `<origin>/robots.txt` (the caller has waited for politeness)
+    /// and stores it in the background.
+    pub async fn fetch(&self, http: &Http, origin: &str, domain: &str) -> RobotsEntry {
+        let start = Instant::now();
+        let (status, body) = fetch_following_redirects(http, origin).await;
+        let outcome = match status {
+            200..=299 => "ok",
+            400..=499 => "absent",
+            _ => "unavailable",
+        };
+        self.timing
+            .record(Op::RobotsFetch, start.elapsed(), outcome, Some(domain), None);
+        metrics::counter!("crawler_robots_fetches_total", "outcome" => outcome).increment(1);
+        let fetched = now_ms();
+        let entry = RobotsEntry::from_response(status, &body, &self.policy, fetched);
+        // Times are Unix milliseconds (see `politeness` for why not dates).
+        let record = doc! {
+            "status": status as i32,
+            "body": String::from_utf8_lossy(&body).into_owned(),
+            "fetched_at_ms": fetched as i64,
+            "expires_at_ms": entry.expires_ms as i64,
+        };
+        self.persist(origin, record);
+        entry
+    }
+
+    fn persist(&self, origin: &str, record: Document) {
+        let robots = self.stores.robots();
+        let origin = origin.to_string();
+        tokio::spawn(async move {
+            let update = doc! {"$set": record};
+            if let Err(e) = robots
+                .update_one(doc! {"_id": &origin}, update)
+                .upsert(true)
+                .await
+            {
+                eprintln!("crawler-child: storing robots.txt of {origin} failed: {e}");
+            }
+        });
+    }
+}
+
+/// Returns (status, body); status 0 means no HTTP answer at all.
+async fn fetch_following_redirects(http: &Http, origin: &str) -> (u16, Vec<u8>) {
+    let Ok(mut url) = Url::parse(origin).and_then(|o| o.join("/robots.txt")) else {
+        return (0, Vec::new());
+    };
+    for _ in 0..=MAX_ROBOTS_REDIRECTS {
+        let resp = match http.get_capped(&url, MAX_ROBOTS_BYTES).await {
+            Ok(r) => r,
+            Err(_) => return (0, Vec::new()),
+        };
+        if (300..400).contains(&resp.status) {
+            match resp.location.as_deref().and_then(|l| url.join(l).ok()) {
+                Some(next) => {
+                    url = next;
+                    continue;
+                }
+                // A redirect without a usable target: treat like "no robots".
+                None => return (404, Vec::new()),
+            }
+        }
+        return (resp.status, resp.body);
+    }
+    // RFC 9309 §2.3.1.2: more than five redirects may be treated as 404.
+    (404, Vec::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> CrawlPolicy {
+        CrawlPolicy {
+            crawl_id: "t".into(),
+            user_agent: "synthcrawler/0.1".into(),
+            robots_agent: "synthcrawler".into(),
+            min_delay_ms: 0,
+            max_crawl_delay_ms: 2_000,
+            robots_ttl_secs: 3600,
+            connect_timeout_ms: 1000,
+            request_timeout_ms: 1000,
+            max_body_bytes: 1 << 20,
+            max_redirects: 10,
+            skip_nofollow: false,
+            child_concurrency: 8,
+        }
+    }
+
+    fn u(s: &str) -> Url {
+        Url::parse(s).unwrap()
+    }
+
+    #[test]
+    fn status_classes_follow_rfc_9309() {
+        let p = policy();
+        let body = b"User-agent: *\nDisallow: /private/\nCrawl-delay: 30\n";
+        let ok = RobotsEntry::from_response(200, body, &p, now_ms());
+        assert!(!ok.allowed(&u("http://a.test/private/x")));
+        assert!(ok.allowed(&u("http://a.test/public")));
+        // Crawl-delay is capped by the policy maximum.
+        assert_eq!(ok.crawl_delay, Some(Duration::from_secs(2)));
+        let missing = RobotsEntry::from_response(404, body, &p, now_ms());
+        assert!(missing.allowed(&u("http://a.test/private/x")));
+        let forbidden = RobotsEntry::from_response(403, b"", &p, now_ms());
+        assert!(forbidden.allowed(&u("http://a.test/x")));
+        let broken = RobotsEntry::from_response(503, b"", &p, now_ms());
+        assert!(!broken.allowed(&u("http://a.test/")));
+        assert!(broken.is_unavailable());
+        let unreachable = RobotsEntry::from_response(0, b"", &p, now_ms());
+        assert!(!unreachable.allowed(&u("http://a.test/")));
+    }
+
+    #[test]
+    fn our_group_wins_and_longest_match_wins() {
+        let body =
+            b"User-agent: otherbot\nDisallow: /\n\nUser-agent: synthcrawler\nDisallow: /a\nAllow: /a/b\n";
+        let e = RobotsEntry::from_response(200, body, &policy(), now_ms());
+        assert!(e.allowed(&u("http://a.test/x")));
+        assert!(!e.allowed(&u("http://a.test/a/c")));
+        assert!(e.allowed(&u("http://a.test/a/b/c")));
+    }
+
+    #[test]
+    fn binary_garbage_and_expiry() {
+        let e = RobotsEntry::from_response(200, &[0xff, 0x00, 0xfe, 0x80], &policy(), now_ms());
+        assert!(e.allowed(&u("http://a.test/x")));
+        let old = RobotsEntry::from_response(200, b"", &policy(), 0);
+        assert!(old.expired());
+    }
+}

@@ -1,0 +1,100 @@
+//! Per-domain queues, each drained by its own task.
+//!
+//! One task per domain with work means a slow or heavily paced domain only
+//! ever blocks itself; domains run side by side up to the child's fetch
+//! concurrency. A domain's task exits when its queue is empty and is
+//! started again by the next URL, keeping the domain's state.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use shared::protocol::WorkItem;
+use tokio::sync::Notify;
+
+use crate::pipeline::{self, Ctx, DomainState};
+
+struct Domain {
+    /// Queue and "a task is draining it", changed together under one lock.
+    queue: Mutex<(VecDeque<WorkItem>, bool)>,
+    state: tokio::sync::Mutex<DomainState>,
+}
+
+pub struct Worker {
+    ctx: Arc<Ctx>,
+    domains: Mutex<HashMap<String, Arc<Domain>>>,
+    /// URLs received and not yet handed on (to the writer or the report).
+    pending: AtomicUsize,
+    idle: Notify,
+}
+
+impl Worker {
+    pub fn new(ctx: Arc<Ctx>) -> Arc<Worker> {
+        Arc::new(Worker {
+            ctx,
+            domains: Mutex::default(),
+            pending: AtomicUsize::new(0),
+            idle: Notify::new(),
+        })
+    }
+
+    pub fn enqueue(self: &Arc<Self>, item: WorkItem) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        let domain = {
+            let mut domains = self.domains.lock().unwrap_or_else(|e| e.into_inner());
+            domains
+                .entry(item.domain.clone())
+                .or_insert_with(|| {
+                    Arc::new(Domain {
+                        queue: Mutex::new((VecDeque::new(), false)),
+                        state: tokio::sync::Mutex::new(DomainState::new(&item.domain)),
+                    })
+                })
+                .clone()
+        };
+        let start = {
+            let mut q = domain.queue.lock().unwrap_or_else(|e| e.into_inner());
+            q.0.push_back(item);
+            !std::mem::replace(&mut q.1, true)
+        };
+        if start {
+            let me = self.clone();
+            tokio::spawn(async move { me.drain(domain).await });
+        }
+    }
+
+    async fn drain(self: Arc<Self>, domain: Arc<Domain>) {
+        let mut state = domain.state.lock().await;
+        loop {
+            let item = {
+                let mut q = domain.queue.lock().unwrap_or_else(|e| e.into_inner());
+                match q.0.pop_front() {
+                    Some(item) => item,
+                    None => {
+                        q.1 = false;
+                        return;
+                    }
+                }
+            };
+            pipeline::crawl(&self.ctx, &mut state, item).await;
+            if self.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
+                self.idle.notify_waiters();
+            }
+        }
+    }
+
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when every received URL has been handed on.
+    pub async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.pending() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}

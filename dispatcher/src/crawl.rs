@@ -1,0 +1,583 @@
+//! The dispatcher's event loop: supervisors' messages in, work out.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use bson::doc;
+use bytes::Bytes;
+use futures::TryStreamExt;
+use shared::protocol::{
+    self, now_ms, CrawlPolicy, CrawlResult, Outcome, ProcessInfo, ToDispatcher, ToSupervisor,
+    PROTOCOL_VERSION,
+};
+use shared::store::{state, Stores};
+use shared::timing::{Op, TimingLog};
+use shared::urls;
+use tokio::sync::mpsc;
+use zeromq::{RouterSendHalf, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
+
+use crate::cluster::{self, ClusterView, SharedView, SupState, SupervisorView};
+use crate::frontier::{Frontier, SupId};
+use crate::persist::FrontierWriter;
+use crate::stats::{Stats, Summary};
+use crate::{seeds, Args, Scope, ROLE};
+
+/// Failures worth another try, and how many tries a URL gets.
+const RETRYABLE: [&str; 5] = [
+    "timeout",
+    "connect",
+    "robots_unavailable",
+    "child_crashed",
+    "http",
+];
+const MAX_ATTEMPTS: u32 = 3;
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// Most URLs sent in one Work message.
+const MAX_BATCH: usize = 512;
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let metrics = profiling::install_metrics()?;
+    let view: SharedView = Arc::new(Mutex::new(ClusterView::default()));
+    let debug = profiling::start_debug_server(
+        profiling::DebugServerConfig {
+            addr: args.obs.debug_addr,
+            token: args.obs.debug_token.clone(),
+        },
+        metrics,
+        cluster::route(view.clone()),
+    )
+    .await?;
+    let timing = TimingLog::open(&args.obs.timing_config(ROLE))?;
+    timing.spawn_flusher();
+    if let Ok(mut v) = view.lock() {
+        v.dispatcher = Some(ProcessInfo {
+            role: ROLE.into(),
+            node: args.obs.node_name(),
+            pid: std::process::id(),
+            debug_addr: Some(debug.addr.to_string()),
+        });
+    }
+
+    let stores = Stores::connect(&args.store, ROLE).await?;
+    stores.ping().await?;
+    stores.ensure_indexes().await?;
+
+    let mut socket = RouterSocket::new();
+    let endpoint = socket
+        .bind(&args.bind)
+        .await
+        .with_context(|| format!("binding {}", args.bind))?;
+    eprintln!(
+        "dispatcher: listening on {endpoint}, debug on http://{}",
+        debug.addr
+    );
+    let (send, mut recv) = socket.split();
+    let (in_tx, mut inbox) = mpsc::channel::<(Bytes, Bytes)>(1024);
+    tokio::spawn(async move {
+        while let Ok(msg) = recv.recv().await {
+            let mut frames = msg.into_vec().into_iter();
+            if let (Some(identity), Some(payload)) = (frames.next(), frames.next()) {
+                if in_tx.send((identity, payload)).await.is_err() {
+                    break;
+                }
+            }
+        }
+    });
+
+    let mut d = Dispatcher::new(&args, stores.clone(), send, view, timing);
+    d.load(&args).await?;
+    d.serve(&mut inbox).await?;
+    d.finish(&args, &mut inbox).await
+}
+
+struct Dispatcher {
+    policy: CrawlPolicy,
+    frontier: Frontier,
+    writer: FrontierWriter,
+    stores: Stores,
+    send: RouterSendHalf,
+    sups: Vec<SupState>,
+    view: SharedView,
+    timing: TimingLog,
+    stats: Stats,
+    scope: Option<HashSet<String>>,
+    max_depth: u16,
+    max_pages: u64,
+    admitted: u64,
+    attempts: HashMap<String, u32>,
+    /// (due ms, url, domain, depth) waiting for a retry.
+    delayed: Vec<(u64, String, String, u16)>,
+    min_supervisors: usize,
+    started_dispatching: bool,
+    heartbeat_timeout: Duration,
+    progress_every: Duration,
+}
+
+impl Dispatcher {
+    fn new(args: &Args, stores: Stores, send: RouterSendHalf, view: SharedView, timing: TimingLog) -> Self {
+        let policy = args.policy();
+        Dispatcher {
+            frontier: Frontier::new(
+                args.max_inflight_per_domain,
+                args.lease_secs * 1000,
+                now_ms() << 12,
+            ),
+            writer: FrontierWriter::spawn(stores.clone(), policy.crawl_id.clone(), timing.clone()),
+            policy,
+            stores,
+            send,
+            sups: Vec::new(),
+            view,
+            timing,
+            stats: Stats::new(),
+            scope: (args.scope == Scope::Seeds).then(HashSet::new),
+            max_depth: args.max_depth,
+            max_pages: args.max_pages,
+            admitted: 0,
+            attempts: HashMap::new(),
+            delayed: Vec::new(),
+            min_supervisors: args.min_supervisors.max(1),
+            started_dispatching: false,
+            heartbeat_timeout: Duration::from_secs(args.heartbeat_timeout_secs),
+            progress_every: Duration::from_secs_f64(args.progress_secs.max(0.0)),
+        }
+    }
+
+    /// Resumes from the stored frontier, then adds seeds not seen before.
+    async fn load(&mut self, args: &Args) -> anyhow::Result<()> {
+        let mut resumed = (0u64, 0u64);
+        let mut cursor = self
+            .stores
+            .frontier()
+            .find(doc! {})
+            .projection(doc! {"domain": 1, "depth": 1, "state": 1})
+            .await
+            .context("reading the stored frontier")?;
+        while let Some(d) = cursor.try_next().await.context("reading the stored frontier")? {
+            let (Ok(url), Ok(domain)) = (d.get_str("_id"), d.get_str("domain")) else {
+                continue;
+            };
+            self.frontier.mark_seen(url);
+            self.admitted += 1;
+            if d.get_str("state") == Ok(state::QUEUED) {
+                let depth = d.get_i32("depth").unwrap_or(0).clamp(0, u16::MAX as i32) as u16;
+                self.frontier.push(url.to_string(), domain, depth);
+                resumed.1 += 1;
+            } else {
+                resumed.0 += 1;
+            }
+        }
+        if resumed != (0, 0) {
+            eprintln!(
+                "dispatcher: resuming: {} URLs finished before, {} still queued",
+                resumed.0, resumed.1
+            );
+        }
+        let mut from_files = Vec::new();
+        for f in &args.seeds {
+            from_files.extend(seeds::read_file(f)?);
+        }
+        let all = seeds::sync_with_store(&self.stores, &from_files).await?;
+        if let Some(scope) = &mut self.scope {
+            for s in &all {
+                if let Ok(u) = urls::parse(s) {
+                    scope.insert(urls::domain_of(&u));
+                }
+            }
+        }
+        for s in &all {
+            self.offer(s, 0);
+        }
+        eprintln!(
+            "dispatcher: {} seeds, {} URLs queued",
+            all.len(),
+            self.frontier.queued()
+        );
+        Ok(())
+    }
+
+    /// Admits a discovered URL if it is new, in scope and within limits.
+    fn offer(&mut self, url: &str, depth: u16) {
+        if depth > self.max_depth {
+            self.stats.counts.too_deep += 1;
+            return;
+        }
+        if self.max_pages > 0 && self.admitted >= self.max_pages {
+            self.stats.counts.over_page_limit += 1;
+            return;
+        }
+        if !self.frontier.mark_seen(url) {
+            return;
+        }
+        let parsed = match urls::parse(url) {
+            Ok(u) => u,
+            Err(_) => {
+                self.stats.counts.bad_links += 1;
+                return;
+            }
+        };
+        let domain = urls::domain_of(&parsed);
+        if self.scope.as_ref().is_some_and(|s| !s.contains(&domain)) {
+            self.stats.counts.out_of_scope += 1;
+            return;
+        }
+        let url = String::from(parsed);
+        self.admitted += 1;
+        self.stats.counts.new_urls += 1;
+        self.writer.insert(&url, &domain, depth);
+        self.frontier.push(url, &domain, depth);
+    }
+
+    /// Nothing queued, out or waiting for a retry. Only once the expected
+    /// supervisors have joined, so each of them is told to stop, even when
+    /// a resumed crawl finds nothing left to do.
+    fn done(&self) -> bool {
+        self.started_dispatching && self.frontier.is_idle() && self.delayed.is_empty()
+    }
+
+    async fn serve(&mut self, inbox: &mut mpsc::Receiver<(Bytes, Bytes)>) -> anyhow::Result<()> {
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        let mut slow_tick = tokio::time::interval(Duration::from_secs(1));
+        // A zero period means no progress lines; the interval then idles.
+        let mut progress = tokio::time::interval(if self.progress_every.is_zero() {
+            Duration::from_secs(3600)
+        } else {
+            self.progress_every
+        });
+        progress.tick().await;
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        while !self.done() {
+            tokio::select! {
+                msg = inbox.recv() => {
+                    let Some((identity, payload)) = msg else { bail!("ZeroMQ socket closed") };
+                    self.on_message(identity, &payload).await?;
+                    // Drain what else is waiting before dispatching once.
+                    while let Ok((identity, payload)) = inbox.try_recv() {
+                        self.on_message(identity, &payload).await?;
+                    }
+                    self.dispatch().await?;
+                }
+                _ = tick.tick() => {
+                    self.release_delayed();
+                    self.dispatch().await?;
+                }
+                _ = slow_tick.tick() => self.housekeeping().await?,
+                _ = progress.tick(), if !self.progress_every.is_zero() => {
+                    let live = self.sups.iter().filter(|s| s.live).count();
+                    let line = self.stats.progress_line(self.frontier.queued(), self.frontier.in_flight(), live);
+                    eprintln!("{line}");
+                }
+                _ = &mut ctrl_c => {
+                    eprintln!("dispatcher: interrupted; stopping supervisors (queued URLs stay in the store)");
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_message(&mut self, identity: Bytes, payload: &[u8]) -> anyhow::Result<()> {
+        metrics::counter!("crawler_zmq_messages_received_total").increment(1);
+        let msg: ToDispatcher = match protocol::decode(payload) {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("dispatcher: ignoring undecodable message: {e}");
+                return Ok(());
+            }
+        };
+        let sup = cluster::sup_index(&self.sups, &identity);
+        if let Some(s) = sup {
+            self.sups[s].last_heard = Instant::now();
+        }
+        match (msg, sup) {
+            (
+                ToDispatcher::Hello {
+                    version,
+                    supervisor_id,
+                    capacity,
+                    process,
+                },
+                _,
+            ) => {
+                self.on_hello(identity, version, supervisor_id, capacity, process)
+                    .await?;
+            }
+            (ToDispatcher::Results(results), Some(s)) => self.on_results(s, results),
+            (ToDispatcher::Child { slot, process, alive }, Some(s)) => {
+                let id = self.sups[s].id.clone();
+                if let Ok(mut v) = self.view.lock() {
+                    let children = &mut v.supervisors.entry(id).or_default().children;
+                    if alive {
+                        children.insert(slot, process);
+                    } else {
+                        children.remove(&slot);
+                    }
+                }
+            }
+            (ToDispatcher::Heartbeat { .. }, Some(_)) => {}
+            (ToDispatcher::Bye, Some(s)) => {
+                self.sups[s].said_bye = true;
+                self.drop_supervisor(s, "said bye");
+                self.send_to(&identity, &ToSupervisor::Farewell).await?;
+            }
+            (_, None) => eprintln!("dispatcher: message from an unknown peer (no Hello yet); ignored"),
+        }
+        Ok(())
+    }
+
+    async fn on_hello(
+        &mut self,
+        identity: Bytes,
+        version: u32,
+        id: String,
+        capacity: u32,
+        process: ProcessInfo,
+    ) -> anyhow::Result<()> {
+        if version != PROTOCOL_VERSION {
+            eprintln!(
+                "dispatcher: supervisor {id} speaks protocol {version}, we speak {PROTOCOL_VERSION}; refused"
+            );
+            return self.send_to(&identity, &ToSupervisor::Stop).await;
+        }
+        // A supervisor reconnecting on the same socket starts over.
+        if let Some(old) = cluster::sup_index(&self.sups, &identity) {
+            self.drop_supervisor(old, "said hello again");
+        }
+        let sid = self.frontier.add_supervisor();
+        debug_assert_eq!(sid, self.sups.len());
+        eprintln!(
+            "dispatcher: supervisor {id} joined (pid {}, capacity {capacity})",
+            process.pid
+        );
+        if let Ok(mut v) = self.view.lock() {
+            v.supervisors.insert(
+                id.clone(),
+                SupervisorView {
+                    process: Some(process),
+                    live: true,
+                    children: Default::default(),
+                },
+            );
+        }
+        self.sups.push(SupState {
+            id,
+            identity: identity.clone(),
+            capacity,
+            outstanding: 0,
+            last_heard: Instant::now(),
+            live: true,
+            said_bye: false,
+            results: 0,
+        });
+        self.send_to(
+            &identity,
+            &ToSupervisor::Welcome {
+                policy: self.policy.clone(),
+            },
+        )
+        .await
+    }
+
+    fn drop_supervisor(&mut self, s: SupId, why: &str) {
+        if !self.sups[s].live {
+            return;
+        }
+        self.sups[s].live = false;
+        let requeued = self.frontier.remove_supervisor(s);
+        if requeued > 0 || why != "said bye" {
+            eprintln!(
+                "dispatcher: supervisor {} left ({why}); {requeued} URLs re-queued",
+                self.sups[s].id
+            );
+        }
+        if let Ok(mut v) = self.view.lock() {
+            if let Some(sv) = v.supervisors.get_mut(&self.sups[s].id) {
+                sv.live = false;
+                sv.children.clear();
+            }
+        }
+    }
+
+    fn on_results(&mut self, s: SupId, results: Vec<CrawlResult>) {
+        let start = Instant::now();
+        let n = results.len();
+        for r in results {
+            let known = self.frontier.complete(r.lease).is_some();
+            if known {
+                self.sups[s].outstanding = self.sups[s].outstanding.saturating_sub(1);
+            }
+            self.sups[s].results += 1;
+            self.stats.record(&r.outcome);
+            let final_state = match &r.outcome {
+                Outcome::Fetched { .. } => Some(state::DONE),
+                Outcome::Disallowed => Some(state::DISALLOWED),
+                Outcome::Failed { kind, .. } => self.retry_or_fail(&r, kind),
+            };
+            if let Some(st) = final_state {
+                self.attempts.remove(&r.url);
+                self.writer.mark(r.url, st);
+            }
+            for link in &r.outlinks {
+                self.offer(link, r.depth.saturating_add(1));
+            }
+        }
+        metrics::counter!("crawler_supervisor_results_total", "supervisor" => self.sups[s].id.clone())
+            .increment(n as u64);
+        self.timing.record(Op::Report, start.elapsed(), "ok", None, None);
+    }
+
+    /// Retryable failures go back in the queue after a pause, a few times.
+    fn retry_or_fail(&mut self, r: &CrawlResult, kind: &str) -> Option<&'static str> {
+        let attempts = self.attempts.entry(r.url.clone()).or_insert(0);
+        *attempts += 1;
+        if RETRYABLE.contains(&kind) && *attempts < MAX_ATTEMPTS {
+            self.stats.counts.retried += 1;
+            let due = now_ms() + RETRY_AFTER.as_millis() as u64 * *attempts as u64;
+            self.delayed.push((due, r.url.clone(), r.domain.clone(), r.depth));
+            None
+        } else {
+            self.stats.failed_for_good(kind);
+            Some(state::FAILED)
+        }
+    }
+
+    fn release_delayed(&mut self) {
+        if self.delayed.is_empty() {
+            return;
+        }
+        let now = now_ms();
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.delayed)
+            .into_iter()
+            .partition(|d| d.0 <= now);
+        self.delayed = later;
+        for (_, url, domain, depth) in due {
+            self.frontier.push(url, &domain, depth);
+        }
+    }
+
+    /// Leases URLs to every supervisor with credit left.
+    async fn dispatch(&mut self) -> anyhow::Result<()> {
+        if !self.started_dispatching {
+            if self.sups.iter().filter(|s| s.live).count() < self.min_supervisors {
+                return Ok(());
+            }
+            self.started_dispatching = true;
+        }
+        for s in 0..self.sups.len() {
+            let sup = &self.sups[s];
+            if !sup.live {
+                continue;
+            }
+            let credit = sup.capacity.saturating_sub(sup.outstanding) as usize;
+            if credit == 0 {
+                continue;
+            }
+            let start = Instant::now();
+            let items = self.frontier.take(s, credit.min(MAX_BATCH), now_ms());
+            if items.is_empty() {
+                continue;
+            }
+            self.sups[s].outstanding += items.len() as u32;
+            let identity = self.sups[s].identity.clone();
+            self.send_to(&identity, &ToSupervisor::Work(items)).await?;
+            self.timing
+                .record(Op::Dispatch, start.elapsed(), "ok", None, None);
+        }
+        Ok(())
+    }
+
+    /// Once a second: heartbeats, dead supervisors, expired leases, gauges.
+    async fn housekeeping(&mut self) -> anyhow::Result<()> {
+        for s in 0..self.sups.len() {
+            if !self.sups[s].live {
+                continue;
+            }
+            if self.sups[s].last_heard.elapsed() > self.heartbeat_timeout {
+                self.drop_supervisor(s, "missed heartbeats");
+                continue;
+            }
+            let identity = self.sups[s].identity.clone();
+            self.send_to(&identity, &ToSupervisor::Heartbeat).await?;
+        }
+        let expired = self.frontier.expire(now_ms());
+        if expired > 0 {
+            self.stats.counts.leases_expired += expired as u64;
+            eprintln!("dispatcher: {expired} leases expired; URLs re-queued");
+        }
+        metrics::gauge!("crawler_frontier_queued").set(self.frontier.queued() as f64);
+        metrics::gauge!("crawler_frontier_in_flight").set(self.frontier.in_flight() as f64);
+        metrics::gauge!("crawler_frontier_seen").set(self.frontier.seen_count() as f64);
+        metrics::gauge!("crawler_supervisors_live").set(self.sups.iter().filter(|s| s.live).count() as f64);
+        Ok(())
+    }
+
+    async fn send_to(&mut self, identity: &Bytes, msg: &ToSupervisor) -> anyhow::Result<()> {
+        let mut m = ZmqMessage::from(protocol::encode(msg));
+        m.push_front(identity.clone());
+        metrics::counter!("crawler_zmq_messages_sent_total").increment(1);
+        if let Err(e) = self.send.send(m).await {
+            // The peer is gone; heartbeats will notice and re-queue its work.
+            eprintln!("dispatcher: send failed: {e}");
+        }
+        Ok(())
+    }
+
+    /// Flushes the frontier, stops the supervisors, prints the summary.
+    async fn finish(mut self, args: &Args, inbox: &mut mpsc::Receiver<(Bytes, Bytes)>) -> anyhow::Result<()> {
+        self.writer.flush().await;
+        let live: Vec<SupId> = (0..self.sups.len()).filter(|s| self.sups[*s].live).collect();
+        for s in &live {
+            let identity = self.sups[*s].identity.clone();
+            self.send_to(&identity, &ToSupervisor::Stop).await?;
+        }
+        eprintln!(
+            "dispatcher: crawl finished; waiting for {} supervisors to stop",
+            live.len()
+        );
+        self.await_byes(&live, inbox).await;
+        // The zeromq crate has no linger: give the last Farewells a moment
+        // to leave before the socket is dropped with the process.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.timing.flush();
+        let elapsed = self.stats.started.elapsed().as_secs_f64();
+        let summary = Summary {
+            crawl_id: &self.policy.crawl_id,
+            elapsed_secs: elapsed,
+            pages_per_sec: self.stats.counts.fetched as f64 / elapsed.max(1e-3),
+            frontier_left: self.frontier.queued() + self.frontier.in_flight() + self.delayed.len(),
+            seen_urls: self.frontier.seen_count(),
+            domains: self.frontier.domain_count(),
+            supervisors: self.sups.len(),
+            counts: &self.stats.counts,
+        };
+        let json = serde_json::to_string(&summary)?;
+        println!("{json}");
+        if let Some(path) = &args.summary_file {
+            std::fs::write(path, format!("{json}\n"))
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Keeps handling messages (last results, Byes) until every live
+    /// supervisor has said Bye, or two minutes pass.
+    async fn await_byes(&mut self, live: &[SupId], inbox: &mut mpsc::Receiver<(Bytes, Bytes)>) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        while live.iter().any(|s| !self.sups[*s].said_bye) {
+            match tokio::time::timeout_at(deadline, inbox.recv()).await {
+                Ok(Some((identity, payload))) => {
+                    if let Err(e) = self.on_message(identity, &payload).await {
+                        eprintln!("dispatcher: while stopping: {e}");
+                    }
+                }
+                _ => {
+                    eprintln!("dispatcher: some supervisors did not confirm the stop");
+                    return;
+                }
+            }
+        }
+    }
+}

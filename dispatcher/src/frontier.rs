@@ -1,0 +1,371 @@
+//! The URL frontier in memory: per-domain queues, the seen-set, domain
+//! ownership and leases.
+//!
+//! Shaped like crawler-commons' URL Frontier: queues keyed by domain, URLs
+//! handed out under leases, results put back. Every operation is O(1) per
+//! URL (no scans over all domains or all URLs), because a crawler of this
+//! shape once slowed down as its collections grew.
+//!
+//! Fairness: each supervisor has a ring of its domains that have work and
+//! room; `take` walks the ring one URL per domain at a time, and a domain
+//! never has more than `max_inflight_per_domain` URLs out at once, so one
+//! big or slow domain cannot crowd out the others.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use shared::protocol::WorkItem;
+
+pub type SupId = usize;
+
+struct Queued {
+    url: String,
+    depth: u16,
+}
+
+struct DomainQ {
+    name: String,
+    queue: VecDeque<Queued>,
+    in_flight: u32,
+    owner: Option<SupId>,
+    /// Whether the domain sits in its owner's ready ring.
+    in_ready: bool,
+}
+
+/// A URL out at a supervisor.
+pub struct Lease {
+    pub url: String,
+    pub depth: u16,
+    pub sup: SupId,
+    pub expires_ms: u64,
+    domain_id: u32,
+}
+
+struct Sup {
+    live: bool,
+    domains: usize,
+    ready: VecDeque<u32>,
+}
+
+pub struct Frontier {
+    seen: HashSet<u64, ahash::RandomState>,
+    hasher: ahash::RandomState,
+    domains: Vec<DomainQ>,
+    domain_ids: HashMap<String, u32>,
+    sups: Vec<Sup>,
+    /// Domains with work but no live supervisor to own them.
+    unassigned: Vec<u32>,
+    leases: HashMap<u64, Lease>,
+    next_lease: u64,
+    queued: usize,
+    max_inflight_per_domain: u32,
+    lease_ms: u64,
+}
+
+impl Frontier {
+    pub fn new(max_inflight_per_domain: u32, lease_ms: u64, first_lease: u64) -> Frontier {
+        Frontier {
+            seen: HashSet::with_hasher(ahash::RandomState::new()),
+            // Fixed keys: seen-set hashes are stable for the process.
+            hasher: ahash::RandomState::with_seeds(11, 22, 33, 44),
+            domains: Vec::new(),
+            domain_ids: HashMap::new(),
+            sups: Vec::new(),
+            unassigned: Vec::new(),
+            leases: HashMap::new(),
+            next_lease: first_lease,
+            queued: 0,
+            max_inflight_per_domain: max_inflight_per_domain.max(1),
+            lease_ms,
+        }
+    }
+
+    /// Records `url` as seen; false when it already was. The seen-set keeps
+    /// a 64-bit hash per URL (8 bytes instead of the URL), so 100 million
+    /// URLs fit in about 2 GiB.
+    pub fn mark_seen(&mut self, url: &str) -> bool {
+        self.seen.insert(self.hasher.hash_one(url))
+    }
+
+    pub fn seen_count(&self) -> usize {
+        self.seen.len()
+    }
+
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.leases.len()
+    }
+
+    pub fn domain_count(&self) -> usize {
+        self.domains.len()
+    }
+
+    /// Nothing queued and nothing out: the crawl is over.
+    pub fn is_idle(&self) -> bool {
+        self.queued == 0 && self.leases.is_empty()
+    }
+
+    /// Queues a URL (already marked seen) at the back of its domain's queue.
+    pub fn push(&mut self, url: String, domain: &str, depth: u16) {
+        let id = self.domain_id(domain);
+        self.domains[id as usize].queue.push_back(Queued { url, depth });
+        self.queued += 1;
+        self.ensure_owner(id);
+        self.make_ready(id);
+    }
+
+    fn domain_id(&mut self, domain: &str) -> u32 {
+        if let Some(id) = self.domain_ids.get(domain) {
+            return *id;
+        }
+        let id = self.domains.len() as u32;
+        self.domains.push(DomainQ {
+            name: domain.to_string(),
+            queue: VecDeque::new(),
+            in_flight: 0,
+            owner: None,
+            in_ready: false,
+        });
+        self.domain_ids.insert(domain.to_string(), id);
+        id
+    }
+
+    /// Gives an ownerless domain to the live supervisor with the fewest
+    /// domains. One owner per domain keeps its politeness in one place.
+    fn ensure_owner(&mut self, id: u32) {
+        if self.domains[id as usize].owner.is_some() {
+            return;
+        }
+        let best = self
+            .sups
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.live)
+            .min_by_key(|(_, s)| s.domains)
+            .map(|(i, _)| i);
+        match best {
+            Some(s) => {
+                self.domains[id as usize].owner = Some(s);
+                self.sups[s].domains += 1;
+            }
+            None => self.unassigned.push(id),
+        }
+    }
+
+    fn make_ready(&mut self, id: u32) {
+        let d = &mut self.domains[id as usize];
+        if d.in_ready || d.queue.is_empty() || d.in_flight >= self.max_inflight_per_domain {
+            return;
+        }
+        if let Some(s) = d.owner {
+            d.in_ready = true;
+            self.sups[s].ready.push_back(id);
+        }
+    }
+
+    /// A supervisor joined; it takes over domains nobody owns.
+    pub fn add_supervisor(&mut self) -> SupId {
+        let id = self.sups.len();
+        self.sups.push(Sup {
+            live: true,
+            domains: 0,
+            ready: VecDeque::new(),
+        });
+        for d in std::mem::take(&mut self.unassigned) {
+            if self.domains[d as usize].owner.is_none() {
+                self.ensure_owner(d);
+                self.make_ready(d);
+            }
+        }
+        id
+    }
+
+    /// A supervisor left or died: its leased URLs go back to the front of
+    /// their queues and its domains to the other supervisors.
+    pub fn remove_supervisor(&mut self, sup: SupId) -> usize {
+        let Some(s) = self.sups.get_mut(sup) else { return 0 };
+        s.live = false;
+        s.domains = 0;
+        s.ready.clear();
+        let lost: Vec<u64> = self
+            .leases
+            .iter()
+            .filter(|(_, l)| l.sup == sup)
+            .map(|(k, _)| *k)
+            .collect();
+        let n = lost.len();
+        for lease in lost {
+            self.requeue_lease(lease);
+        }
+        let owned: Vec<u32> = (0..self.domains.len() as u32)
+            .filter(|d| self.domains[*d as usize].owner == Some(sup))
+            .collect();
+        for d in owned {
+            let dq = &mut self.domains[d as usize];
+            dq.owner = None;
+            dq.in_ready = false;
+            self.ensure_owner(d);
+            self.make_ready(d);
+        }
+        n
+    }
+
+    /// Hands out up to `n` URLs of `sup`'s domains, round-robin over them.
+    pub fn take(&mut self, sup: SupId, n: usize, now_ms: u64) -> Vec<WorkItem> {
+        let mut out = Vec::with_capacity(n.min(1024));
+        while out.len() < n {
+            let Some(id) = self.sups.get_mut(sup).and_then(|s| s.ready.pop_front()) else {
+                break;
+            };
+            let d = &mut self.domains[id as usize];
+            d.in_ready = false;
+            if d.owner != Some(sup) || d.in_flight >= self.max_inflight_per_domain {
+                continue;
+            }
+            let Some(q) = d.queue.pop_front() else { continue };
+            d.in_flight += 1;
+            self.queued -= 1;
+            let lease = self.next_lease;
+            self.next_lease += 1;
+            let expires_ms = now_ms + self.lease_ms;
+            out.push(WorkItem {
+                lease,
+                lease_expires_ms: expires_ms,
+                url: q.url.clone(),
+                domain: d.name.clone(),
+                depth: q.depth,
+            });
+            self.leases.insert(
+                lease,
+                Lease {
+                    url: q.url,
+                    depth: q.depth,
+                    sup,
+                    expires_ms,
+                    domain_id: id,
+                },
+            );
+            self.make_ready(id);
+        }
+        out
+    }
+
+    /// A result arrived: the lease ends. `None` for an unknown (expired or
+    /// duplicate) lease.
+    pub fn complete(&mut self, lease: u64) -> Option<Lease> {
+        let l = self.leases.remove(&lease)?;
+        let d = &mut self.domains[l.domain_id as usize];
+        d.in_flight = d.in_flight.saturating_sub(1);
+        self.make_ready(l.domain_id);
+        Some(l)
+    }
+
+    fn requeue_lease(&mut self, lease: u64) {
+        let Some(l) = self.leases.remove(&lease) else {
+            return;
+        };
+        let d = &mut self.domains[l.domain_id as usize];
+        d.in_flight = d.in_flight.saturating_sub(1);
+        d.queue.push_front(Queued {
+            url: l.url,
+            depth: l.depth,
+        });
+        self.queued += 1;
+        self.make_ready(l.domain_id);
+    }
+
+    /// Re-queues URLs whose lease ran out. Scans leases, so call it
+    /// seldom (once a second is plenty for leases of minutes).
+    pub fn expire(&mut self, now_ms: u64) -> usize {
+        let expired: Vec<u64> = self
+            .leases
+            .iter()
+            .filter(|(_, l)| l.expires_ms <= now_ms)
+            .map(|(k, _)| *k)
+            .collect();
+        let n = expired.len();
+        for lease in expired {
+            self.requeue_lease(lease);
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f() -> Frontier {
+        Frontier::new(2, 1000, 1)
+    }
+
+    #[test]
+    fn dedups_and_leases_round_robin_over_domains() {
+        let mut f = f();
+        let s = f.add_supervisor();
+        for i in 0..5 {
+            for d in ["a", "b"] {
+                let url = format!("http://{d}/{i}");
+                assert!(f.mark_seen(&url));
+                f.push(url, d, 0);
+            }
+        }
+        assert!(!f.mark_seen("http://a/0"));
+        assert_eq!(f.queued(), 10);
+        let got = f.take(s, 10, 0);
+        // Two per domain at most (max in flight), alternating domains.
+        let domains: Vec<_> = got.iter().map(|w| w.domain.as_str()).collect();
+        assert_eq!(domains, ["a", "b", "a", "b"]);
+        assert_eq!(f.in_flight(), 4);
+        // Completing one frees room for that domain only.
+        assert!(f.complete(got[0].lease).is_some());
+        assert!(f.complete(got[0].lease).is_none());
+        let more = f.take(s, 10, 0);
+        assert_eq!(more.len(), 1);
+        assert_eq!(more[0].domain, "a");
+        assert_eq!(more[0].url, "http://a/2");
+    }
+
+    #[test]
+    fn domains_spread_over_supervisors_and_survive_one_leaving() {
+        let mut f = f();
+        let s1 = f.add_supervisor();
+        let s2 = f.add_supervisor();
+        for d in ["a", "b", "c", "d"] {
+            f.push(format!("http://{d}/"), d, 0);
+        }
+        let t1 = f.take(s1, 10, 0);
+        let t2 = f.take(s2, 10, 0);
+        assert_eq!(t1.len(), 2);
+        assert_eq!(t2.len(), 2);
+        // s1 dies holding its leases: they go back and to s2.
+        assert_eq!(f.remove_supervisor(s1), 2);
+        assert_eq!(f.queued(), 2);
+        let t2b = f.take(s2, 10, 0);
+        let mut urls: Vec<_> = t2b.iter().map(|w| w.url.clone()).collect();
+        urls.sort();
+        let mut expect: Vec<_> = t1.iter().map(|w| w.url.clone()).collect();
+        expect.sort();
+        assert_eq!(urls, expect);
+    }
+
+    #[test]
+    fn work_waits_for_a_supervisor_and_leases_expire() {
+        let mut f = f();
+        f.push("http://a/".into(), "a", 0);
+        assert!(!f.is_idle());
+        let s = f.add_supervisor();
+        let t = f.take(s, 10, 100);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].lease_expires_ms, 1100);
+        assert_eq!(f.expire(1099), 0);
+        assert_eq!(f.expire(1100), 1);
+        let again = f.take(s, 10, 2000);
+        assert_eq!(again[0].url, "http://a/");
+        assert_ne!(again[0].lease, t[0].lease);
+        f.complete(again[0].lease);
+        assert!(f.is_idle());
+    }
+}

@@ -1,0 +1,137 @@
+//! dispatcher: owns the crawl. Loads seeds and the stored frontier, gives
+//! each domain to one supervisor, leases URLs to supervisors over ZeroMQ as
+//! their credit allows, takes results back, schedules new URLs, and ends
+//! the crawl when nothing is queued or in flight.
+
+mod cluster;
+mod crawl;
+mod frontier;
+mod persist;
+mod seeds;
+mod stats;
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+use shared::cli::{ObsArgs, StoreArgs};
+use shared::protocol::CrawlPolicy;
+
+const ROLE: &str = "dispatcher";
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Scope {
+    /// Only the domains of the seeds.
+    Seeds,
+    /// Anything linked.
+    Any,
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    version,
+    about = "Owns a crawl: seeds, frontier, de-duplication, domain assignment"
+)]
+pub struct Args {
+    /// ZeroMQ endpoint supervisors connect to.
+    #[arg(long, env = "CRAWLER_BIND", default_value = "tcp://127.0.0.1:5555")]
+    pub bind: String,
+    /// Seeds file: one URL per line, `#` comments. Seeds are also read from the `seeds` collection.
+    #[arg(long)]
+    pub seeds: Vec<PathBuf>,
+    /// Crawl name, stored with every page.
+    #[arg(long, default_value = "crawl")]
+    pub crawl_id: String,
+    /// Links deeper than this many hops from a seed are not followed.
+    #[arg(long, default_value_t = 16)]
+    pub max_depth: u16,
+    /// Stop admitting URLs after this many (0 = no limit).
+    #[arg(long, default_value_t = 0)]
+    pub max_pages: u64,
+    #[arg(long, value_enum, default_value_t = Scope::Seeds)]
+    pub scope: Scope,
+    /// Do not hand out work until this many supervisors have joined, so
+    /// domains spread over all of them.
+    #[arg(long, default_value_t = 1)]
+    pub min_supervisors: usize,
+    /// URLs of one domain out at once (across the cluster).
+    #[arg(long, default_value_t = 16)]
+    pub max_inflight_per_domain: u32,
+    /// A leased URL not reported within this time is handed out again.
+    #[arg(long, default_value_t = 300)]
+    pub lease_secs: u64,
+    /// A supervisor silent this long is considered dead; its work is re-queued.
+    #[arg(long, default_value_t = 15)]
+    pub heartbeat_timeout_secs: u64,
+    /// Seconds between progress lines on stderr (0 = none).
+    #[arg(long, default_value_t = 1.0)]
+    pub progress_secs: f64,
+    /// Also write the final summary JSON to this file.
+    #[arg(long)]
+    pub summary_file: Option<PathBuf>,
+
+    // --- crawl policy, pushed to every child ---
+    /// User-Agent header.
+    #[arg(long, default_value = "synthcrawler/0.1 (+https://example.invalid/crawler)")]
+    pub user_agent: String,
+    /// Product token matched against robots.txt User-agent lines.
+    #[arg(long, default_value = "synthcrawler")]
+    pub robots_agent: String,
+    /// Minimum gap between two requests to one domain.
+    #[arg(long, default_value_t = 1000)]
+    pub min_delay_ms: u64,
+    /// Upper bound for a site's Crawl-delay.
+    #[arg(long, default_value_t = 30_000)]
+    pub max_crawl_delay_ms: u64,
+    /// How long a fetched robots.txt is trusted.
+    #[arg(long, default_value_t = 86_400)]
+    pub robots_ttl_secs: u64,
+    #[arg(long, default_value_t = 10_000)]
+    pub connect_timeout_ms: u64,
+    /// Whole request, body included.
+    #[arg(long, default_value_t = 30_000)]
+    pub request_timeout_ms: u64,
+    /// Bodies are cut (and marked truncated) beyond this size.
+    #[arg(long, default_value_t = 10 * 1024 * 1024)]
+    pub max_body_bytes: u64,
+    #[arg(long, default_value_t = 10)]
+    pub max_redirects: u32,
+    /// Do not follow rel=nofollow links.
+    #[arg(long)]
+    pub skip_nofollow: bool,
+    /// Fetches one child runs at once.
+    #[arg(long, default_value_t = 64)]
+    pub child_concurrency: u32,
+
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub obs: ObsArgs,
+}
+
+impl Args {
+    fn policy(&self) -> CrawlPolicy {
+        CrawlPolicy {
+            crawl_id: self.crawl_id.clone(),
+            user_agent: self.user_agent.clone(),
+            robots_agent: self.robots_agent.clone(),
+            min_delay_ms: self.min_delay_ms,
+            max_crawl_delay_ms: self.max_crawl_delay_ms,
+            robots_ttl_secs: self.robots_ttl_secs,
+            connect_timeout_ms: self.connect_timeout_ms,
+            request_timeout_ms: self.request_timeout_ms,
+            max_body_bytes: self.max_body_bytes,
+            max_redirects: self.max_redirects,
+            skip_nofollow: self.skip_nofollow,
+            child_concurrency: self.child_concurrency,
+        }
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(crawl::run(args))
+}

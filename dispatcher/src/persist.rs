@@ -1,0 +1,147 @@
+//! Writes the frontier to MongoDB in batches, off the dispatch path.
+//!
+//! New URLs become `{_id: url, domain, depth, state: "queued"}`; finished
+//! ones get their state set. Inserting by `_id` makes a retried batch
+//! harmless (duplicates are ignored). A restarted dispatcher reads this
+//! collection back to resume.
+
+use std::time::{Duration, Instant};
+
+use bson::{doc, Document};
+use shared::store::{only_duplicates, state, Backoff, Stores};
+use shared::timing::{Op, TimingLog};
+use tokio::sync::{mpsc, oneshot};
+
+const BATCH: usize = 2000;
+const WAIT: Duration = Duration::from_millis(100);
+
+enum Cmd {
+    Insert(Document),
+    Mark(String, &'static str),
+    Flush(oneshot::Sender<()>),
+}
+
+#[derive(Clone)]
+pub struct FrontierWriter {
+    tx: mpsc::UnboundedSender<Cmd>,
+}
+
+impl FrontierWriter {
+    pub fn spawn(stores: Stores, crawl_id: String, timing: TimingLog) -> FrontierWriter {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(stores, crawl_id, rx, timing));
+        FrontierWriter { tx }
+    }
+
+    pub fn insert(&self, url: &str, domain: &str, depth: u16) {
+        let _ = self.tx.send(Cmd::Insert(doc! {
+            "_id": url,
+            "domain": domain,
+            "depth": depth as i32,
+            "state": state::QUEUED,
+        }));
+    }
+
+    pub fn mark(&self, url: String, state: &'static str) {
+        let _ = self.tx.send(Cmd::Mark(url, state));
+    }
+
+    /// Resolves once everything sent before it is written.
+    pub async fn flush(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Cmd::Flush(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+async fn run(stores: Stores, crawl_id: String, mut rx: mpsc::UnboundedReceiver<Cmd>, timing: TimingLog) {
+    let frontier = stores.frontier();
+    let mut inserts = Vec::new();
+    let mut marks: Vec<(String, &'static str)> = Vec::new();
+    let mut flushed = Vec::new();
+    while let Some(cmd) = rx.recv().await {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut next = Some(cmd);
+        while let Some(cmd) = next.take() {
+            match cmd {
+                Cmd::Insert(mut d) => {
+                    d.insert("crawl_id", &crawl_id);
+                    inserts.push(d);
+                }
+                Cmd::Mark(url, s) => marks.push((url, s)),
+                Cmd::Flush(done) => flushed.push(done),
+            }
+            if !flushed.is_empty() || inserts.len() + marks.len() >= BATCH {
+                break;
+            }
+            if let Ok(Some(cmd)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+                next = Some(cmd);
+            }
+        }
+        write_inserts(&frontier, &mut inserts, &timing).await;
+        write_marks(&frontier, &mut marks, &timing).await;
+        for done in flushed.drain(..) {
+            let _ = done.send(());
+        }
+    }
+}
+
+async fn write_inserts(
+    frontier: &mongodb::Collection<Document>,
+    docs: &mut Vec<Document>,
+    timing: &TimingLog,
+) {
+    if docs.is_empty() {
+        return;
+    }
+    let mut backoff = Backoff::default();
+    loop {
+        let start = Instant::now();
+        let res = frontier.insert_many(docs.iter()).ordered(false).await;
+        let ok = res.as_ref().map_or_else(only_duplicates, |_| true);
+        timing.record(
+            Op::FrontierInsert,
+            start.elapsed(),
+            if ok { "ok" } else { "error" },
+            None,
+            None,
+        );
+        match res {
+            Err(e) if !ok => backoff.wait("dispatcher: frontier insert", &e).await,
+            _ => break,
+        }
+    }
+    docs.clear();
+}
+
+async fn write_marks(
+    frontier: &mongodb::Collection<Document>,
+    marks: &mut Vec<(String, &'static str)>,
+    timing: &TimingLog,
+) {
+    for s in [state::DONE, state::DISALLOWED, state::FAILED] {
+        let urls: Vec<&str> = marks
+            .iter()
+            .filter(|(_, m)| *m == s)
+            .map(|(u, _)| u.as_str())
+            .collect();
+        if urls.is_empty() {
+            continue;
+        }
+        let mut backoff = Backoff::default();
+        loop {
+            let start = Instant::now();
+            let res = frontier
+                .update_many(doc! {"_id": {"$in": &urls}}, doc! {"$set": {"state": s}})
+                .await;
+            let outcome = if res.is_ok() { "ok" } else { "error" };
+            timing.record(Op::Store, start.elapsed(), outcome, None, None);
+            match res {
+                Ok(_) => break,
+                Err(e) => backoff.wait("dispatcher: frontier state update", &e).await,
+            }
+        }
+    }
+    marks.clear();
+}

@@ -1,0 +1,99 @@
+//! Crawl counters, the live progress line and the final summary.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::Serialize;
+use shared::protocol::Outcome;
+
+#[derive(Default, Serialize)]
+pub struct Counts {
+    /// Responses received, any status.
+    pub fetched: u64,
+    pub status: BTreeMap<u16, u64>,
+    pub disallowed: u64,
+    /// Failures that will not be retried, by kind.
+    pub failed: BTreeMap<String, u64>,
+    pub retried: u64,
+    pub new_urls: u64,
+    pub out_of_scope: u64,
+    pub too_deep: u64,
+    pub over_page_limit: u64,
+    pub bad_links: u64,
+    pub leases_expired: u64,
+}
+
+pub struct Stats {
+    pub started: Instant,
+    pub counts: Counts,
+    last_fetched: u64,
+    last_at: Instant,
+}
+
+impl Stats {
+    pub fn new() -> Self {
+        let now = Instant::now();
+        Stats {
+            started: now,
+            counts: Counts::default(),
+            last_fetched: 0,
+            last_at: now,
+        }
+    }
+
+    pub fn record(&mut self, outcome: &Outcome) {
+        match outcome {
+            Outcome::Fetched { status, .. } => {
+                self.counts.fetched += 1;
+                *self.counts.status.entry(*status).or_default() += 1;
+                metrics::counter!("crawler_dispatcher_results_total", "outcome" => "fetched").increment(1);
+            }
+            Outcome::Disallowed => {
+                self.counts.disallowed += 1;
+                metrics::counter!("crawler_dispatcher_results_total", "outcome" => "disallowed").increment(1);
+            }
+            Outcome::Failed { .. } => {
+                metrics::counter!("crawler_dispatcher_results_total", "outcome" => "failed").increment(1);
+            }
+        }
+    }
+
+    pub fn failed_for_good(&mut self, kind: &str) {
+        *self.counts.failed.entry(kind.to_string()).or_default() += 1;
+    }
+
+    pub fn errors(&self) -> u64 {
+        self.counts.failed.values().sum()
+    }
+
+    /// One human line: pages done, current and average rate, frontier, errors.
+    pub fn progress_line(&mut self, queued: usize, in_flight: usize, supervisors: usize) -> String {
+        let now = Instant::now();
+        let dt = now.duration_since(self.last_at).as_secs_f64().max(1e-3);
+        let rate = (self.counts.fetched - self.last_fetched) as f64 / dt;
+        self.last_fetched = self.counts.fetched;
+        self.last_at = now;
+        let elapsed = self.started.elapsed().as_secs_f64();
+        format!(
+            "[{elapsed:7.1}s] pages {:>8} | {rate:8.1} pages/s (avg {:.1}) | frontier {queued:>7} | in flight {in_flight:>5} | disallowed {} | errors {} | supervisors {supervisors}",
+            self.counts.fetched,
+            self.counts.fetched as f64 / elapsed.max(1e-3),
+            self.counts.disallowed,
+            self.errors(),
+        )
+    }
+}
+
+/// The end-of-crawl report (printed as one JSON object on stdout).
+#[derive(Serialize)]
+pub struct Summary<'a> {
+    pub crawl_id: &'a str,
+    pub elapsed_secs: f64,
+    pub pages_per_sec: f64,
+    pub frontier_left: usize,
+    pub seen_urls: usize,
+    pub domains: usize,
+    pub supervisors: usize,
+    #[serde(flatten)]
+    pub counts: &'a Counts,
+}

@@ -1,0 +1,140 @@
+//! Per-process debug HTTP endpoint for the crawler.
+//!
+//! Every process (dispatcher, supervisors, crawler children) serves the same small set of
+//! routes, following Go's `net/http/pprof` conventions so that stock tooling works unchanged
+//! (`go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=30`, Prometheus scrapers):
+//!
+//! | route                                  | what                                          |
+//! |----------------------------------------|-----------------------------------------------|
+//! | `GET /debug/pprof/profile?seconds=N`   | CPU profile, gzipped pprof protobuf           |
+//! | `GET /debug/pprof/flamegraph?seconds=N`| the same profile rendered as an SVG flamegraph|
+//! | `GET /metrics`                         | Prometheus text exposition                    |
+//! | `GET /healthz`                         | `ok`                                          |
+//!
+//! Callers may merge extra routes (the dispatcher adds `/debug/cluster`).
+//!
+//! Typical use in a binary:
+//!
+//! ```no_run
+//! # async fn run() -> anyhow::Result<()> {
+//! let metrics = profiling::install_metrics()?;
+//! let server = profiling::start_debug_server(
+//!     profiling::DebugServerConfig::default(),
+//!     metrics,
+//!     profiling::axum::Router::new(),
+//! )
+//! .await?;
+//! println!("debug endpoint on http://{}", server.addr);
+//! # Ok(()) }
+//! ```
+
+mod cpu;
+mod metrics;
+mod server;
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+use anyhow::Context as _;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::task::JoinHandle;
+
+/// Re-exported so binaries can build extra routes without depending on axum themselves
+/// (and without risking a second, incompatible axum version in the tree).
+pub use axum;
+
+pub use crate::metrics::{install_metrics, spawn_upkeep};
+
+/// Where and how the debug server listens.
+#[derive(Debug, Clone)]
+pub struct DebugServerConfig {
+    /// Address to bind. The default `127.0.0.1:0` lets the OS pick a free port, which matters
+    /// because many crawler children run on one host; the bound port is reported back in
+    /// [`DebugServer::addr`].
+    pub addr: SocketAddr,
+    /// Bearer token. Required when `addr` is not loopback, because profiles and metrics
+    /// leak internals and a 300 s CPU profile is a cheap way to slow a process down.
+    /// When set, it is enforced on loopback too.
+    pub token: Option<String>,
+}
+
+impl Default for DebugServerConfig {
+    fn default() -> Self {
+        Self {
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            token: None,
+        }
+    }
+}
+
+/// A running debug server. Dropping this value does NOT stop the server (the task is
+/// detached); call [`DebugServer::abort`] to stop it explicitly.
+#[derive(Debug)]
+pub struct DebugServer {
+    /// The address actually bound (with the OS-chosen port when the config asked for port 0).
+    pub addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl DebugServer {
+    /// Stops serving. In-flight requests are dropped.
+    pub fn abort(&self) {
+        self.task.abort();
+    }
+}
+
+/// Binds `config.addr` and serves the debug routes (plus `extra`) in a spawned tokio task.
+///
+/// Also makes sure the metrics upkeep thread is running (see [`spawn_upkeep`]).
+///
+/// # Errors
+/// Fails when binding to a non-loopback address without a (non-empty) token, or when the
+/// address cannot be bound.
+pub async fn start_debug_server(
+    config: DebugServerConfig,
+    metrics: PrometheusHandle,
+    extra: axum::Router,
+) -> anyhow::Result<DebugServer> {
+    let token = config.token.filter(|t| !t.is_empty());
+    if token.is_none() && !is_loopback(&config.addr) {
+        anyhow::bail!(
+            "debug server on non-loopback address {} requires a bearer token",
+            config.addr
+        );
+    }
+
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .with_context(|| format!("binding debug server to {}", config.addr))?;
+    let addr = listener.local_addr().context("debug server local_addr")?;
+
+    spawn_upkeep(metrics.clone());
+    let router = server::router(metrics, token, extra);
+
+    let task = tokio::spawn(async move {
+        if let Err(err) = axum::serve(listener, router).await {
+            eprintln!("profiling: debug server on {addr} stopped: {err}");
+        }
+    });
+
+    Ok(DebugServer { addr, task })
+}
+
+/// Loopback check that also treats IPv4-mapped IPv6 (`::ffff:127.0.0.1`) as loopback.
+fn is_loopback(addr: &SocketAddr) -> bool {
+    addr.ip().to_canonical().is_loopback()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_detection() {
+        assert!(is_loopback(&"127.0.0.1:0".parse().unwrap()));
+        assert!(is_loopback(&"[::1]:0".parse().unwrap()));
+        assert!(is_loopback(&"[::ffff:127.0.0.1]:0".parse().unwrap()));
+        assert!(!is_loopback(&"0.0.0.0:0".parse().unwrap()));
+        assert!(!is_loopback(&"[::]:0".parse().unwrap()));
+        assert!(!is_loopback(&"10.1.2.3:9000".parse().unwrap()));
+    }
+}

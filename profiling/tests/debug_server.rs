@@ -1,0 +1,324 @@
+//! End-to-end tests: real server on 127.0.0.1:0, real HTTP/1.1 over a TcpStream.
+//!
+//! The CPU profiler and the global metrics recorder are process-wide, so everything that
+//! profiles lives in ONE test function (`profiles_metrics_and_busy`); the other tests only
+//! touch routes that do not profile and can run in parallel with it.
+
+use std::io::Read as _;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pprof::protos::Message as _;
+use profiling::axum::routing::get;
+use profiling::axum::Router;
+use profiling::{install_metrics, start_debug_server, DebugServerConfig};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+struct HttpResponse {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl HttpResponse {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Minimal HTTP/1.1 GET with `Connection: close`; handles Content-Length and chunked bodies.
+async fn get_req(addr: SocketAddr, path: &str, auth: Option<&str>) -> HttpResponse {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(auth) = auth {
+        req.push_str(&format!("Authorization: {auth}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream.write_all(req.as_bytes()).await.expect("write");
+
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.expect("read");
+
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("end of headers");
+    let head = std::str::from_utf8(&raw[..split]).expect("utf8 head");
+    let rest = &raw[split + 4..];
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap();
+    let status: u16 = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status code");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked"));
+    let body = if chunked { dechunk(rest) } else { rest.to_vec() };
+    HttpResponse {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let eol = data
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size line");
+        let size_str = std::str::from_utf8(&data[..eol]).unwrap();
+        let size = usize::from_str_radix(size_str.split(';').next().unwrap().trim(), 16).unwrap();
+        data = &data[eol + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&data[..size]);
+        data = &data[size + 2..];
+    }
+}
+
+/// The function the profile must show. `inline(never)` keeps it a real frame in release.
+#[inline(never)]
+fn busy_crawler_work(seed: u64) -> u64 {
+    let mut x = seed;
+    for i in 0..200_000u64 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(i) ^ (x >> 29);
+    }
+    std::hint::black_box(x)
+}
+
+/// Burns CPU in `busy_crawler_work` on a separate OS thread until dropped.
+struct Burner {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Burner {
+    fn start() -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("burner".into())
+            .spawn(move || {
+                let mut acc = 0u64;
+                while !flag.load(Ordering::Relaxed) {
+                    acc = busy_crawler_work(std::hint::black_box(acc));
+                }
+                std::hint::black_box(acc);
+            })
+            .unwrap();
+        Burner {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Burner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profiles_metrics_and_busy() {
+    let metrics = install_metrics().expect("install metrics");
+    // Second install must hand back the same recorder, not fail.
+    install_metrics().expect("install metrics twice");
+    let server = start_debug_server(DebugServerConfig::default(), metrics, Router::new())
+        .await
+        .expect("start server");
+    let addr = server.addr;
+    assert!(addr.ip().is_loopback());
+    assert_ne!(addr.port(), 0);
+
+    let _burner = Burner::start();
+
+    // --- pprof protobuf, plus 409 for a concurrent capture ---
+    let first = tokio::spawn(async move { get_req(addr, "/debug/pprof/profile?seconds=1", None).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let busy = get_req(addr, "/debug/pprof/flamegraph?seconds=1", None).await;
+    assert_eq!(busy.status, 409, "concurrent capture: {}", busy.text());
+
+    let resp = first.await.unwrap();
+    assert_eq!(resp.status, 200, "profile: {}", resp.text());
+    assert_eq!(resp.header("content-type"), Some("application/octet-stream"));
+    assert_eq!(&resp.body[..2], &[0x1f, 0x8b], "gzip magic");
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(&resp.body[..])
+        .read_to_end(&mut raw)
+        .expect("gunzip");
+    let profile = pprof::protos::Profile::decode(raw.as_slice()).expect("decode pprof");
+    assert!(!profile.sample.is_empty(), "profile has no samples");
+    assert!(
+        profile
+            .string_table
+            .iter()
+            .any(|s| s.contains("busy_crawler_work")),
+        "busy_crawler_work not in string table ({} strings)",
+        profile.string_table.len()
+    );
+
+    // --- flamegraph ---
+    let resp = get_req(addr, "/debug/pprof/flamegraph?seconds=1", None).await;
+    assert_eq!(resp.status, 200, "flamegraph: {}", resp.text());
+    assert_eq!(resp.header("content-type"), Some("image/svg+xml"));
+    let svg = resp.text();
+    assert!(svg.starts_with("<?xml") || svg.contains("<svg"), "not svg");
+    assert!(svg.contains("busy_crawler_work"), "busy_crawler_work not in svg");
+
+    // --- bad seconds → 400 from the query extractor, and the slot is free again ---
+    let resp = get_req(addr, "/debug/pprof/profile?seconds=abc", None).await;
+    assert_eq!(resp.status, 400);
+
+    // --- metrics ---
+    metrics::counter!("test_things_total").increment(3);
+    metrics::histogram!("test_fetch_seconds").record(0.003);
+    metrics::histogram!("test_body_bytes").record(5000.0);
+    let resp = get_req(addr, "/metrics", None).await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("content-type"), Some("text/plain; version=0.0.4"));
+    let text = resp.text();
+    assert!(text.contains("test_things_total 3"), "metrics:\n{text}");
+    assert!(
+        text.contains("test_fetch_seconds_bucket{le=\"0.005\"} 1"),
+        "seconds histogram buckets:\n{text}"
+    );
+    assert!(
+        text.contains("test_fetch_seconds_bucket{le=\"0.0025\"} 0"),
+        "seconds histogram buckets:\n{text}"
+    );
+    assert!(
+        text.contains("test_body_bytes_bucket{le=\"16384\"} 1"),
+        "bytes histogram buckets:\n{text}"
+    );
+
+    // --- healthz ---
+    let resp = get_req(addr, "/healthz", None).await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.text(), "ok");
+
+    server.abort();
+}
+
+#[tokio::test]
+async fn token_is_enforced_on_all_routes() {
+    let metrics = install_metrics().unwrap();
+    let extra = Router::new().route("/debug/cluster", get(|| async { "{}" }));
+    let config = DebugServerConfig {
+        token: Some("s3cret".into()),
+        ..DebugServerConfig::default()
+    };
+    let server = start_debug_server(config, metrics, extra).await.unwrap();
+    let addr = server.addr;
+
+    for path in [
+        "/healthz",
+        "/metrics",
+        "/debug/cluster",
+        "/debug/pprof/profile?seconds=1",
+    ] {
+        let resp = get_req(addr, path, None).await;
+        assert_eq!(resp.status, 401, "{path} without token");
+        let resp = get_req(addr, path, Some("Bearer wrong")).await;
+        assert_eq!(resp.status, 401, "{path} with wrong token");
+    }
+    let resp = get_req(addr, "/healthz", Some("Bearer s3cret")).await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.text(), "ok");
+    let resp = get_req(addr, "/debug/cluster", Some("Bearer s3cret")).await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.text(), "{}");
+    server.abort();
+}
+
+#[tokio::test]
+async fn extra_routes_are_merged() {
+    let metrics = install_metrics().unwrap();
+    let extra = Router::new().route(
+        "/debug/cluster",
+        get(|| async {
+            (
+                [(profiling::axum::http::header::CONTENT_TYPE, "application/json")],
+                serde_json::json!({"supervisors": 2}).to_string(),
+            )
+        }),
+    );
+    let server = start_debug_server(DebugServerConfig::default(), metrics, extra)
+        .await
+        .unwrap();
+    let resp = get_req(server.addr, "/debug/cluster", None).await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("content-type"), Some("application/json"));
+    let v: serde_json::Value = serde_json::from_slice(&resp.body).unwrap();
+    assert_eq!(v["supervisors"], 2);
+    let resp = get_req(server.addr, "/nope", None).await;
+    assert_eq!(resp.status, 404);
+    server.abort();
+}
+
+#[tokio::test]
+async fn non_loopback_requires_token() {
+    let metrics = install_metrics().unwrap();
+    let any: SocketAddr = "0.0.0.0:0".parse().unwrap();
+
+    let err = start_debug_server(
+        DebugServerConfig {
+            addr: any,
+            token: None,
+        },
+        metrics.clone(),
+        Router::new(),
+    )
+    .await
+    .expect_err("non-loopback without token must fail");
+    assert!(err.to_string().contains("token"), "{err}");
+
+    start_debug_server(
+        DebugServerConfig {
+            addr: any,
+            token: Some(String::new()),
+        },
+        metrics.clone(),
+        Router::new(),
+    )
+    .await
+    .expect_err("empty token counts as no token");
+
+    let server = start_debug_server(
+        DebugServerConfig {
+            addr: any,
+            token: Some("t0k".into()),
+        },
+        metrics,
+        Router::new(),
+    )
+    .await
+    .expect("non-loopback with token");
+    let local = SocketAddr::from(([127, 0, 0, 1], server.addr.port()));
+    assert_eq!(get_req(local, "/healthz", None).await.status, 401);
+    assert_eq!(get_req(local, "/healthz", Some("Bearer t0k")).await.status, 200);
+    server.abort();
+}

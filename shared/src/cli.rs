@@ -1,0 +1,130 @@
+//! Command-line settings every process shares (clap `Args` to flatten).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::timing::TimingConfig;
+
+/// Where the two stores live.
+#[derive(Debug, Clone, Args)]
+pub struct StoreArgs {
+    /// Primary MongoDB: seeds, frontier, pages.
+    #[arg(long, env = "CRAWLER_MONGO_URI", default_value = "mongodb://127.0.0.1:27017")]
+    pub mongo_uri: String,
+    /// Database name in the primary store.
+    #[arg(long, env = "CRAWLER_DB", default_value = "crawler")]
+    pub db: String,
+    /// Second store (robots.txt, per-domain last-crawled times); defaults to
+    /// the primary server.
+    #[arg(long, env = "CRAWLER_ROBOTS_URI")]
+    pub robots_uri: Option<String>,
+    /// Database name in the second store.
+    #[arg(long, env = "CRAWLER_ROBOTS_DB", default_value = "crawler_robots")]
+    pub robots_db: String,
+}
+
+impl StoreArgs {
+    /// The arguments that reproduce these settings in a child process.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut v = vec![
+            "--mongo-uri".into(),
+            self.mongo_uri.clone(),
+            "--db".into(),
+            self.db.clone(),
+            "--robots-db".into(),
+            self.robots_db.clone(),
+        ];
+        if let Some(uri) = &self.robots_uri {
+            v.extend(["--robots-uri".into(), uri.clone()]);
+        }
+        v
+    }
+}
+
+/// Observability: debug endpoint and timing log.
+#[derive(Debug, Clone, Args)]
+pub struct ObsArgs {
+    /// Node name in logs and metrics (defaults to the host name).
+    #[arg(long, env = "CRAWLER_NODE")]
+    pub node: Option<String>,
+    /// Address of /debug/pprof and /metrics (port 0 = any free port).
+    #[arg(long, env = "CRAWLER_DEBUG_ADDR", default_value = "127.0.0.1:0")]
+    pub debug_addr: SocketAddr,
+    /// Bearer token for the debug endpoint; required off loopback.
+    #[arg(long, env = "CRAWLER_DEBUG_TOKEN", hide_env_values = true)]
+    pub debug_token: Option<String>,
+    /// JSON-lines timing log; a directory gets `<role>-<pid>.jsonl` inside it.
+    #[arg(long, env = "CRAWLER_TIMING_LOG")]
+    pub timing_log: Option<PathBuf>,
+    /// Fraction of operations written to the timing log.
+    #[arg(long, env = "CRAWLER_TIMING_SAMPLE", default_value_t = 1.0)]
+    pub timing_sample: f64,
+    /// Also write the URL on each timing line.
+    #[arg(long, env = "CRAWLER_LOG_URLS")]
+    pub log_urls: bool,
+}
+
+impl ObsArgs {
+    pub fn node_name(&self) -> String {
+        self.node.clone().unwrap_or_else(hostname)
+    }
+
+    pub fn timing_config(&self, role: &str) -> TimingConfig {
+        let path = self.timing_log.as_ref().map(|p| {
+            if p.is_dir() || p.as_os_str().to_string_lossy().ends_with('/') {
+                p.join(format!("{role}-{}.jsonl", std::process::id()))
+            } else {
+                p.clone()
+            }
+        });
+        TimingConfig {
+            path,
+            node: self.node_name(),
+            role: role.to_string(),
+            sample_rate: self.timing_sample,
+            log_urls: self.log_urls,
+        }
+    }
+
+    /// Arguments for a child process: same node, token and log directory,
+    /// but its own free debug port.
+    pub fn to_child_args(&self) -> Vec<String> {
+        let mut v = vec!["--node".into(), self.node_name()];
+        let ip = self.debug_addr.ip();
+        v.extend(["--debug-addr".into(), SocketAddr::new(ip, 0).to_string()]);
+        if let Some(t) = &self.debug_token {
+            v.extend(["--debug-token".into(), t.clone()]);
+        }
+        if let Some(p) = &self.timing_log {
+            // Children share the directory; each writes its own file.
+            let dir = if p.is_dir() {
+                p.clone()
+            } else {
+                p.parent().map(PathBuf::from).unwrap_or_default()
+            };
+            let mut s = dir.to_string_lossy().into_owned();
+            if !s.ends_with('/') {
+                s.push('/');
+            }
+            v.extend(["--timing-log".into(), s]);
+        }
+        v.extend(["--timing-sample".into(), self.timing_sample.to_string()]);
+        if self.log_urls {
+            v.push("--log-urls".into());
+        }
+        v
+    }
+}
+
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is valid for its length; gethostname NUL-terminates on success.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}

@@ -1,0 +1,226 @@
+//! Messages between the processes, and their wire encoding.
+//!
+//! dispatcher ⇄ supervisor travel as single ZeroMQ frames (ROUTER/DEALER);
+//! supervisor ⇄ crawler-child travel over the child's stdin/stdout with a
+//! length prefix (see [`crate::framing`]). Both use bincode: compact and
+//! a few hundred nanoseconds per message, which matters at thousands of
+//! pages per second.
+//!
+//! Every URL handed out carries a lease: an id the result must echo and an
+//! expiry after which the dispatcher may hand the URL to someone else. That
+//! is what lets a dead supervisor or child lose no work.
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+/// Bumped whenever a message changes shape; peers with another version are refused.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// One URL to crawl, leased to whoever holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkItem {
+    pub lease: u64,
+    /// Unix milliseconds after which the dispatcher re-queues the URL.
+    pub lease_expires_ms: u64,
+    pub url: String,
+    pub domain: String,
+    pub depth: u16,
+}
+
+/// How the crawl of one URL ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The server answered (any status); the page document is stored.
+    Fetched {
+        status: u16,
+        /// Set when same-domain redirects were followed.
+        final_url: Option<String>,
+        content_type: Option<String>,
+        bytes: u64,
+    },
+    /// robots.txt forbids it; nothing was requested.
+    Disallowed,
+    /// No usable answer (connect error, timeout, too many redirects, ...).
+    Failed { kind: String, message: String },
+}
+
+/// The result of one [`WorkItem`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrawlResult {
+    pub lease: u64,
+    pub url: String,
+    pub domain: String,
+    pub depth: u16,
+    pub outcome: Outcome,
+    /// Normalised absolute links found (or a cross-domain redirect target).
+    pub outlinks: Vec<String>,
+}
+
+/// Crawl policy, set once on the dispatcher and pushed to every child, so a
+/// crawl cannot run with children that disagree about politeness.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrawlPolicy {
+    pub crawl_id: String,
+    pub user_agent: String,
+    /// Product token matched against robots.txt `User-agent` lines.
+    pub robots_agent: String,
+    pub min_delay_ms: u64,
+    pub max_crawl_delay_ms: u64,
+    pub robots_ttl_secs: u64,
+    pub connect_timeout_ms: u64,
+    pub request_timeout_ms: u64,
+    pub max_body_bytes: u64,
+    pub max_redirects: u32,
+    pub skip_nofollow: bool,
+    /// Fetches a child runs at once (across its domains).
+    pub child_concurrency: u32,
+}
+
+/// Where a process serves `/debug/pprof` and `/metrics`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    pub role: String,
+    pub node: String,
+    pub pid: u32,
+    pub debug_addr: Option<String>,
+}
+
+/// Supervisor → dispatcher.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToDispatcher {
+    /// First message, and again after a reconnect.
+    Hello {
+        version: u32,
+        supervisor_id: String,
+        /// URLs the supervisor can hold at once; the dispatcher never
+        /// leases it more (credit-based backpressure).
+        capacity: u32,
+        process: ProcessInfo,
+    },
+    /// Finished URLs; each one frees one credit.
+    Results(Vec<CrawlResult>),
+    /// A child (re)started or stopped; carries its debug address.
+    Child {
+        slot: u32,
+        process: ProcessInfo,
+        alive: bool,
+    },
+    Heartbeat {
+        in_flight: u32,
+    },
+    /// Children have exited; the supervisor is leaving.
+    Bye,
+}
+
+/// Dispatcher → supervisor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToSupervisor {
+    Welcome {
+        policy: CrawlPolicy,
+    },
+    Work(Vec<WorkItem>),
+    Heartbeat,
+    /// The crawl is over: drain, stop children, say Bye, exit.
+    Stop,
+    /// Answer to Bye: the supervisor may exit now. (ZeroMQ has no linger
+    /// here, so a supervisor that exited right after Bye could lose it.)
+    Farewell,
+}
+
+/// Supervisor → crawler-child.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToChild {
+    Configure(CrawlPolicy),
+    Work(Vec<WorkItem>),
+    /// Finish what you hold, flush, exit 0.
+    Stop,
+}
+
+/// Crawler-child → supervisor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum FromChild {
+    Ready(ProcessInfo),
+    Result(CrawlResult),
+    Heartbeat,
+}
+
+/// Why a message could not be decoded.
+#[derive(Debug, thiserror::Error)]
+#[error("undecodable message: {0}")]
+pub struct DecodeError(#[from] bincode::Error);
+
+/// Upper bound on one decoded message, so a corrupt length cannot make us
+/// allocate gigabytes.
+pub const MAX_MESSAGE_BYTES: u64 = 64 * 1024 * 1024;
+
+pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
+    // Serialising plain structs into a Vec cannot fail.
+    bincode::serialize(msg).expect("bincode serialisation of protocol message")
+}
+
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    use bincode::Options;
+    Ok(bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .allow_trailing_bytes()
+        .with_limit(MAX_MESSAGE_BYTES)
+        .deserialize(bytes)?)
+}
+
+/// Milliseconds since the Unix epoch (leases and store timestamps).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item() -> WorkItem {
+        WorkItem {
+            lease: 7,
+            lease_expires_ms: 1_700_000_000_000,
+            url: "http://a.test/x".into(),
+            domain: "a.test".into(),
+            depth: 3,
+        }
+    }
+
+    #[test]
+    fn messages_round_trip() {
+        let msgs = vec![
+            ToSupervisor::Work(vec![item(), item()]),
+            ToSupervisor::Stop,
+            ToSupervisor::Heartbeat,
+        ];
+        for m in msgs {
+            assert_eq!(decode::<ToSupervisor>(&encode(&m)).unwrap(), m);
+        }
+        let r = ToDispatcher::Results(vec![CrawlResult {
+            lease: 7,
+            url: "http://a.test/x".into(),
+            domain: "a.test".into(),
+            depth: 3,
+            outcome: Outcome::Fetched {
+                status: 200,
+                final_url: None,
+                content_type: Some("text/html".into()),
+                bytes: 1234,
+            },
+            outlinks: vec!["http://a.test/y".into()],
+        }]);
+        assert_eq!(decode::<ToDispatcher>(&encode(&r)).unwrap(), r);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(decode::<ToDispatcher>(&[0xff; 3]).is_err());
+        assert!(decode::<ToChild>(&[]).is_err());
+        // A length field claiming 2^60 bytes must not allocate.
+        let mut evil = vec![1, 0, 0, 0];
+        evil.extend_from_slice(&(1u64 << 60).to_le_bytes());
+        assert!(decode::<ToChild>(&evil).is_err());
+    }
+}

@@ -1,0 +1,151 @@
+//! Access to the two MongoDB stores and the indexes their queries need.
+//!
+//! Primary (`--mongo-uri`, `--db`): `seeds`, `frontier`, `pages`.
+//! Second (`--robots-uri`, `--robots-db`): `robots`, `domains`.
+//!
+//! Documents are keyed by their natural key in `_id` (normalised URL,
+//! origin, domain), which makes every write idempotent (a retried insert is
+//! a duplicate-key error we ignore, an upsert is an upsert) without an
+//! extra unique index to maintain.
+//!
+//! Only features that both a real `mongod` and the nx-27017 stand-in
+//! support are used: no `list_collections`, no index names, no
+//! transactions, no `bulkWrite` command.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use bson::{doc, Document};
+use mongodb::options::{ClientOptions, IndexOptions};
+use mongodb::{Client, Collection, Database, IndexModel};
+
+use crate::cli::StoreArgs;
+
+pub const SEEDS: &str = "seeds";
+pub const FRONTIER: &str = "frontier";
+pub const PAGES: &str = "pages";
+pub const ROBOTS: &str = "robots";
+pub const DOMAINS: &str = "domains";
+
+/// Frontier states.
+pub mod state {
+    pub const QUEUED: &str = "queued";
+    pub const DONE: &str = "done";
+    pub const DISALLOWED: &str = "disallowed";
+    pub const FAILED: &str = "failed";
+}
+
+#[derive(Clone)]
+pub struct Stores {
+    pub primary: Database,
+    pub second: Database,
+}
+
+impl Stores {
+    pub async fn connect(args: &StoreArgs, app_name: &str) -> anyhow::Result<Stores> {
+        let primary_client = client(&args.mongo_uri, app_name).await?;
+        let second_client = match &args.robots_uri {
+            Some(uri) if uri != &args.mongo_uri => client(uri, app_name).await?,
+            _ => primary_client.clone(),
+        };
+        Ok(Stores {
+            primary: primary_client.database(&args.db),
+            second: second_client.database(&args.robots_db),
+        })
+    }
+
+    /// Fails fast with a clear message when a store is not reachable.
+    pub async fn ping(&self) -> anyhow::Result<()> {
+        self.primary
+            .run_command(doc! {"ping": 1})
+            .await
+            .context("primary store (--mongo-uri) is not answering")?;
+        self.second
+            .run_command(doc! {"ping": 1})
+            .await
+            .context("second store (--robots-uri) is not answering")?;
+        Ok(())
+    }
+
+    /// Creates every secondary index the queries use. Lookups by key go
+    /// through `_id`; resuming a crawl scans the frontier by state.
+    pub async fn ensure_indexes(&self) -> anyhow::Result<()> {
+        let idx = |keys: Document| {
+            IndexModel::builder()
+                .keys(keys)
+                .options(IndexOptions::builder().build())
+                .build()
+        };
+        self.frontier()
+            .create_index(idx(doc! {"state": 1, "domain": 1}))
+            .await
+            .context("creating frontier index")?;
+        self.pages()
+            .create_index(idx(doc! {"crawl_id": 1}))
+            .await
+            .context("creating pages index")?;
+        Ok(())
+    }
+
+    pub fn seeds(&self) -> Collection<Document> {
+        self.primary.collection(SEEDS)
+    }
+    pub fn frontier(&self) -> Collection<Document> {
+        self.primary.collection(FRONTIER)
+    }
+    pub fn pages(&self) -> Collection<Document> {
+        self.primary.collection(PAGES)
+    }
+    pub fn robots(&self) -> Collection<Document> {
+        self.second.collection(ROBOTS)
+    }
+    pub fn domains(&self) -> Collection<Document> {
+        self.second.collection(DOMAINS)
+    }
+}
+
+async fn client(uri: &str, app_name: &str) -> anyhow::Result<Client> {
+    let mut opts = ClientOptions::parse(uri)
+        .await
+        .with_context(|| format!("bad MongoDB URI {uri:?}"))?;
+    opts.app_name = Some(app_name.to_string());
+    opts.server_selection_timeout = Some(Duration::from_secs(10));
+    opts.connect_timeout = Some(Duration::from_secs(5));
+    Client::with_options(opts).context("creating MongoDB client")
+}
+
+/// True when every error of a failed insert is a duplicate key (E11000):
+/// the documents are already stored, which is success for an idempotent write.
+pub fn only_duplicates(err: &mongodb::error::Error) -> bool {
+    use mongodb::error::ErrorKind;
+    match err.kind.as_ref() {
+        ErrorKind::InsertMany(e) => {
+            e.write_concern_error.is_none()
+                && e.write_errors
+                    .as_ref()
+                    .is_some_and(|errs| errs.iter().all(|w| w.code == 11000))
+        }
+        ErrorKind::Write(mongodb::error::WriteFailure::WriteError(w)) => w.code == 11000,
+        _ => false,
+    }
+}
+
+/// Store writes are retried with growing pauses until they succeed: the
+/// crawl must not lose a page or a URL because the store blinked.
+pub struct Backoff(std::time::Duration);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff(Duration::from_millis(100))
+    }
+}
+
+impl Backoff {
+    /// Counts and reports the error, then sleeps (100 ms doubling to 10 s).
+    pub async fn wait(&mut self, what: &str, err: &mongodb::error::Error) {
+        metrics::counter!("crawler_store_errors_total").increment(1);
+        eprintln!("{what} failed, retrying in {:?}: {err}", self.0);
+        tokio::time::sleep(self.0).await;
+        self.0 = (self.0 * 2).min(Duration::from_secs(10));
+    }
+}

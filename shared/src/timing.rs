@@ -1,0 +1,273 @@
+//! Per-operation timing: one JSON line per operation, plus a Prometheus
+//! histogram of the same name.
+//!
+//! A crawler of this shape once slowed down over time and the only way to
+//! see why was the rate of each operation over time and per node. So every
+//! step of a page's life is timed here, under the same name in the logs
+//! (`op`), in `/metrics` (`crawler_<op>_duration_seconds`) and, because the
+//! functions carry these names, in flamegraphs.
+//!
+//! Line format (one object per line):
+//! `{"ts":1700000000.123456,"node":"n1","role":"crawler-child","pid":42,"op":"fetch","dur_us":1234,"outcome":"ok","domain":"a.test","url":"http://a.test/"}`
+//! `domain` and `url` appear only when known; `url` only with `--log-urls`.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+
+/// The operations of the crawl, named identically everywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Dispatch,
+    RobotsLookup,
+    RobotsFetch,
+    PolitenessWait,
+    Fetch,
+    Parse,
+    Store,
+    Report,
+    FrontierInsert,
+}
+
+impl Op {
+    pub const ALL: [Op; 9] = [
+        Op::Dispatch,
+        Op::RobotsLookup,
+        Op::RobotsFetch,
+        Op::PolitenessWait,
+        Op::Fetch,
+        Op::Parse,
+        Op::Store,
+        Op::Report,
+        Op::FrontierInsert,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Dispatch => "dispatch",
+            Op::RobotsLookup => "robots_lookup",
+            Op::RobotsFetch => "robots_fetch",
+            Op::PolitenessWait => "politeness_wait",
+            Op::Fetch => "fetch",
+            Op::Parse => "parse",
+            Op::Store => "store",
+            Op::Report => "report",
+            Op::FrontierInsert => "frontier_insert",
+        }
+    }
+
+    pub fn metric(self) -> &'static str {
+        match self {
+            Op::Dispatch => "crawler_dispatch_duration_seconds",
+            Op::RobotsLookup => "crawler_robots_lookup_duration_seconds",
+            Op::RobotsFetch => "crawler_robots_fetch_duration_seconds",
+            Op::PolitenessWait => "crawler_politeness_wait_duration_seconds",
+            Op::Fetch => "crawler_fetch_duration_seconds",
+            Op::Parse => "crawler_parse_duration_seconds",
+            Op::Store => "crawler_store_duration_seconds",
+            Op::Report => "crawler_report_duration_seconds",
+            Op::FrontierInsert => "crawler_frontier_insert_duration_seconds",
+        }
+    }
+}
+
+/// Cheap to clone; all clones write to one buffered file.
+#[derive(Clone)]
+pub struct TimingLog {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    file: Option<Mutex<BufWriter<File>>>,
+    /// The constant part of every line: `"node":..,"role":..,"pid":..`.
+    prefix: String,
+    /// Write one line in `sample_every` (1 = every operation).
+    sample_every: u64,
+    counter: AtomicU64,
+    log_urls: bool,
+}
+
+/// Where and how much to log.
+#[derive(Debug, Clone, Default)]
+pub struct TimingConfig {
+    pub path: Option<std::path::PathBuf>,
+    pub node: String,
+    pub role: String,
+    /// Fraction of operations written, 0 < rate ≤ 1.
+    pub sample_rate: f64,
+    pub log_urls: bool,
+}
+
+impl TimingLog {
+    pub fn open(cfg: &TimingConfig) -> anyhow::Result<Self> {
+        let file = match &cfg.path {
+            Some(path) => Some(Mutex::new(BufWriter::with_capacity(
+                64 * 1024,
+                open_append(path)?,
+            ))),
+            None => None,
+        };
+        let rate = if cfg.sample_rate > 0.0 && cfg.sample_rate <= 1.0 {
+            cfg.sample_rate
+        } else {
+            1.0
+        };
+        let prefix = format!(
+            "\"node\":{},\"role\":{},\"pid\":{}",
+            json_str(&cfg.node),
+            json_str(&cfg.role),
+            std::process::id()
+        );
+        Ok(TimingLog {
+            inner: Arc::new(Inner {
+                file,
+                prefix,
+                sample_every: (1.0 / rate).round().max(1.0) as u64,
+                counter: AtomicU64::new(0),
+                log_urls: cfg.log_urls,
+            }),
+        })
+    }
+
+    /// A log that only feeds metrics (unit tests, tools).
+    pub fn disabled() -> Self {
+        Self::open(&TimingConfig::default()).expect("a log without a file cannot fail to open")
+    }
+
+    /// Records one operation.
+    pub fn record(
+        &self,
+        op: Op,
+        dur: Duration,
+        outcome: &'static str,
+        domain: Option<&str>,
+        url: Option<&str>,
+    ) {
+        metrics::histogram!(op.metric(), "outcome" => outcome).record(dur.as_secs_f64());
+        let Some(file) = &self.inner.file else { return };
+        let n = self.inner.counter.fetch_add(1, Ordering::Relaxed);
+        if !n.is_multiple_of(self.inner.sample_every) {
+            return;
+        }
+        let ts = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        let mut line = String::with_capacity(160);
+        use std::fmt::Write as _;
+        let _ = write!(
+            line,
+            "{{\"ts\":{ts:.6},{},\"op\":\"{}\",\"dur_us\":{},\"outcome\":\"{outcome}\"",
+            self.inner.prefix,
+            op.name(),
+            dur.as_micros()
+        );
+        if let Some(d) = domain {
+            let _ = write!(line, ",\"domain\":{}", json_str(d));
+        }
+        if let (true, Some(u)) = (self.inner.log_urls, url) {
+            let _ = write!(line, ",\"url\":{}", json_str(u));
+        }
+        line.push_str("}\n");
+        if let Ok(mut w) = file.lock() {
+            let _ = w.write_all(line.as_bytes());
+        }
+    }
+
+    /// Times `f` and records it.
+    pub async fn time<T, F: std::future::Future<Output = T>>(&self, op: Op, domain: Option<&str>, f: F) -> T {
+        let start = std::time::Instant::now();
+        let out = f.await;
+        self.record(op, start.elapsed(), "ok", domain, None);
+        out
+    }
+
+    pub fn flush(&self) {
+        if let Some(file) = &self.inner.file {
+            if let Ok(mut w) = file.lock() {
+                let _ = w.flush();
+            }
+        }
+    }
+
+    /// Flushes once a second so `tail -f` and the rate scripts see fresh data.
+    pub fn spawn_flusher(&self) {
+        let log = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                log.flush();
+            }
+        });
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(file) = &self.file {
+            if let Ok(mut w) = file.lock() {
+                let _ = w.flush();
+            }
+        }
+    }
+}
+
+fn open_append(path: &Path) -> anyhow::Result<File> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening timing log {}", path.display()))
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_one_parsable_line_per_sampled_operation() {
+        let dir = std::env::temp_dir().join(format!("timing-test-{}", std::process::id()));
+        let path = dir.join("t.jsonl");
+        let log = TimingLog::open(&TimingConfig {
+            path: Some(path.clone()),
+            node: "n\"1".into(),
+            role: "crawler-child".into(),
+            sample_rate: 0.5,
+            log_urls: true,
+        })
+        .unwrap();
+        for _ in 0..4 {
+            log.record(
+                Op::Fetch,
+                Duration::from_micros(1500),
+                "ok",
+                Some("a.test"),
+                Some("http://a.test/\"q"),
+            );
+        }
+        drop(log);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["op"], "fetch");
+        assert_eq!(lines[0]["dur_us"], 1500);
+        assert_eq!(lines[0]["node"], "n\"1");
+        assert_eq!(lines[0]["domain"], "a.test");
+        assert_eq!(lines[0]["url"], "http://a.test/\"q");
+        assert!(lines[0]["ts"].as_f64().unwrap() > 1.6e9);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

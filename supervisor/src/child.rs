@@ -1,0 +1,213 @@
+//! One child slot: keeps a `crawler-child` process running.
+//!
+//! The slot starts the child, configures it, feeds it work and relays what
+//! it says. When the child exits unexpectedly or stops talking for longer
+//! than the hang timeout, the slot kills it, reports the loss (so the
+//! supervisor can hand its URLs to the next incarnation) and starts a new
+//! one after a backoff that grows while the child keeps crashing.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use shared::framing::{read_frame, write_frame};
+use shared::protocol::{CrawlPolicy, FromChild, ToChild, WorkItem};
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+/// How a slot's child is started.
+#[derive(Clone, Debug)]
+pub struct ChildSpec {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub policy: CrawlPolicy,
+    /// No frame (not even a heartbeat) for this long means the child hangs.
+    pub hang_timeout: Duration,
+}
+
+/// Commands from the supervisor to a slot.
+pub enum SlotCmd {
+    Work(Vec<WorkItem>),
+    Stop,
+}
+
+/// Events from a slot to the supervisor.
+pub enum SlotEvent {
+    Message(usize, FromChild),
+    /// The child died; the URLs it held must be given to its successor.
+    Lost {
+        slot: usize,
+        why: String,
+    },
+    /// The child exited after Stop; the slot is finished.
+    Stopped,
+}
+
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A child that lived this long counts as healthy again.
+const HEALTHY_AFTER: Duration = Duration::from_secs(30);
+
+pub async fn run_slot(
+    slot: usize,
+    spec: ChildSpec,
+    mut cmds: mpsc::Receiver<SlotCmd>,
+    events: mpsc::Sender<SlotEvent>,
+) {
+    let mut crashes = 0u32;
+    loop {
+        let started = Instant::now();
+        let outcome = match spawn(&spec) {
+            Ok((child, stdin, frames)) => {
+                supervise(slot, &spec, child, stdin, frames, &mut cmds, &events).await
+            }
+            Err(e) => Incarnation::Lost(format!("cannot start {}: {e}", spec.program.display())),
+        };
+        match outcome {
+            Incarnation::Stopped => {
+                let _ = events.send(SlotEvent::Stopped).await;
+                return;
+            }
+            Incarnation::Lost(why) => {
+                metrics::counter!("crawler_child_restarts_total").increment(1);
+                eprintln!("supervisor: child slot {slot} lost ({why}); restarting");
+                let _ = events.send(SlotEvent::Lost { slot, why }).await;
+                if started.elapsed() > HEALTHY_AFTER {
+                    crashes = 0;
+                }
+                crashes += 1;
+                let backoff =
+                    Duration::from_millis(100 * 2u64.saturating_pow(crashes.min(10))).min(MAX_BACKOFF);
+                if crashes >= 5 {
+                    eprintln!("supervisor: CHILD SLOT {slot} IS CRASH-LOOPING ({crashes} crashes in a row); next try in {backoff:?}");
+                }
+                // Keep accepting Stop while backing off.
+                let wait = tokio::time::sleep(backoff);
+                tokio::pin!(wait);
+                loop {
+                    tokio::select! {
+                        _ = &mut wait => break,
+                        cmd = cmds.recv() => match cmd {
+                            Some(SlotCmd::Stop) | None => {
+                                let _ = events.send(SlotEvent::Stopped).await;
+                                return;
+                            }
+                            // The supervisor re-sends work after Lost; it
+                            // waits here for the next child.
+                            Some(SlotCmd::Work(items)) => {
+                                let _ = events.send(SlotEvent::Lost { slot, why: format!("{} items arrived while restarting", items.len()) }).await;
+                            }
+                        },
+                    }
+                }
+            }
+        }
+    }
+}
+
+enum Incarnation {
+    Stopped,
+    Lost(String),
+}
+
+type Frames = mpsc::Receiver<FromChild>;
+
+fn spawn(spec: &ChildSpec) -> std::io::Result<(Child, ChildStdin, Frames)> {
+    let mut child = Command::new(&spec.program)
+        .args(&spec.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdin"))?;
+    let mut stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdout"))?;
+    let (tx, rx) = mpsc::channel(1024);
+    // Frames are read in their own task: reading is not cancel-safe, so it
+    // must not sit in a select! with other branches.
+    tokio::spawn(async move {
+        while let Ok(Some(msg)) = read_frame::<_, FromChild>(&mut stdout).await {
+            if tx.send(msg).await.is_err() {
+                break;
+            }
+        }
+    });
+    Ok((child, stdin, rx))
+}
+
+async fn supervise(
+    slot: usize,
+    spec: &ChildSpec,
+    mut child: Child,
+    mut stdin: ChildStdin,
+    mut frames: Frames,
+    cmds: &mut mpsc::Receiver<SlotCmd>,
+    events: &mpsc::Sender<SlotEvent>,
+) -> Incarnation {
+    if let Err(e) = send(&mut stdin, &ToChild::Configure(spec.policy.clone())).await {
+        return Incarnation::Lost(format!("configure failed: {e}"));
+    }
+    let mut last_heard = Instant::now();
+    let mut watchdog = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            msg = frames.recv() => match msg {
+                Some(msg) => {
+                    last_heard = Instant::now();
+                    let _ = events.send(SlotEvent::Message(slot, msg)).await;
+                }
+                None => {
+                    let status = child.wait().await;
+                    return Incarnation::Lost(format!("exited: {status:?}"));
+                }
+            },
+            cmd = cmds.recv() => match cmd {
+                Some(SlotCmd::Work(items)) => {
+                    if let Err(e) = send(&mut stdin, &ToChild::Work(items)).await {
+                        let _ = child.start_kill();
+                        return Incarnation::Lost(format!("write failed: {e}"));
+                    }
+                }
+                Some(SlotCmd::Stop) | None => return stop(slot, child, stdin, frames, events).await,
+            },
+            _ = watchdog.tick() => {
+                if last_heard.elapsed() > spec.hang_timeout {
+                    let _ = child.start_kill();
+                    let _ = child.wait().await;
+                    return Incarnation::Lost(format!("silent for {:?}, killed", spec.hang_timeout));
+                }
+            }
+        }
+    }
+}
+
+/// Asks the child to finish, relays its last results, waits for it to exit.
+async fn stop(
+    slot: usize,
+    mut child: Child,
+    mut stdin: ChildStdin,
+    mut frames: Frames,
+    events: &mpsc::Sender<SlotEvent>,
+) -> Incarnation {
+    let _ = send(&mut stdin, &ToChild::Stop).await;
+    drop(stdin);
+    while let Some(msg) = frames.recv().await {
+        let _ = events.send(SlotEvent::Message(slot, msg)).await;
+    }
+    match tokio::time::timeout(Duration::from_secs(60), child.wait()).await {
+        Ok(Ok(status)) if status.success() => {}
+        other => eprintln!("supervisor: child slot {slot} ended badly on stop: {other:?}"),
+    }
+    Incarnation::Stopped
+}
+
+async fn send(stdin: &mut ChildStdin, msg: &ToChild) -> std::io::Result<()> {
+    write_frame(stdin, msg).await?;
+    stdin.flush().await
+}

@@ -1,0 +1,278 @@
+//! supervisor: one per node. Connects to the dispatcher over ZeroMQ,
+//! starts and watches `crawler-child` processes, hands them URLs (each
+//! domain always to the same child, so that child alone paces it) and
+//! relays their results.
+
+mod child;
+mod link;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use shared::cli::{ObsArgs, StoreArgs};
+use shared::protocol::{
+    CrawlResult, FromChild, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem, PROTOCOL_VERSION,
+};
+use tokio::sync::mpsc;
+
+use child::{ChildSpec, SlotCmd, SlotEvent};
+
+const ROLE: &str = "supervisor";
+/// Attempts a URL gets when its child keeps dying on it.
+const MAX_CHILD_ATTEMPTS: u32 = 3;
+
+#[derive(Parser, Debug)]
+#[command(version, about = "Runs crawler-child processes on this node for a dispatcher")]
+struct Args {
+    /// The dispatcher's ZeroMQ endpoint.
+    #[arg(long, env = "CRAWLER_DISPATCHER", default_value = "tcp://127.0.0.1:5555")]
+    dispatcher: String,
+    /// This supervisor's id (default: node name + pid).
+    #[arg(long)]
+    id: Option<String>,
+    /// How long to keep trying to reach the dispatcher at start-up.
+    #[arg(long, default_value_t = 120)]
+    connect_timeout_secs: u64,
+    /// Number of crawler-child processes.
+    #[arg(long, default_value_t = 2)]
+    children: usize,
+    /// URLs each child may hold at once (the dispatcher's credit is the sum).
+    #[arg(long, default_value_t = 256)]
+    child_capacity: u32,
+    /// The crawler-child binary (default: beside this executable).
+    #[arg(long)]
+    child_bin: Option<PathBuf>,
+    /// A child silent (no heartbeat) for this many seconds is killed and restarted.
+    #[arg(long, default_value_t = 60)]
+    hang_timeout_secs: u64,
+    /// Host override HOST:PORT:ADDR for the children (like curl --resolve).
+    #[arg(long)]
+    resolve: Vec<String>,
+    /// Hosts file (`ADDR NAME...`) for the children.
+    #[arg(long)]
+    hosts_file: Vec<PathBuf>,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    obs: ObsArgs,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(run(args))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    if args.children == 0 {
+        bail!("--children must be at least 1");
+    }
+    let metrics = profiling::install_metrics()?;
+    let debug = profiling::start_debug_server(
+        profiling::DebugServerConfig {
+            addr: args.obs.debug_addr,
+            token: args.obs.debug_token.clone(),
+        },
+        metrics,
+        profiling::axum::Router::new(),
+    )
+    .await?;
+    let node = args.obs.node_name();
+    let id = args
+        .id
+        .clone()
+        .unwrap_or_else(|| format!("{node}-{}", std::process::id()));
+    let me = ProcessInfo {
+        role: ROLE.into(),
+        node: node.clone(),
+        pid: std::process::id(),
+        debug_addr: Some(debug.addr.to_string()),
+    };
+    let hello = ToDispatcher::Hello {
+        version: PROTOCOL_VERSION,
+        supervisor_id: id.clone(),
+        capacity: args.child_capacity * args.children as u32,
+        process: me,
+    };
+    let patience = Duration::from_secs(args.connect_timeout_secs);
+    let mut link = link::DispatcherLink::connect(&args.dispatcher, hello, patience).await?;
+    eprintln!(
+        "supervisor {id}: connected to {}, debug on http://{}",
+        args.dispatcher, debug.addr
+    );
+    let policy = link.welcome().await?;
+
+    let program = match &args.child_bin {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("executable has no directory")?
+            .join("crawler-child"),
+    };
+    let mut child_args = args.store.to_args();
+    child_args.extend(args.obs.to_child_args());
+    for r in &args.resolve {
+        child_args.extend(["--resolve".into(), r.clone()]);
+    }
+    for h in &args.hosts_file {
+        child_args.extend(["--hosts-file".into(), h.to_string_lossy().into_owned()]);
+    }
+    let spec = ChildSpec {
+        program,
+        args: child_args,
+        policy,
+        hang_timeout: Duration::from_secs(args.hang_timeout_secs),
+    };
+    let mut sup = Supervisor::start(spec, args.children);
+    sup.serve(&mut link).await?;
+    eprintln!("supervisor {id}: stopped");
+    Ok(())
+}
+
+/// In-memory state: which child holds which lease.
+struct Supervisor {
+    slots: Vec<mpsc::Sender<SlotCmd>>,
+    events: mpsc::Receiver<SlotEvent>,
+    in_flight: HashMap<u64, (usize, WorkItem, u32)>,
+    outbox: Vec<CrawlResult>,
+    hasher: ahash::RandomState,
+}
+
+impl Supervisor {
+    fn start(spec: ChildSpec, children: usize) -> Supervisor {
+        let (ev_tx, events) = mpsc::channel(4096);
+        let slots = (0..children)
+            .map(|slot| {
+                let (tx, rx) = mpsc::channel(1024);
+                tokio::spawn(child::run_slot(slot, spec.clone(), rx, ev_tx.clone()));
+                tx
+            })
+            .collect();
+        Supervisor {
+            slots,
+            events,
+            in_flight: HashMap::new(),
+            outbox: Vec::new(),
+            // Fixed keys: a domain maps to the same slot for the whole run.
+            hasher: ahash::RandomState::with_seeds(1, 2, 3, 4),
+        }
+    }
+
+    fn slot_of(&self, domain: &str) -> usize {
+        (self.hasher.hash_one(domain) % self.slots.len() as u64) as usize
+    }
+
+    async fn assign(&mut self, items: Vec<WorkItem>, attempt: u32) {
+        let mut per_slot: Vec<Vec<WorkItem>> = vec![Vec::new(); self.slots.len()];
+        for item in items {
+            let slot = self.slot_of(&item.domain);
+            self.in_flight.insert(item.lease, (slot, item.clone(), attempt));
+            per_slot[slot].push(item);
+        }
+        for (slot, items) in per_slot.into_iter().enumerate() {
+            if !items.is_empty() {
+                let _ = self.slots[slot].send(SlotCmd::Work(items)).await;
+            }
+        }
+    }
+
+    /// URLs of a dead child go to its successor, unless they keep killing it.
+    async fn reassign_lost(&mut self, slot: usize, why: &str) {
+        let lost: Vec<u64> = self
+            .in_flight
+            .iter()
+            .filter(|(_, (s, _, _))| *s == slot)
+            .map(|(lease, _)| *lease)
+            .collect();
+        let mut retry = Vec::new();
+        for lease in lost {
+            let Some((_, item, attempt)) = self.in_flight.remove(&lease) else {
+                continue;
+            };
+            if attempt + 1 >= MAX_CHILD_ATTEMPTS {
+                self.outbox.push(CrawlResult {
+                    lease,
+                    url: item.url,
+                    domain: item.domain,
+                    depth: item.depth,
+                    outcome: Outcome::Failed {
+                        kind: "child_crashed".into(),
+                        message: format!("crawler-child died {MAX_CHILD_ATTEMPTS} times holding it: {why}"),
+                    },
+                    outlinks: Vec::new(),
+                });
+            } else {
+                retry.push((item, attempt + 1));
+            }
+        }
+        for (item, attempt) in retry {
+            self.assign(vec![item], attempt).await;
+        }
+    }
+
+    async fn serve(&mut self, link: &mut link::DispatcherLink) -> anyhow::Result<()> {
+        let mut flush = tokio::time::interval(Duration::from_millis(20));
+        let mut beat = tokio::time::interval(Duration::from_secs(1));
+        let mut stopping = false;
+        let mut stopped_slots = 0;
+        loop {
+            tokio::select! {
+                msg = link.recv() => match msg? {
+                    ToSupervisor::Work(items) => self.assign(items, 0).await,
+                    ToSupervisor::Stop if !stopping => {
+                        stopping = true;
+                        for s in &self.slots {
+                            let _ = s.send(SlotCmd::Stop).await;
+                        }
+                    }
+                    ToSupervisor::Stop | ToSupervisor::Heartbeat | ToSupervisor::Welcome { .. } | ToSupervisor::Farewell => {}
+                },
+                ev = self.events.recv() => match ev {
+                    Some(SlotEvent::Message(_, FromChild::Result(r))) => {
+                        self.in_flight.remove(&r.lease);
+                        self.outbox.push(r);
+                    }
+                    Some(SlotEvent::Message(slot, FromChild::Ready(process))) => {
+                        link.send(&ToDispatcher::Child { slot: slot as u32, process, alive: true }).await?;
+                    }
+                    Some(SlotEvent::Message(_, FromChild::Heartbeat)) => {}
+                    Some(SlotEvent::Lost { slot, why }) => {
+                        if !stopping {
+                            self.reassign_lost(slot, &why).await;
+                        }
+                    }
+                    Some(SlotEvent::Stopped) => {
+                        stopped_slots += 1;
+                        if stopped_slots == self.slots.len() {
+                            self.flush(link).await?;
+                            link.send(&ToDispatcher::Bye).await?;
+                            link.await_farewell(Duration::from_secs(5)).await;
+                            return Ok(());
+                        }
+                    }
+                    None => bail!("all child slots ended"),
+                },
+                _ = flush.tick() => self.flush(link).await?,
+                _ = beat.tick() => {
+                    link.send(&ToDispatcher::Heartbeat { in_flight: self.in_flight.len() as u32 }).await?;
+                    metrics::gauge!("crawler_supervisor_in_flight").set(self.in_flight.len() as f64);
+                }
+            }
+        }
+    }
+
+    async fn flush(&mut self, link: &mut link::DispatcherLink) -> anyhow::Result<()> {
+        if self.outbox.is_empty() {
+            return Ok(());
+        }
+        let results = std::mem::take(&mut self.outbox);
+        metrics::counter!("crawler_supervisor_results_total").increment(results.len() as u64);
+        link.send(&ToDispatcher::Results(results)).await
+    }
+}

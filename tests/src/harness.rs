@@ -1,0 +1,225 @@
+//! Runs the real crawler for tests and benchmarks: store servers (through
+//! `scripts/store.sh`, the same script developers use), one dispatcher and
+//! N supervisors (which start their own children), all as real processes
+//! talking over real sockets.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use bson::{doc, Document};
+use futures::TryStreamExt;
+use tokio::process::{Child, Command};
+
+/// The repository root (this crate lives in `tests/`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Where the crawler binaries are: `$CRAWLER_BIN_DIR`, else `target/release`.
+pub fn bin_dir() -> PathBuf {
+    std::env::var_os("CRAWLER_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/release"))
+}
+
+pub fn bin(name: &str) -> anyhow::Result<PathBuf> {
+    let p = bin_dir().join(name);
+    if !p.exists() {
+        bail!(
+            "{} not found: build the binaries first (cargo build --release --workspace --bins)",
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
+/// A free TCP port on 127.0.0.1 (racy in theory, fine for tests).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+/// A MongoDB-compatible server for one test; stopped on drop.
+pub struct StoreServer {
+    state: tempfile::TempDir,
+    pub uri: String,
+    /// `mongod` or `nx-27017`.
+    pub kind: String,
+}
+
+impl StoreServer {
+    pub fn start() -> anyhow::Result<StoreServer> {
+        let state = tempfile::tempdir()?;
+        let out = std::process::Command::new("bash")
+            .arg(repo_root().join("scripts/store.sh"))
+            .arg("start")
+            .arg(state.path())
+            .stderr(Stdio::inherit())
+            .output()
+            .context("running scripts/store.sh")?;
+        if !out.status.success() {
+            bail!("scripts/store.sh start failed ({})", out.status);
+        }
+        let uri = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let kind = std::fs::read_to_string(state.path().join("kind"))?
+            .trim()
+            .to_string();
+        Ok(StoreServer { state, uri, kind })
+    }
+
+    pub fn stop(&self) {
+        let _ = std::process::Command::new("bash")
+            .arg(repo_root().join("scripts/store.sh"))
+            .arg("stop")
+            .arg(self.state.path())
+            .status();
+    }
+
+    pub async fn client(&self) -> anyhow::Result<mongodb::Client> {
+        Ok(mongodb::Client::with_uri_str(&self.uri).await?)
+    }
+}
+
+impl Drop for StoreServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// How to run one crawl.
+#[derive(Clone, Debug)]
+pub struct ClusterSpec {
+    pub mongo_uri: String,
+    pub robots_uri: Option<String>,
+    pub db: String,
+    pub robots_db: String,
+    pub seeds_file: PathBuf,
+    pub hosts_file: Option<PathBuf>,
+    pub supervisors: usize,
+    pub children: usize,
+    /// Extra dispatcher flags (policy, limits).
+    pub dispatcher_args: Vec<String>,
+    /// Timing logs go here when set.
+    pub timing_dir: Option<PathBuf>,
+}
+
+impl ClusterSpec {
+    pub fn new(mongo_uri: &str, seeds_file: &Path) -> ClusterSpec {
+        ClusterSpec {
+            mongo_uri: mongo_uri.to_string(),
+            robots_uri: None,
+            db: "crawler".into(),
+            robots_db: "crawler_robots".into(),
+            seeds_file: seeds_file.to_path_buf(),
+            hosts_file: None,
+            supervisors: 2,
+            children: 2,
+            dispatcher_args: Vec::new(),
+            timing_dir: None,
+        }
+    }
+
+    fn store_args(&self) -> Vec<String> {
+        let mut v = vec![
+            "--mongo-uri".into(),
+            self.mongo_uri.clone(),
+            "--db".into(),
+            self.db.clone(),
+            "--robots-db".into(),
+            self.robots_db.clone(),
+        ];
+        if let Some(r) = &self.robots_uri {
+            v.extend(["--robots-uri".into(), r.clone()]);
+        }
+        if let Some(dir) = &self.timing_dir {
+            v.extend(["--timing-log".into(), format!("{}/", dir.display())]);
+        }
+        v
+    }
+}
+
+/// How a crawl ended.
+#[derive(Debug)]
+pub struct CrawlRun {
+    pub dispatcher: ExitStatus,
+    pub supervisors: Vec<ExitStatus>,
+    /// The dispatcher's summary line (JSON).
+    pub summary: serde_json::Value,
+    pub wall: Duration,
+}
+
+/// Runs dispatcher + supervisors to the end of the crawl (or `timeout`).
+pub async fn run_crawl(spec: &ClusterSpec, timeout: Duration) -> anyhow::Result<CrawlRun> {
+    let started = std::time::Instant::now();
+    let endpoint = format!("tcp://127.0.0.1:{}", free_port());
+    let mut dispatcher = Command::new(bin("dispatcher")?)
+        .args(["--bind", &endpoint, "--seeds"])
+        .arg(&spec.seeds_file)
+        .args(["--min-supervisors", &spec.supervisors.to_string()])
+        .args(spec.store_args())
+        .args(&spec.dispatcher_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting dispatcher")?;
+    let mut sups: Vec<Child> = Vec::new();
+    for i in 0..spec.supervisors {
+        let mut cmd = Command::new(bin("supervisor")?);
+        cmd.args(["--dispatcher", &endpoint, "--id", &format!("sup{i}")])
+            .args(["--children", &spec.children.to_string()])
+            .args(spec.store_args())
+            .kill_on_drop(true);
+        if let Some(h) = &spec.hosts_file {
+            cmd.arg("--hosts-file").arg(h);
+        }
+        sups.push(cmd.spawn().context("starting supervisor")?);
+    }
+    let mut stdout = dispatcher.stdout.take().context("dispatcher stdout")?;
+    let run = async {
+        let mut out = String::new();
+        use tokio::io::AsyncReadExt;
+        stdout.read_to_string(&mut out).await?;
+        let d = dispatcher.wait().await?;
+        let mut statuses = Vec::new();
+        for s in &mut sups {
+            statuses.push(s.wait().await?);
+        }
+        anyhow::Ok((d, statuses, out))
+    };
+    let (d, statuses, out) = match tokio::time::timeout(timeout, run).await {
+        Ok(r) => r?,
+        Err(_) => bail!("crawl did not finish within {timeout:?}"),
+    };
+    let summary = out
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or(serde_json::Value::Null);
+    Ok(CrawlRun {
+        dispatcher: d,
+        supervisors: statuses,
+        summary,
+        wall: started.elapsed(),
+    })
+}
+
+/// Every document of a collection.
+pub async fn all_docs(db: &mongodb::Database, coll: &str) -> anyhow::Result<Vec<Document>> {
+    let cursor = db.collection::<Document>(coll).find(doc! {}).await?;
+    Ok(cursor.try_collect().await?)
+}
+
+/// Writes lines to a file in `dir` and returns its path.
+pub fn write_lines(dir: &Path, name: &str, lines: &[String]) -> anyhow::Result<PathBuf> {
+    let p = dir.join(name);
+    std::fs::write(&p, lines.join("\n") + "\n")?;
+    Ok(p)
+}

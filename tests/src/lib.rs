@@ -1,0 +1,4 @@
+//! Test support: the synthetic web and a harness that runs the real crawler.
+
+pub mod harness;
+pub mod web;

@@ -1,0 +1,40 @@
+//! The synthetic web: a deterministic, generated set of hosts and pages served
+//! by one local HTTP server, plus the ground truth of a correct crawl of it.
+//!
+//! Used by the end-to-end tests, the demo and the benchmark. Every response is
+//! computed on demand from `(seed, host, path)`, so a web of 20,000+ pages
+//! costs no memory and the crawler — not the server — is what gets measured.
+//!
+//! Layout:
+//! - [`model`]: [`WebSpec`], host names, paths, robots rules per host;
+//! - `links`: the outlinks of each page and how their hrefs are spelled;
+//! - `html`: page rendering; `synthetic`: [`SyntheticWeb::respond`];
+//! - [`expected`]: [`Expected`], the ground truth;
+//! - [`server`]: [`WebServer`], the Host-routed HTTP server with a request log.
+//!
+//! Host rules are a function of the in-scope host index `i` (so tests can
+//! rely on them): `site1` robots has `Disallow: /p/1` (prefix: also /p/10..);
+//! `i % 7 == 3` has no robots.txt (unless it is a crawl-delay host); `i % 7 == 5`
+//! disallows `/p/` for `*` but has its own `synthcrawler` group that only
+//! disallows `/private/`; all others disallow `/private/`; `i % 3 == 0` adds an
+//! `otherbot` group disallowing everything; `i % crawl_delay_every == 0` adds
+//! `Crawl-delay`; `i % 4 == 2` has `<base href="/p/">` on its home page.
+
+pub mod expected;
+mod html;
+mod links;
+pub mod model;
+mod rng;
+pub mod server;
+mod synthetic;
+
+#[cfg(test)]
+mod tests;
+
+pub use expected::Expected;
+pub use model::WebSpec;
+pub use server::{RequestRecord, WebServer};
+pub use synthetic::{Response, SyntheticWeb};
+
+/// The user-agent token the ground truth assumes (the crawler's default).
+pub const USER_AGENT_TOKEN: &str = "synthcrawler";

@@ -1,0 +1,330 @@
+//! The shape of the synthetic web: its parameters, host names, locations and
+//! per-host robots rules.
+//!
+//! Everything here is a pure function of the [`WebSpec`] and the host index,
+//! so the server, the HTML generator and the ground-truth crawl all agree by
+//! construction instead of by parsing each other's output.
+
+use std::fmt::Write as _;
+
+/// Parameters of a generated web. Same spec (including `seed`) → same bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebSpec {
+    /// Seed of every random choice (links, filler text).
+    pub seed: u64,
+    /// In-scope hosts `site0.test .. site{N-1}.test`; each is a crawl seed.
+    pub hosts: usize,
+    /// Out-of-scope hosts `out0.test ..` that in-scope pages link to.
+    pub outside_hosts: usize,
+    /// Pages `/p/0 .. /p/{M-1}` on every host.
+    pub pages_per_host: usize,
+    /// Random links per page, on top of the structural ones that keep every page reachable.
+    pub links_per_page: usize,
+    /// Every k-th in-scope host (index % k == 0) has a `Crawl-delay`; 0 = none.
+    pub crawl_delay_every: usize,
+    /// The `Crawl-delay` value written into robots.txt.
+    pub crawl_delay_secs: f64,
+    /// Approximate size of a page's HTML, padded with filler paragraphs.
+    pub page_bytes: usize,
+}
+
+impl Default for WebSpec {
+    fn default() -> Self {
+        WebSpec {
+            seed: 1,
+            hosts: 20,
+            outside_hosts: 2,
+            pages_per_host: 100,
+            links_per_page: 10,
+            crawl_delay_every: 0,
+            crawl_delay_secs: 0.2,
+            page_bytes: 4000,
+        }
+    }
+}
+
+/// A served host: in scope (`siteN.test`) or outside (`outN.test`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum HostRef {
+    InScope(usize),
+    Outside(usize),
+}
+
+/// A path on any host. Paths that do not parse into one of these are 404.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Loc {
+    /// `/`
+    Home,
+    /// `/robots.txt`
+    Robots,
+    /// `/p/{n}`: a content page (200 when n < pages_per_host).
+    Page(usize),
+    /// `/missing/{n}`: always 404.
+    Missing(usize),
+    /// `/r/{n}`: 301 → `/p/{n}`.
+    Redirect(usize),
+    /// `/rr/{n}`: 302 → `/r/{n}` → `/p/{n}`.
+    Chain(usize),
+    /// `/x/{h}/{n}`: 302 → `http://site{h}.test:PORT/p/{n}`.
+    Cross(usize, usize),
+    /// `/private/{n}`: 200, but disallowed by most robots.txt files.
+    Private(usize),
+}
+
+impl Loc {
+    /// The "directory" of the path, used to decide which relative hrefs resolve
+    /// to it from a given page. `None` for the two-level `/x/h/` paths.
+    pub(crate) fn dir(self) -> Option<&'static str> {
+        match self {
+            Loc::Home | Loc::Robots => Some("/"),
+            Loc::Page(_) => Some("/p/"),
+            Loc::Missing(_) => Some("/missing/"),
+            Loc::Redirect(_) => Some("/r/"),
+            Loc::Chain(_) => Some("/rr/"),
+            Loc::Cross(..) => None,
+            Loc::Private(_) => Some("/private/"),
+        }
+    }
+
+    pub(crate) fn write_path(self, out: &mut String) {
+        // Writing to a String cannot fail.
+        let _ = match self {
+            Loc::Home => write!(out, "/"),
+            Loc::Robots => write!(out, "/robots.txt"),
+            Loc::Page(n) => write!(out, "/p/{n}"),
+            Loc::Missing(n) => write!(out, "/missing/{n}"),
+            Loc::Redirect(n) => write!(out, "/r/{n}"),
+            Loc::Chain(n) => write!(out, "/rr/{n}"),
+            Loc::Cross(h, n) => write!(out, "/x/{h}/{n}"),
+            Loc::Private(n) => write!(out, "/private/{n}"),
+        };
+    }
+
+    pub(crate) fn path(self) -> String {
+        let mut s = String::with_capacity(16);
+        self.write_path(&mut s);
+        s
+    }
+
+    /// Parses a request target (query and fragment ignored). Numbers must be
+    /// in canonical decimal form so that each resource has exactly one URL.
+    pub(crate) fn parse(path_and_query: &str) -> Option<Loc> {
+        let path = path_and_query.split(['?', '#']).next().unwrap_or("");
+        match path {
+            "/" => return Some(Loc::Home),
+            "/robots.txt" => return Some(Loc::Robots),
+            _ => {}
+        }
+        type Make = fn(usize) -> Loc;
+        let prefixed: [(&str, Make); 5] = [
+            ("/p/", Loc::Page),
+            ("/missing/", Loc::Missing),
+            ("/r/", Loc::Redirect),
+            ("/rr/", Loc::Chain),
+            ("/private/", Loc::Private),
+        ];
+        for (prefix, make) in prefixed {
+            if let Some(rest) = path.strip_prefix(prefix) {
+                return parse_num(rest).map(make);
+            }
+        }
+        let rest = path.strip_prefix("/x/")?;
+        let (h, n) = rest.split_once('/')?;
+        Some(Loc::Cross(parse_num(h)?, parse_num(n)?))
+    }
+}
+
+/// Canonical decimal only: no sign, no leading zeros, at most 9 digits.
+pub(crate) fn parse_num(s: &str) -> Option<usize> {
+    let ok = !s.is_empty()
+        && s.len() <= 9
+        && s.bytes().all(|b| b.is_ascii_digit())
+        && (s == "0" || !s.starts_with('0'));
+    if ok {
+        s.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// What robots.txt an in-scope host serves, from `synthcrawler`'s point of view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RobotsKind {
+    /// No robots.txt (404): everything is allowed, `/private/` included.
+    Absent,
+    /// `User-agent: *` / `Disallow: /private/`.
+    Standard,
+    /// Standard plus `Disallow: /p/1`, a prefix rule that also blocks /p/10.., /p/100...
+    PrefixP1,
+    /// `User-agent: *` disallows `/p/` but a `User-agent: synthcrawler` group
+    /// only disallows `/private/`: the specific group wins, so we may crawl /p/.
+    OwnGroup,
+}
+
+/// Per-host rules, derived from the host index so tests can predict them.
+#[derive(Clone, Debug)]
+pub(crate) struct HostRules {
+    pub(crate) robots: RobotsKind,
+    pub(crate) crawl_delay: Option<f64>,
+    /// Adds an `otherbot` group that disallows everything (must not affect us).
+    pub(crate) otherbot_group: bool,
+    /// The home page carries `<base href="/p/">` and links to pages relatively.
+    pub(crate) home_base: bool,
+}
+
+impl HostRules {
+    pub(crate) fn for_in_scope(spec: &WebSpec, i: usize) -> HostRules {
+        let crawl_delay = (spec.crawl_delay_every > 0 && i.is_multiple_of(spec.crawl_delay_every))
+            .then_some(spec.crawl_delay_secs);
+        let robots = if i == 1 {
+            RobotsKind::PrefixP1
+        } else if i % 7 == 3 && crawl_delay.is_none() {
+            RobotsKind::Absent
+        } else if i % 7 == 5 {
+            RobotsKind::OwnGroup
+        } else {
+            RobotsKind::Standard
+        };
+        HostRules {
+            robots,
+            crawl_delay,
+            otherbot_group: i.is_multiple_of(3),
+            home_base: i % 4 == 2,
+        }
+    }
+
+    pub(crate) fn outside() -> HostRules {
+        HostRules {
+            robots: RobotsKind::Standard,
+            crawl_delay: None,
+            otherbot_group: false,
+            home_base: false,
+        }
+    }
+
+    /// Whether robots.txt forbids `path` to `synthcrawler` (prefix semantics, no wildcards).
+    pub(crate) fn disallows(&self, path: &str) -> bool {
+        match self.robots {
+            RobotsKind::Absent => false,
+            RobotsKind::Standard | RobotsKind::OwnGroup => path.starts_with("/private/"),
+            RobotsKind::PrefixP1 => path.starts_with("/private/") || path.starts_with("/p/1"),
+        }
+    }
+
+    /// The robots.txt body, or `None` when the host has none.
+    pub(crate) fn robots_txt(&self) -> Option<String> {
+        let delay = self
+            .crawl_delay
+            .map(|d| format!("Crawl-delay: {d}\n"))
+            .unwrap_or_default();
+        let mut txt = String::from("# robots.txt of a synthetic test host\n");
+        match self.robots {
+            RobotsKind::Absent => return None,
+            RobotsKind::Standard => {
+                txt.push_str("User-agent: *\nDisallow: /private/\n");
+                txt.push_str(&delay);
+            }
+            RobotsKind::PrefixP1 => {
+                txt.push_str("User-agent: *\nDisallow: /private/\nDisallow: /p/1\n");
+                txt.push_str(&delay);
+            }
+            RobotsKind::OwnGroup => {
+                txt.push_str("User-agent: *\nDisallow: /p/\nDisallow: /private/\n");
+                txt.push_str(&delay);
+                txt.push_str("\nUser-agent: synthcrawler\nDisallow: /private/\n");
+                txt.push_str(&delay);
+            }
+        }
+        if self.otherbot_group {
+            txt.push_str("\nUser-agent: otherbot\nDisallow: /\n");
+        }
+        Some(txt)
+    }
+}
+
+/// Parses a `Host` header value (`site3.test:8080`, any case, optional
+/// trailing dot) into a host of this web, without allocating.
+pub(crate) fn parse_host(raw: &str, hosts: usize, outside: usize) -> Option<HostRef> {
+    let name = match raw.rsplit_once(':') {
+        Some((name, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => raw,
+    };
+    let name = name.strip_suffix('.').unwrap_or(name);
+    let stem_len = name.len().checked_sub(5)?;
+    let (stem, tld) = (name.get(..stem_len)?, name.get(stem_len..)?);
+    if !tld.eq_ignore_ascii_case(".test") {
+        return None;
+    }
+    let split = |prefix: &str| -> Option<usize> {
+        let head = stem.get(..prefix.len())?;
+        if head.eq_ignore_ascii_case(prefix) {
+            parse_num(stem.get(prefix.len()..)?)
+        } else {
+            None
+        }
+    };
+    if let Some(i) = split("site") {
+        return (i < hosts).then_some(HostRef::InScope(i));
+    }
+    split("out").filter(|&k| k < outside).map(HostRef::Outside)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_paths_canonically() {
+        assert_eq!(Loc::parse("/"), Some(Loc::Home));
+        assert_eq!(Loc::parse("/?q=1"), Some(Loc::Home));
+        assert_eq!(Loc::parse("/p/17"), Some(Loc::Page(17)));
+        assert_eq!(Loc::parse("/p/07"), None);
+        assert_eq!(Loc::parse("/p/"), None);
+        assert_eq!(Loc::parse("/p/1/"), None);
+        assert_eq!(Loc::parse("/rr/3"), Some(Loc::Chain(3)));
+        assert_eq!(Loc::parse("/r/3"), Some(Loc::Redirect(3)));
+        assert_eq!(Loc::parse("/x/2/9"), Some(Loc::Cross(2, 9)));
+        assert_eq!(Loc::parse("/x/2"), None);
+        assert_eq!(Loc::parse("/private/4#a"), Some(Loc::Private(4)));
+        assert_eq!(Loc::parse("/robots.txt"), Some(Loc::Robots));
+        assert_eq!(Loc::parse("/p/99999999999999999999"), None);
+        assert_eq!(Loc::parse(""), None);
+        assert_eq!(Loc::parse("/é"), None);
+        for loc in [Loc::Home, Loc::Page(5), Loc::Cross(1, 2), Loc::Private(0)] {
+            assert_eq!(Loc::parse(&loc.path()), Some(loc));
+        }
+    }
+
+    #[test]
+    fn parses_hosts() {
+        assert_eq!(parse_host("site3.test:80", 5, 1), Some(HostRef::InScope(3)));
+        assert_eq!(parse_host("SITE3.Test", 5, 1), Some(HostRef::InScope(3)));
+        assert_eq!(parse_host("site3.test.", 5, 1), Some(HostRef::InScope(3)));
+        assert_eq!(parse_host("site5.test", 5, 1), None);
+        assert_eq!(parse_host("out0.test:1", 5, 1), Some(HostRef::Outside(0)));
+        assert_eq!(parse_host("out1.test", 5, 1), None);
+        assert_eq!(parse_host("é.test", 5, 1), None);
+        assert_eq!(parse_host("séte1.test", 5, 1), None);
+        assert_eq!(parse_host("", 5, 1), None);
+        assert_eq!(parse_host(":", 5, 1), None);
+        assert_eq!(parse_host("127.0.0.1:3000", 5, 1), None);
+    }
+
+    #[test]
+    fn prefix_rule_blocks_longer_paths() {
+        let spec = WebSpec::default();
+        let r = HostRules::for_in_scope(&spec, 1);
+        assert_eq!(r.robots, RobotsKind::PrefixP1);
+        for (p, blocked) in [
+            ("/p/1", true),
+            ("/p/10", true),
+            ("/p/199", true),
+            ("/p/2", false),
+            ("/p/21", false),
+            ("/private/0", true),
+            ("/", false),
+        ] {
+            assert_eq!(r.disallows(p), blocked, "{p}");
+        }
+    }
+}

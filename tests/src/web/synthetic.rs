@@ -1,0 +1,231 @@
+//! [`SyntheticWeb`]: turns `(Host, path)` into a [`Response`], on the fly.
+//!
+//! Nothing but robots.txt bodies is precomputed, so a web of any size costs
+//! the same memory and each page costs one PRNG-driven render.
+
+use bytes::Bytes;
+
+use super::html::{MOVED_HTML, NOT_FOUND_HTML};
+use super::model::{parse_host, HostRef, HostRules, Loc, WebSpec};
+
+/// What the server sends for one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Bytes,
+}
+
+/// The outcome of a request, before rendering; shared with the ground truth.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Answer {
+    /// 200 with the HTML of this page.
+    Html(HostRef, Loc),
+    /// 200 text/plain robots.txt.
+    Robots(Bytes),
+    NotFound,
+    /// `status` with a Location pointing at `(host, loc)`.
+    Redirect {
+        status: u16,
+        host: HostRef,
+        loc: Loc,
+    },
+}
+
+/// A deterministic generated web. Immutable after construction, so it is
+/// `Send + Sync` and meant to be shared in an `Arc`.
+#[derive(Debug)]
+pub struct SyntheticWeb {
+    pub(crate) spec: WebSpec,
+    port: u16,
+    /// `:PORT`, or empty for port 80 (the normalised form omits default ports).
+    port_suffix: String,
+    rules: Vec<HostRules>,
+    outside_rules: HostRules,
+    robots: Vec<Option<Bytes>>,
+    outside_robots: Option<Bytes>,
+}
+
+const HTML: &str = "text/html; charset=utf-8";
+
+impl SyntheticWeb {
+    /// `port` is the one embedded in absolute links and seed URLs.
+    pub fn new(spec: WebSpec, port: u16) -> Self {
+        let rules: Vec<HostRules> = (0..spec.hosts)
+            .map(|i| HostRules::for_in_scope(&spec, i))
+            .collect();
+        let robots = rules.iter().map(|r| r.robots_txt().map(Bytes::from)).collect();
+        let outside_rules = HostRules::outside();
+        let outside_robots = outside_rules.robots_txt().map(Bytes::from);
+        let port_suffix = if port == 80 {
+            String::new()
+        } else {
+            format!(":{port}")
+        };
+        SyntheticWeb {
+            spec,
+            port,
+            port_suffix,
+            rules,
+            outside_rules,
+            robots,
+            outside_robots,
+        }
+    }
+
+    pub fn spec(&self) -> &WebSpec {
+        &self.spec
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Every served name: `site0.test..` then `out0.test..`.
+    pub fn host_names(&self) -> Vec<String> {
+        self.all_hosts().map(|h| self.host_name(h)).collect()
+    }
+
+    /// `http://siteN.test:PORT/` for every in-scope host.
+    pub fn seed_urls(&self) -> Vec<String> {
+        (0..self.spec.hosts)
+            .map(|i| self.url(HostRef::InScope(i), Loc::Home))
+            .collect()
+    }
+
+    /// The robots.txt a host serves (`None`: 404). `host` as in a Host header.
+    pub fn robots_txt(&self, host: &str) -> Option<String> {
+        let h = parse_host(host, self.spec.hosts, self.spec.outside_hosts)?;
+        self.rules(h).robots_txt()
+    }
+
+    /// The `Crawl-delay` a host's robots.txt announces, for politeness checks.
+    pub fn crawl_delay(&self, host: &str) -> Option<f64> {
+        let h = parse_host(host, self.spec.hosts, self.spec.outside_hosts)?;
+        self.rules(h).crawl_delay
+    }
+
+    /// The response to `GET path_and_query` with `Host: host` (port ignored).
+    pub fn respond(&self, host: &str, path_and_query: &str) -> Response {
+        let answer = parse_host(host, self.spec.hosts, self.spec.outside_hosts)
+            .and_then(|h| Some(self.answer(h, Loc::parse(path_and_query)?)))
+            .unwrap_or(Answer::NotFound);
+        match answer {
+            Answer::Html(h, loc) => Response {
+                status: 200,
+                headers: vec![("content-type", HTML.to_string())],
+                body: self.render_page(h, loc),
+            },
+            Answer::Robots(body) => Response {
+                status: 200,
+                headers: vec![("content-type", "text/plain; charset=utf-8".to_string())],
+                body,
+            },
+            Answer::NotFound => Response {
+                status: 404,
+                headers: vec![("content-type", HTML.to_string())],
+                body: Bytes::from_static(NOT_FOUND_HTML.as_bytes()),
+            },
+            Answer::Redirect {
+                status,
+                host: to,
+                loc,
+            } => {
+                let from = parse_host(host, self.spec.hosts, self.spec.outside_hosts);
+                // Same-host redirects use a relative Location, cross-host an absolute one.
+                let location = if from == Some(to) {
+                    loc.path()
+                } else {
+                    self.url(to, loc)
+                };
+                Response {
+                    status,
+                    headers: vec![("content-type", HTML.to_string()), ("location", location)],
+                    body: Bytes::from_static(MOVED_HTML.as_bytes()),
+                }
+            }
+        }
+    }
+
+    /// The single source of truth for what each location does.
+    pub(crate) fn answer(&self, host: HostRef, loc: Loc) -> Answer {
+        let m = self.spec.pages_per_host;
+        match loc {
+            Loc::Home | Loc::Private(_) => Answer::Html(host, loc),
+            Loc::Page(n) if n < m => Answer::Html(host, loc),
+            Loc::Robots => match self.robots_body(host) {
+                Some(body) => Answer::Robots(body),
+                None => Answer::NotFound,
+            },
+            Loc::Redirect(n) if n < m => Answer::Redirect {
+                status: 301,
+                host,
+                loc: Loc::Page(n),
+            },
+            Loc::Chain(n) if n < m => Answer::Redirect {
+                status: 302,
+                host,
+                loc: Loc::Redirect(n),
+            },
+            Loc::Cross(h, n) if h < self.spec.hosts && n < m => Answer::Redirect {
+                status: 302,
+                host: HostRef::InScope(h),
+                loc: Loc::Page(n),
+            },
+            _ => Answer::NotFound,
+        }
+    }
+
+    fn robots_body(&self, host: HostRef) -> Option<Bytes> {
+        match host {
+            HostRef::InScope(i) => self.robots.get(i).cloned().flatten(),
+            HostRef::Outside(_) => self.outside_robots.clone(),
+        }
+    }
+
+    pub(crate) fn rules(&self, host: HostRef) -> &HostRules {
+        match host {
+            HostRef::InScope(i) => self.rules.get(i).unwrap_or(&self.outside_rules),
+            HostRef::Outside(_) => &self.outside_rules,
+        }
+    }
+
+    pub(crate) fn all_hosts(&self) -> impl Iterator<Item = HostRef> {
+        let outside = self.spec.outside_hosts;
+        (0..self.spec.hosts)
+            .map(HostRef::InScope)
+            .chain((0..outside).map(HostRef::Outside))
+    }
+
+    pub(crate) fn write_host_name(&self, out: &mut String, h: HostRef, upper: bool) {
+        use std::fmt::Write as _;
+        let (prefix, n) = match (h, upper) {
+            (HostRef::InScope(i), false) => ("site", i),
+            (HostRef::InScope(i), true) => ("SITE", i),
+            (HostRef::Outside(k), false) => ("out", k),
+            (HostRef::Outside(k), true) => ("OUT", k),
+        };
+        let _ = write!(out, "{prefix}{n}.test");
+    }
+
+    pub(crate) fn host_name(&self, h: HostRef) -> String {
+        let mut s = String::with_capacity(16);
+        self.write_host_name(&mut s, h, false);
+        s
+    }
+
+    /// `http://site3.test:PORT`, optionally with an upper-case scheme or host.
+    pub(crate) fn write_origin(&self, out: &mut String, h: HostRef, upper_scheme: bool, upper_host: bool) {
+        out.push_str(if upper_scheme { "HTTP://" } else { "http://" });
+        self.write_host_name(out, h, upper_host);
+        out.push_str(&self.port_suffix);
+    }
+
+    /// The normalised absolute URL of a location.
+    pub(crate) fn url(&self, h: HostRef, loc: Loc) -> String {
+        let mut s = String::with_capacity(40);
+        self.write_origin(&mut s, h, false, false);
+        loc.write_path(&mut s);
+        s
+    }
+}

@@ -1,0 +1,413 @@
+//! Tests of the synthetic web. The central one, `reference_crawl_matches_ground_truth`,
+//! crawls the web through `respond()` with an independent naive extractor, the
+//! `url` crate and `texting_robots`, and checks it agrees with `expected_crawl()`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use url::Url;
+
+use super::links::Target;
+use super::model::{HostRef, Loc};
+use super::*;
+
+fn small_spec() -> WebSpec {
+    WebSpec {
+        seed: 7,
+        hosts: 12,
+        outside_hosts: 2,
+        pages_per_host: 60,
+        links_per_page: 10,
+        crawl_delay_every: 4,
+        crawl_delay_secs: 0.2,
+        page_bytes: 3000,
+    }
+}
+
+fn header<'a>(r: &'a Response, name: &str) -> Option<&'a str> {
+    r.headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+#[test]
+fn same_seed_same_bytes_other_seed_other_bytes() {
+    let a = SyntheticWeb::new(WebSpec::default(), 4000);
+    let b = SyntheticWeb::new(WebSpec::default(), 4000);
+    let c = SyntheticWeb::new(
+        WebSpec {
+            seed: 2,
+            ..WebSpec::default()
+        },
+        4000,
+    );
+    for (host, path) in [
+        ("site0.test:4000", "/"),
+        ("site3.test", "/p/42"),
+        ("SITE5.test:4000", "/p/0"),
+        ("out1.test", "/p/9"),
+        ("site2.test", "/private/3"),
+    ] {
+        let ra = a.respond(host, path);
+        assert_eq!(ra.status, 200, "{host}{path}");
+        assert_eq!(ra, b.respond(host, path));
+        assert_ne!(ra.body, c.respond(host, path).body, "{host}{path}");
+    }
+    assert_eq!(a.expected_crawl(), b.expected_crawl());
+}
+
+#[test]
+fn page_shape_and_statuses() {
+    let web = SyntheticWeb::new(WebSpec::default(), 4000);
+    let r = web.respond("site4.test:4000", "/p/17");
+    assert_eq!(header(&r, "content-type"), Some("text/html; charset=utf-8"));
+    let html = std::str::from_utf8(&r.body).expect("utf-8");
+    for needle in [
+        "<html lang=\"en\">",
+        "<title>site4.test page 17</title>",
+        "<meta name=\"description\"",
+        "<link rel=\"canonical\" href=\"http://site4.test:4000/p/17\">",
+    ] {
+        assert!(html.contains(needle), "missing {needle}");
+    }
+    assert!(r.body.len() >= 4000 && r.body.len() < 7000, "{}", r.body.len());
+
+    let robots = web.respond("site0.test", "/robots.txt");
+    assert_eq!(robots.status, 200);
+    assert_eq!(header(&robots, "content-type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(web.respond("site3.test", "/robots.txt").status, 404);
+
+    let moved = web.respond("site4.test:4000", "/r/5");
+    assert_eq!((moved.status, header(&moved, "location")), (301, Some("/p/5")));
+    let chain = web.respond("site4.test", "/rr/5");
+    assert_eq!((chain.status, header(&chain, "location")), (302, Some("/r/5")));
+    let cross = web.respond("site4.test", "/x/9/5");
+    assert_eq!(
+        (cross.status, header(&cross, "location")),
+        (302, Some("http://site9.test:4000/p/5"))
+    );
+    for (host, path) in [
+        ("site4.test", "/p/100"),
+        ("site4.test", "/missing/3"),
+        ("site4.test", "/r/100"),
+        ("site4.test", "/x/20/1"),
+        ("site4.test", "/nope"),
+        ("site20.test", "/"),
+        ("example.com", "/"),
+        ("", "/"),
+    ] {
+        assert_eq!(web.respond(host, path).status, 404, "{host}{path}");
+    }
+}
+
+#[test]
+fn robots_rules_agree_with_texting_robots() {
+    let web = SyntheticWeb::new(small_spec(), 4000);
+    let cases = [
+        ("site0.test", "/private/1", false),
+        ("site0.test", "/p/1", true),
+        ("site1.test", "/p/1", false),
+        ("site1.test", "/p/15", false),
+        ("site1.test", "/p/2", true),
+        ("site5.test", "/p/3", true), // own synthcrawler group beats `*`
+        ("site5.test", "/private/3", false),
+    ];
+    for (host, path, allowed) in cases {
+        let txt = web.robots_txt(host).expect("has robots");
+        let robot = texting_robots::Robot::new(USER_AGENT_TOKEN, txt.as_bytes()).expect("parses");
+        assert_eq!(robot.allowed(path), allowed, "{host}{path}\n{txt}");
+        let other = texting_robots::Robot::new("otherbot", txt.as_bytes()).expect("parses");
+        if host == "site0.test" {
+            assert!(!other.allowed("/p/2"), "otherbot group present on site0");
+        }
+    }
+    let delayed = texting_robots::Robot::new(
+        USER_AGENT_TOKEN,
+        web.robots_txt("site8.test").expect("robots").as_bytes(),
+    )
+    .expect("parses");
+    assert_eq!(delayed.delay, Some(0.2));
+    assert_eq!(web.crawl_delay("site8.test:4000"), Some(0.2));
+    assert_eq!(web.crawl_delay("site2.test"), None);
+    assert!(web.robots_txt("site3.test").is_none());
+}
+
+#[test]
+fn ground_truth_is_sane() {
+    let spec = WebSpec::default();
+    let web = SyntheticWeb::new(spec.clone(), 4000);
+    let exp = web.expected_crawl();
+    for i in 0..spec.hosts {
+        let h = HostRef::InScope(i);
+        let rules = web.rules(h);
+        assert_eq!(exp.pages.get(&web.url(h, Loc::Home)), Some(&200));
+        for j in 0..spec.pages_per_host {
+            let url = web.url(h, Loc::Page(j));
+            if rules.disallows(&Loc::Page(j).path()) {
+                assert!(exp.must_not_fetch.contains(&url), "{url}");
+            } else {
+                assert_eq!(exp.pages.get(&url), Some(&200), "{url} unreachable");
+            }
+        }
+    }
+    assert!(exp.pages.keys().all(|u| u.starts_with("http://site")));
+    assert!(exp
+        .pages
+        .keys()
+        .all(|u| !u.contains('#') && !u.ends_with("/robots.txt")));
+    assert!(!exp.must_not_fetch.is_empty());
+    assert!(exp.must_not_fetch.iter().all(|u| !exp.pages.contains_key(u)));
+    assert!(exp.must_not_fetch.iter().any(|u| u.contains("/private/")));
+    assert!(exp.must_not_fetch.contains("http://site1.test:4000/p/1"));
+    assert!(exp.must_not_fetch.contains("http://site1.test:4000/p/10"));
+    // Hosts without robots.txt have /private/ stored.
+    assert!(exp
+        .pages
+        .keys()
+        .any(|u| u.starts_with("http://site3.test:4000/private/")));
+    assert!(exp.count_status(404) > 10);
+    assert!(exp.count_status(302) > 10);
+    assert!(exp.pages.keys().any(|u| u.contains("/r/")));
+    assert!(exp.pages.keys().any(|u| u.contains("/rr/")));
+    // Some page links to an outside host.
+    let outside_linked = (0..spec.pages_per_host).any(|j| {
+        let mut found = false;
+        web.for_each_link(&web.page_ctx(HostRef::InScope(0), Loc::Page(j)), &mut |l| {
+            found |= matches!(l.target, Target::Url(HostRef::Outside(_), _));
+        });
+        found
+    });
+    assert!(outside_linked);
+    let pages = exp.pages.len();
+    assert!(pages > spec.hosts * spec.pages_per_host, "{pages}");
+}
+
+/// Renders every href of a page and resolves it the way a browser would.
+#[test]
+fn hrefs_resolve_to_their_targets() {
+    let web = SyntheticWeb::new(small_spec(), 4000);
+    let mut styles = HashSet::new();
+    for h in web.all_hosts() {
+        let locs = [Loc::Home, Loc::Private(3)]
+            .into_iter()
+            .chain((0..web.spec.pages_per_host).map(Loc::Page));
+        for loc in locs {
+            let ctx = web.page_ctx(h, loc);
+            let page = Url::parse(&web.url(h, loc)).expect("url");
+            let base = match ctx.base {
+                Some(b) => page.join(b).expect("base"),
+                None => page.clone(),
+            };
+            web.for_each_link(&ctx, &mut |l| {
+                let mut href = String::new();
+                web.write_href(&mut href, &ctx, l);
+                let mut resolved = base.join(&href).expect("href parses");
+                match l.target {
+                    Target::Url(th, tl) => {
+                        styles.insert(format!("{:?}", l.style));
+                        assert_eq!(resolved.fragment().is_some(), l.frag.is_some(), "{href}");
+                        resolved.set_fragment(None);
+                        assert_eq!(resolved.as_str(), web.url(th, tl), "{href} on {page}");
+                    }
+                    Target::Mailto(_) => assert_eq!(resolved.scheme(), "mailto"),
+                    Target::Javascript => assert_eq!(resolved.scheme(), "javascript"),
+                }
+            });
+        }
+    }
+    assert_eq!(styles.len(), 8, "{styles:?}");
+}
+
+/// A naive but independent link extractor: skips comments, honours `<base>`,
+/// accepts double, single and bare quoting, and any tag case.
+fn extract_links(html: &str, page: &Url) -> Vec<Url> {
+    let mut text = String::with_capacity(html.len());
+    let mut rest = html;
+    while let Some(i) = rest.find("<!--") {
+        text.push_str(&rest[..i]);
+        rest = rest[i..].find("-->").map_or("", |j| &rest[i + j + 3..]);
+    }
+    text.push_str(rest);
+    let lower = text.to_ascii_lowercase();
+    let attr = |tag_start: usize| -> Option<&str> {
+        let end = tag_start + lower[tag_start..].find('>')?;
+        let at = tag_start + lower[tag_start..end].find("href=")? + 5;
+        let raw = &text[at..end];
+        Some(match raw.chars().next()? {
+            q @ ('"' | '\'') => raw[1..].split(q).next()?,
+            _ => raw.split(char::is_whitespace).next()?,
+        })
+    };
+    let base = lower
+        .find("<base ")
+        .and_then(attr)
+        .and_then(|b| page.join(b).ok())
+        .unwrap_or_else(|| page.clone());
+    let mut out = Vec::new();
+    for (i, _) in lower.match_indices("<a ") {
+        if let Some(href) = attr(i) {
+            if let Ok(mut u) = base.join(href) {
+                u.set_fragment(None);
+                out.push(u);
+            }
+        }
+    }
+    out
+}
+
+/// Crawls through `respond()` like the real crawler should, without using any
+/// of the generator's internals.
+fn reference_crawl(web: &SyntheticWeb) -> Expected {
+    let in_scope: HashSet<String> = web
+        .seed_urls()
+        .iter()
+        .filter_map(|s| Url::parse(s).ok()?.host_str().map(str::to_string))
+        .collect();
+    let mut robots: HashMap<String, Option<texting_robots::Robot>> = HashMap::new();
+    let mut seen = HashSet::new();
+    let mut queue = VecDeque::new();
+    let mut pages = BTreeMap::new();
+    let mut must_not_fetch = BTreeSet::new();
+    let mut discover = |u: Url, queue: &mut VecDeque<Url>| {
+        let ok = u.scheme() == "http" && u.host_str().is_some_and(|h| in_scope.contains(h));
+        if ok && seen.insert(u.to_string()) {
+            queue.push_back(u);
+        }
+    };
+    for s in web.seed_urls() {
+        discover(Url::parse(&s).expect("seed"), &mut queue);
+    }
+    let authority = |u: &Url| format!("{}:{}", u.host_str().unwrap_or(""), u.port().unwrap_or(80));
+    let target = |u: &Url| match u.query() {
+        Some(q) => format!("{}?{q}", u.path()),
+        None => u.path().to_string(),
+    };
+    while let Some(url) = queue.pop_front() {
+        let host = url.host_str().unwrap_or("").to_string();
+        let robot = robots.entry(host.clone()).or_insert_with(|| {
+            let r = web.respond(&authority(&url), "/robots.txt");
+            (r.status == 200)
+                .then(|| texting_robots::Robot::new(USER_AGENT_TOKEN, &r.body).expect("robots parse"))
+        });
+        let allowed = |u: &Url| robot.as_ref().is_none_or(|r| r.allowed(u.as_str()));
+        if !allowed(&url) {
+            must_not_fetch.insert(url.to_string());
+            continue;
+        }
+        let mut cur = url.clone();
+        let mut hops = 0;
+        let status = loop {
+            let resp = web.respond(&authority(&cur), &target(&cur));
+            if matches!(resp.status, 301 | 302) {
+                let next = cur
+                    .join(header(&resp, "location").expect("location"))
+                    .expect("join");
+                if next.host_str() == cur.host_str()
+                    && next.port() == cur.port()
+                    && hops < 10
+                    && allowed(&next)
+                {
+                    cur = next;
+                    hops += 1;
+                    continue;
+                }
+                if next.host_str() != cur.host_str() {
+                    discover(next, &mut queue);
+                }
+                break resp.status;
+            }
+            if resp.status == 200 && header(&resp, "content-type").is_some_and(|c| c.starts_with("text/html"))
+            {
+                let html = std::str::from_utf8(&resp.body).expect("utf-8");
+                for link in extract_links(html, &cur) {
+                    discover(link, &mut queue);
+                }
+            }
+            break resp.status;
+        };
+        pages.insert(url.to_string(), status);
+    }
+    Expected {
+        pages,
+        must_not_fetch,
+    }
+}
+
+#[test]
+fn reference_crawl_matches_ground_truth() {
+    for spec in [small_spec(), WebSpec::default()] {
+        let web = SyntheticWeb::new(spec, 4000);
+        let exp = web.expected_crawl();
+        let got = reference_crawl(&web);
+        let diff: Vec<_> = exp
+            .pages
+            .iter()
+            .filter(|(k, v)| got.pages.get(*k) != Some(v))
+            .chain(got.pages.iter().filter(|(k, _)| !exp.pages.contains_key(*k)))
+            .take(10)
+            .collect();
+        assert!(diff.is_empty(), "pages differ: {diff:?}");
+        assert_eq!(exp, got);
+    }
+}
+
+/// Sends one raw HTTP/1.1 request and returns (status line, headers+body text).
+async fn raw_get(addr: SocketAddr, host: &str, path: &str) -> (String, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
+        .await
+        .expect("timely")
+        .expect("read");
+    let text = String::from_utf8(buf).expect("utf-8");
+    let (status, rest) = text.split_once("\r\n").unwrap_or((&text, ""));
+    (status.to_string(), rest.to_string())
+}
+
+#[tokio::test]
+async fn serves_over_http_and_logs_requests() {
+    let bind: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    let server = WebServer::start(small_spec(), bind).await.expect("start");
+    let addr = server.addr();
+    assert!(addr.ip().is_loopback());
+    let web = server.web();
+    assert_eq!(web.port(), addr.port());
+    assert_eq!(web.seed_urls()[2], format!("http://site2.test:{}/", addr.port()));
+
+    let host = format!("site2.test:{}", addr.port());
+    let (status, rest) = raw_get(addr, &host, "/p/5").await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let (head, body) = rest.split_once("\r\n\r\n").expect("head/body");
+    assert!(head
+        .to_ascii_lowercase()
+        .contains("content-type: text/html; charset=utf-8"));
+    assert_eq!(body.as_bytes(), &web.respond(&host, "/p/5").body[..]);
+
+    let (status, rest) = raw_get(addr, "SITE2.test", "/r/4").await;
+    assert_eq!(status, "HTTP/1.1 301 Moved Permanently");
+    assert!(rest.to_ascii_lowercase().contains("location: /p/4\r\n"));
+    let (status, _) = raw_get(addr, "nowhere.test", "/").await;
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+
+    let log = server.requests();
+    let got: Vec<_> = log
+        .iter()
+        .map(|r| (r.host.as_str(), r.path.as_str(), r.status))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("site2.test", "/p/5", 200),
+            ("site2.test", "/r/4", 301),
+            ("nowhere.test", "/", 404)
+        ]
+    );
+    assert!(log.windows(2).all(|w| w[0].at <= w[1].at));
+    server.stop(Duration::from_secs(5)).await;
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}

@@ -1,0 +1,245 @@
+//! End-to-end: the real dispatcher, supervisors and children crawl the
+//! synthetic web into real store servers; we check what was stored and
+//! what the web server saw.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, UNIX_EPOCH};
+
+use crawl_tests::harness::{all_docs, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::web::{WebServer, WebSpec};
+
+const MIN_DELAY_MS: u64 = 20;
+
+fn web_spec() -> WebSpec {
+    WebSpec {
+        seed: 7,
+        hosts: 20,
+        outside_hosts: 3,
+        pages_per_host: 110,
+        crawl_delay_every: 5,
+        crawl_delay_secs: 0.05,
+        ..WebSpec::default()
+    }
+}
+
+async fn start_web(spec: WebSpec, dir: &std::path::Path) -> (WebServer, ClusterSpecFiles) {
+    let server = WebServer::start(spec, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let web = server.web();
+    let seeds = write_lines(dir, "seeds.txt", &web.seed_urls()).unwrap();
+    let hosts: Vec<String> = web
+        .host_names()
+        .iter()
+        .map(|h| format!("127.0.0.1 {h}"))
+        .collect();
+    let hosts = write_lines(dir, "hosts", &hosts).unwrap();
+    (server, ClusterSpecFiles { seeds, hosts })
+}
+
+struct ClusterSpecFiles {
+    seeds: std::path::PathBuf,
+    hosts: std::path::PathBuf,
+}
+
+fn policy_args() -> Vec<String> {
+    [
+        "--min-delay-ms",
+        &MIN_DELAY_MS.to_string(),
+        "--max-depth",
+        "100",
+        "--progress-secs",
+        "5",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crawls_the_synthetic_web_into_two_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let primary = StoreServer::start().unwrap();
+    let second = StoreServer::start().unwrap();
+    eprintln!(
+        "stores: primary {} ({}), second {} ({})",
+        primary.uri, primary.kind, second.uri, second.kind
+    );
+    let (server, files) = start_web(web_spec(), dir.path()).await;
+    let web = server.web();
+    let expected = web.expected_crawl();
+    assert!(
+        expected.pages.len() >= 2000,
+        "web too small: {}",
+        expected.pages.len()
+    );
+
+    let mut spec = ClusterSpec::new(&primary.uri, &files.seeds);
+    spec.robots_uri = Some(second.uri.clone());
+    spec.hosts_file = Some(files.hosts.clone());
+    spec.dispatcher_args = policy_args();
+    let run = run_crawl(&spec, Duration::from_secs(600)).await.unwrap();
+
+    // The crawl ended by itself and every process exited 0.
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    for s in &run.supervisors {
+        assert!(s.success(), "supervisor: {s:?}");
+    }
+    assert_eq!(run.summary["frontier_left"], 0, "summary: {}", run.summary);
+
+    // Every reachable allowed page is stored exactly once, with its status.
+    let db = primary.client().await.unwrap().database("crawler");
+    let pages = all_docs(&db, "pages").await.unwrap();
+    let stored: BTreeMap<String, i32> = pages
+        .iter()
+        .map(|d| {
+            (
+                d.get_str("_id").unwrap().to_string(),
+                d.get_i32("status").unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(stored.len(), pages.len(), "a page was stored twice");
+    let missing: Vec<_> = expected
+        .pages
+        .keys()
+        .filter(|u| !stored.contains_key(*u))
+        .take(10)
+        .collect();
+    let extra: Vec<_> = stored
+        .keys()
+        .filter(|u| !expected.pages.contains_key(*u))
+        .take(10)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} expected pages missing, e.g. {missing:?}",
+        expected.pages.len() - stored.len().min(expected.pages.len())
+    );
+    assert!(extra.is_empty(), "unexpected pages stored, e.g. {extra:?}");
+    for (url, status) in &expected.pages {
+        assert_eq!(stored[url], *status as i32, "status of {url}");
+    }
+    assert!(expected.count_status(404) > 0 && expected.count_status(302) > 0);
+
+    // HTML pages carry their HTML and features.
+    for d in pages.iter().filter(|d| d.get_i32("status") == Ok(200)) {
+        let html = d.get_str("html").unwrap_or_default();
+        assert!(
+            html.contains("</html>"),
+            "html of {} missing",
+            d.get_str("_id").unwrap()
+        );
+        assert!(
+            d.get_str("title").is_ok(),
+            "title of {}",
+            d.get_str("_id").unwrap()
+        );
+    }
+
+    // Nothing disallowed, nothing out of scope was requested.
+    let requests = server.requests();
+    let in_scope: BTreeSet<String> = web.host_names().into_iter().take(web_spec().hosts).collect();
+    let port = server.addr().port();
+    for r in &requests {
+        assert!(
+            in_scope.contains(&r.host),
+            "out-of-scope request to {}{}",
+            r.host,
+            r.path
+        );
+        let url = format!("http://{}:{port}{}", r.host, r.path);
+        assert!(
+            !expected.must_not_fetch.contains(&url),
+            "fetched disallowed {url}"
+        );
+    }
+    assert!(!expected.must_not_fetch.is_empty());
+
+    // robots.txt was fetched once per host, and is in the second store with
+    // every domain's last-crawled time.
+    let robots_fetches = requests.iter().filter(|r| r.path == "/robots.txt").count();
+    assert_eq!(
+        robots_fetches,
+        in_scope.len(),
+        "robots.txt fetched more than once per host"
+    );
+    let sdb = second.client().await.unwrap().database("crawler_robots");
+    let robots = all_docs(&sdb, "robots").await.unwrap();
+    assert_eq!(robots.len(), in_scope.len());
+    for d in &robots {
+        let origin = d.get_str("_id").unwrap();
+        let host = origin.trim_start_matches("http://").split(':').next().unwrap();
+        let status = d.get_i32("status").unwrap();
+        match web.robots_txt(host) {
+            Some(body) => {
+                assert_eq!(status, 200, "{origin}");
+                assert_eq!(d.get_str("body").unwrap(), body, "{origin}");
+            }
+            None => assert_eq!(status, 404, "{origin}"),
+        }
+    }
+    let domains = all_docs(&sdb, "domains").await.unwrap();
+    assert_eq!(domains.len(), in_scope.len());
+    assert!(domains
+        .iter()
+        .all(|d| d.get_i64("last_crawled_ms").is_ok_and(|t| t > 1_600_000_000_000)));
+    // The primary store holds no robots data and vice versa.
+    assert!(all_docs(&db, "robots").await.unwrap().is_empty());
+
+    // Politeness: requests to one host are at least the delay apart.
+    let mut by_host: HashMap<&str, Vec<u128>> = HashMap::new();
+    for r in &requests {
+        let t = r.at.duration_since(UNIX_EPOCH).unwrap().as_micros();
+        by_host.entry(r.host.as_str()).or_default().push(t);
+    }
+    for (host, mut times) in by_host {
+        times.sort();
+        let delay_ms = web
+            .crawl_delay(host)
+            .map_or(MIN_DELAY_MS as f64, |d| (d * 1000.0).max(MIN_DELAY_MS as f64));
+        let min_gap = times.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(u128::MAX);
+        assert!(
+            min_gap as f64 >= delay_ms * 1000.0,
+            "{host}: two requests {min_gap} µs apart, delay is {delay_ms} ms"
+        );
+    }
+    server.stop(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_run_on_the_same_store_stores_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreServer::start().unwrap();
+    let spec_web = WebSpec {
+        seed: 3,
+        hosts: 6,
+        pages_per_host: 40,
+        ..WebSpec::default()
+    };
+    let (server, files) = start_web(spec_web, dir.path()).await;
+    let expected = server.web().expected_crawl();
+    let mut spec = ClusterSpec::new(&store.uri, &files.seeds);
+    spec.hosts_file = Some(files.hosts.clone());
+    spec.supervisors = 1;
+    spec.dispatcher_args = policy_args();
+
+    let first = run_crawl(&spec, Duration::from_secs(300)).await.unwrap();
+    assert!(first.dispatcher.success());
+    let db = store.client().await.unwrap().database("crawler");
+    let after_first = all_docs(&db, "pages").await.unwrap().len();
+    assert_eq!(after_first, expected.pages.len());
+    let requests_after_first = server.request_count();
+
+    let second = run_crawl(&spec, Duration::from_secs(300)).await.unwrap();
+    assert!(second.dispatcher.success());
+    assert!(second.supervisors.iter().all(|s| s.success()));
+    assert_eq!(all_docs(&db, "pages").await.unwrap().len(), after_first);
+    assert_eq!(second.summary["fetched"], 0, "summary: {}", second.summary);
+    assert_eq!(
+        server.request_count(),
+        requests_after_first,
+        "the second run fetched again"
+    );
+    server.stop(Duration::from_secs(5)).await;
+}
