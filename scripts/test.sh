@@ -7,4 +7,10 @@ cd "$(dirname "$0")/.."
 scripts/store.sh install
 # One release build: the end-to-end tests run these binaries.
 cargo build --release --workspace --bins
-cargo test --release --workspace "$@"
+log=$(mktemp)
+status=0
+cargo test --release --workspace "$@" 2>&1 | tee "$log" || status=$?
+# One closing line over all test binaries (cargo prints one per binary).
+awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+rm -f "$log"
+exit $status

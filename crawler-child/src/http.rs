@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use reqwest::header::{CONTENT_TYPE, LOCATION};
+use reqwest::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER};
 use reqwest::redirect::Policy;
 use shared::protocol::CrawlPolicy;
 use shared::resolve::HostOverrides;
@@ -26,6 +26,7 @@ pub struct Fetched {
     pub status: u16,
     pub content_type: Option<String>,
     pub location: Option<String>,
+    pub retry_after: Option<String>,
     pub body: Vec<u8>,
     /// The body was longer than the cap and was cut.
     pub truncated: bool,
@@ -112,6 +113,7 @@ impl Http {
         };
         let content_type = header(CONTENT_TYPE);
         let location = header(LOCATION);
+        let retry_after = header(RETRY_AFTER);
         let status = resp.status().as_u16();
         let mut body = Vec::new();
         let mut truncated = false;
@@ -128,6 +130,7 @@ impl Http {
             status,
             content_type,
             location,
+            retry_after,
             body,
             truncated,
         })
@@ -146,16 +149,49 @@ pub fn is_html(content_type: Option<&str>) -> bool {
     }
 }
 
-/// The charset named in a Content-Type header, if encoding_rs knows it.
-pub fn charset(content_type: Option<&str>) -> Option<&'static encoding_rs::Encoding> {
-    let ct = content_type?;
-    ct.split(';').skip(1).find_map(|param| {
-        let (k, v) = param.split_once('=')?;
-        k.trim()
-            .eq_ignore_ascii_case("charset")
-            .then(|| encoding_rs::Encoding::for_label(v.trim().trim_matches('"').as_bytes()))
-            .flatten()
-    })
+/// The page's charset: from the Content-Type header, else from a
+/// `<meta charset>` / `<meta http-equiv="Content-Type">` in the first
+/// 1024 bytes (HTML's prescan window), if encoding_rs knows the name.
+pub fn charset(content_type: Option<&str>, body: &[u8]) -> Option<&'static encoding_rs::Encoding> {
+    let from_header = content_type.and_then(|ct| {
+        ct.split(';').skip(1).find_map(|param| {
+            let (k, v) = param.split_once('=')?;
+            k.trim()
+                .eq_ignore_ascii_case("charset")
+                .then(|| encoding_rs::Encoding::for_label(v.trim().trim_matches('"').as_bytes()))
+                .flatten()
+        })
+    });
+    from_header.or_else(|| sniff_meta_charset(&body[..body.len().min(1024)]))
+}
+
+fn sniff_meta_charset(head: &[u8]) -> Option<&'static encoding_rs::Encoding> {
+    let lower = head.to_ascii_lowercase();
+    let at = lower.windows(8).position(|w| w == b"charset=")? + 8;
+    let rest = &head[at..];
+    let rest = rest
+        .strip_prefix(b"\"")
+        .or_else(|| rest.strip_prefix(b"'"))
+        .unwrap_or(rest);
+    let end = rest
+        .iter()
+        .position(|b| matches!(b, b'"' | b'\'' | b' ' | b';' | b'>' | b'/'))
+        .unwrap_or(rest.len());
+    encoding_rs::Encoding::for_label(&rest[..end])
+}
+
+/// How long a 429/503 asks us to wait: `Retry-After` in seconds or as an
+/// HTTP date. `None` when absent or unparseable.
+pub fn retry_after(value: Option<&str>) -> Option<std::time::Duration> {
+    let v = value?.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let when = httpdate::parse_http_date(v).ok()?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or_default(),
+    )
 }
 
 #[cfg(test)]
@@ -168,11 +204,40 @@ mod tests {
         assert!(is_html(Some("TEXT/HTML")));
         assert!(is_html(None));
         assert!(!is_html(Some("application/pdf")));
-        assert_eq!(
-            charset(Some("text/html; charset=\"ISO-8859-1\"")),
-            Some(encoding_rs::WINDOWS_1252)
+    }
+
+    #[test]
+    fn charset_from_header_then_meta() {
+        let latin1 = charset(Some("text/html; charset=\"ISO-8859-1\""), b"");
+        assert_eq!(latin1, Some(encoding_rs::WINDOWS_1252));
+        assert_eq!(charset(Some("text/html"), b"<p>"), None);
+        assert_eq!(charset(Some("text/html; charset=bogus"), b""), None);
+        let meta = b"<html><head><META CHARSET='Shift_JIS'>";
+        assert_eq!(charset(Some("text/html"), meta), Some(encoding_rs::SHIFT_JIS));
+        let equiv = br#"<meta http-equiv="Content-Type" content="text/html; charset=windows-1251">"#;
+        assert_eq!(charset(None, equiv), Some(encoding_rs::WINDOWS_1251));
+        let header_wins = charset(Some("text/html; charset=utf-8"), meta);
+        assert_eq!(header_wins, Some(encoding_rs::UTF_8));
+        // Only the first 1024 bytes are looked at.
+        let mut late = vec![b' '; 2000];
+        late.extend_from_slice(b"<meta charset=koi8-r>");
+        assert_eq!(charset(None, &late), None);
+    }
+
+    #[test]
+    fn retry_after_in_seconds_or_as_a_date() {
+        assert_eq!(retry_after(Some(" 120 ")), Some(Duration::from_secs(120)));
+        let soon = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(30));
+        let d = retry_after(Some(&soon)).unwrap();
+        assert!(
+            d > Duration::from_secs(28) && d <= Duration::from_secs(30),
+            "{d:?}"
         );
-        assert_eq!(charset(Some("text/html")), None);
-        assert_eq!(charset(Some("text/html; charset=bogus")), None);
+        assert_eq!(
+            retry_after(Some("Sun, 06 Nov 1994 08:49:37 GMT")),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(retry_after(Some("soon")), None);
+        assert_eq!(retry_after(None), None);
     }
 }

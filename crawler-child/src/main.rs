@@ -5,6 +5,7 @@
 //! Per URL: robots check → politeness → fetch → parse → store → report.
 
 mod dns;
+mod fault;
 mod http;
 mod page_writer;
 mod pipeline;

@@ -44,6 +44,8 @@ pub struct DomainState {
     /// Loaded from the second store on first use.
     pace: Option<Pace>,
     robots: HashMap<String, Arc<RobotsEntry>>,
+    /// 429/503 answers in a row, for exponential backoff.
+    throttles: u32,
 }
 
 impl DomainState {
@@ -52,6 +54,7 @@ impl DomainState {
             domain: domain.to_string(),
             pace: None,
             robots: HashMap::new(),
+            throttles: 0,
         }
     }
 
@@ -93,6 +96,29 @@ impl DomainState {
         entry
     }
 }
+
+impl DomainState {
+    /// On 429 and 503 the domain waits: as long as `Retry-After` says
+    /// (capped), or with exponential backoff from one second when it says
+    /// nothing. Returns the wait, or `None` for any other status.
+    async fn throttled(&mut self, ctx: &Ctx, resp: &Fetched, delay: Duration) -> Option<Duration> {
+        if resp.status != 429 && resp.status != 503 {
+            self.throttles = 0;
+            return None;
+        }
+        self.throttles += 1;
+        let backoff = delay.max(Duration::from_secs(1)) * 2u32.saturating_pow(self.throttles - 1);
+        let wait = http::retry_after(resp.retry_after.as_deref())
+            .unwrap_or(backoff)
+            .min(MAX_THROTTLE_WAIT);
+        self.pace(ctx).await.hold(wait);
+        metrics::counter!("crawler_throttled_total", "status" => status_class(resp.status)).increment(1);
+        Some(wait)
+    }
+}
+
+/// Longest a 429/503 can make a domain wait.
+const MAX_THROTTLE_WAIT: Duration = Duration::from_secs(3600);
 
 /// The gap between two requests to a domain: our minimum, raised by the
 /// site's Crawl-delay (already capped when parsed).
@@ -173,6 +199,10 @@ async fn crawl_url(ctx: &Ctx, st: &mut DomainState, item: &WorkItem) -> Done {
             Ok(r) => r,
             Err(e) => return failed(item, e.kind(), e.to_string()),
         };
+        if let Some(wait) = st.throttled(ctx, &resp, delay).await {
+            let msg = format!("HTTP {}; domain waits {wait:?}", resp.status);
+            return failed(item, "throttled", msg);
+        }
         if (300..400).contains(&resp.status) {
             if let Some(target) = resp
                 .location
@@ -294,11 +324,12 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
         metrics::counter!("crawler_skipped_total", "reason" => "content_type").increment(1);
     } else if (200..300).contains(&resp.status) {
         let start = Instant::now();
-        let encoding = http::charset(resp.content_type.as_deref());
+        let encoding = http::charset(resp.content_type.as_deref(), &resp.body);
         let options = ExtractOptions {
             skip_nofollow: ctx.policy.skip_nofollow,
         };
         let f = extract(&resp.body, final_url, encoding, options);
+        crate::fault::slow_parse();
         for reason in &f.rejected {
             metrics::counter!("crawler_links_dropped_total", "reason" => reason.as_str()).increment(1);
         }

@@ -51,6 +51,11 @@ impl Pace {
     pub fn request_done(&mut self, delay: Duration) {
         self.next_allowed = Instant::now() + delay;
     }
+
+    /// Pushes the next request at least `wait` into the future (429/503).
+    pub fn hold(&mut self, wait: Duration) {
+        self.next_allowed = self.next_allowed.max(Instant::now() + wait);
+    }
 }
 
 /// Last-crawled times waiting to be written, and their writer.

@@ -18,21 +18,25 @@ use shared::urls;
 use tokio::sync::mpsc;
 use zeromq::{RouterSendHalf, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
+use crate::admin::{self, AdminCmd};
+use crate::breaker::{self, Breakers, Trip};
 use crate::cluster::{self, ClusterView, SharedView, SupState, SupervisorView};
 use crate::frontier::{Frontier, SupId};
+use crate::monitor::{FrontierView, Monitor};
 use crate::persist::FrontierWriter;
 use crate::stats::{Stats, Summary};
 use crate::{seeds, Args, Scope, ROLE};
 
-/// Failures worth another try, and how many tries a URL gets.
-const RETRYABLE: [&str; 5] = [
-    "timeout",
-    "connect",
-    "robots_unavailable",
-    "child_crashed",
-    "http",
-];
-const MAX_ATTEMPTS: u32 = 3;
+/// How many tries a URL gets after a failure of this kind.
+fn max_attempts(kind: &str) -> u32 {
+    match kind {
+        // The site asked us to come back later; the domain already waits.
+        "throttled" => 10,
+        "timeout" | "connect" | "robots_unavailable" | "child_crashed" | "http" => 3,
+        _ => 1,
+    }
+}
+/// Pause before a retry, times the attempt number.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 /// Most URLs sent in one Work message.
 const MAX_BATCH: usize = 512;
@@ -40,13 +44,14 @@ const MAX_BATCH: usize = 512;
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let metrics = profiling::install_metrics()?;
     let view: SharedView = Arc::new(Mutex::new(ClusterView::default()));
+    let (admin_tx, admin_rx) = mpsc::channel(16);
     let debug = profiling::start_debug_server(
         profiling::DebugServerConfig {
             addr: args.obs.debug_addr,
             token: args.obs.debug_token.clone(),
         },
         metrics,
-        cluster::route(view.clone()),
+        cluster::route(view.clone()).merge(admin::route(admin_tx)),
     )
     .await?;
     let timing = TimingLog::open(&args.obs.timing_config(ROLE))?;
@@ -86,7 +91,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     });
 
-    let mut d = Dispatcher::new(&args, stores.clone(), send, view, timing);
+    let mut d = Dispatcher::new(&args, stores.clone(), send, view, timing, admin_rx);
     d.load(&args).await?;
     d.serve(&mut inbox).await?;
     d.finish(&args, &mut inbox).await
@@ -113,10 +118,20 @@ struct Dispatcher {
     started_dispatching: bool,
     heartbeat_timeout: Duration,
     progress_every: Duration,
+    monitor_every: Duration,
+    breakers: Breakers,
+    admin: mpsc::Receiver<AdminCmd>,
 }
 
 impl Dispatcher {
-    fn new(args: &Args, stores: Stores, send: RouterSendHalf, view: SharedView, timing: TimingLog) -> Self {
+    fn new(
+        args: &Args,
+        stores: Stores,
+        send: RouterSendHalf,
+        view: SharedView,
+        timing: TimingLog,
+        admin: mpsc::Receiver<AdminCmd>,
+    ) -> Self {
         let policy = args.policy();
         Dispatcher {
             frontier: Frontier::new(
@@ -142,11 +157,29 @@ impl Dispatcher {
             started_dispatching: false,
             heartbeat_timeout: Duration::from_secs(args.heartbeat_timeout_secs),
             progress_every: Duration::from_secs_f64(args.progress_secs.max(0.0)),
+            monitor_every: Duration::from_secs_f64(args.monitor_secs.max(0.0)),
+            breakers: Breakers::new(args.breaker()),
+            admin,
         }
     }
 
     /// Resumes from the stored frontier, then adds seeds not seen before.
     async fn load(&mut self, args: &Args) -> anyhow::Result<()> {
+        let mut halted = self
+            .stores
+            .domains()
+            .find(doc! {"halted": true})
+            .await
+            .context("reading halted domains")?;
+        while let Some(d) = halted.try_next().await.context("reading halted domains")? {
+            if let Ok(domain) = d.get_str("_id") {
+                eprintln!(
+                    "dispatcher: domain {domain} is HALTED ({}); un-halt it to crawl it",
+                    d.get_str("halted_reason").unwrap_or("?")
+                );
+                self.frontier.halt(domain);
+            }
+        }
         let mut resumed = (0u64, 0u64);
         let mut cursor = self
             .stores
@@ -247,6 +280,13 @@ impl Dispatcher {
             self.progress_every
         });
         progress.tick().await;
+        let mut monitor_tick = tokio::time::interval(if self.monitor_every.is_zero() {
+            Duration::from_secs(3600)
+        } else {
+            self.monitor_every
+        });
+        monitor_tick.tick().await;
+        let mut monitor = Monitor::new();
         let ctrl_c = tokio::signal::ctrl_c();
         tokio::pin!(ctrl_c);
         while !self.done() {
@@ -262,14 +302,29 @@ impl Dispatcher {
                 }
                 _ = tick.tick() => {
                     self.release_delayed();
+                    self.frontier.release_blocked(now_ms());
                     self.dispatch().await?;
                 }
                 _ = slow_tick.tick() => self.housekeeping().await?,
                 _ = progress.tick(), if !self.progress_every.is_zero() => {
                     let live = self.sups.iter().filter(|s| s.live).count();
-                    let line = self.stats.progress_line(self.frontier.queued(), self.frontier.in_flight(), live);
+                    let (paused, halted) = self.frontier.blocked_domains();
+                    let blocked = (paused.len(), halted.len());
+                    let line = self.stats.progress_line(self.frontier.queued(), self.frontier.in_flight(), live, blocked);
                     eprintln!("{line}");
                 }
+                _ = monitor_tick.tick(), if !self.monitor_every.is_zero() => {
+                    let (paused, halted) = self.frontier.blocked_domains();
+                    let view = FrontierView {
+                        queued: self.frontier.queued(),
+                        in_flight: self.frontier.in_flight(),
+                        seen: self.frontier.seen_count(),
+                        paused,
+                        halted,
+                    };
+                    eprintln!("monitor {}", monitor.report(&self.stats, &self.sups, view));
+                }
+                Some(cmd) = self.admin.recv() => self.on_admin(cmd).await,
                 _ = &mut ctrl_c => {
                     eprintln!("dispatcher: interrupted; stopping supervisors (queued URLs stay in the store)");
                     break;
@@ -411,6 +466,12 @@ impl Dispatcher {
             }
             self.sups[s].results += 1;
             self.stats.record(&r.outcome);
+            if breaker::is_error(&r.outcome).is_some() {
+                self.stats.counts.error_outcomes += 1;
+            }
+            if let Some(trip) = self.breakers.record(&r.domain, &r.outcome, now_ms()) {
+                self.trip(&r.domain, trip);
+            }
             let final_state = match &r.outcome {
                 Outcome::Fetched { .. } => Some(state::DONE),
                 Outcome::Disallowed => Some(state::DISALLOWED),
@@ -429,11 +490,70 @@ impl Dispatcher {
         self.timing.record(Op::Report, start.elapsed(), "ok", None, None);
     }
 
+    /// Pauses or halts a domain the circuit breaker gave up on.
+    fn trip(&mut self, domain: &str, trip: Trip) {
+        match trip {
+            Trip::Pause {
+                until_ms,
+                errors,
+                outcomes,
+            } => {
+                eprintln!(
+                    "dispatcher: pausing {domain} for {}s: {errors} errors in its last {outcomes} outcomes",
+                    (until_ms.saturating_sub(now_ms())) / 1000
+                );
+                metrics::counter!("crawler_domain_pauses_total").increment(1);
+                self.frontier.pause(domain, until_ms);
+            }
+            Trip::Halt { reason } => {
+                eprintln!("dispatcher: HALTING DOMAIN {domain}: {reason}. Its URLs stay queued; un-halt with scripts/unhalt.sh");
+                metrics::counter!("crawler_domain_halts_total").increment(1);
+                self.frontier.halt(domain);
+                self.record_halt(domain, Some(&reason));
+            }
+        }
+    }
+
+    /// Writes (or clears, with `None`) a domain's halt in the second store,
+    /// so a restarted dispatcher keeps it halted.
+    fn record_halt(&self, domain: &str, reason: Option<&str>) {
+        let update = match reason {
+            Some(r) => doc! {"$set": {"halted": true, "halted_reason": r, "halted_at_ms": now_ms() as i64}},
+            None => doc! {"$set": {"halted": false, "halted_reason": ""}},
+        };
+        let domains = self.stores.domains();
+        let domain = domain.to_string();
+        tokio::spawn(async move {
+            let mut backoff = shared::store::Backoff::default();
+            while let Err(e) = domains
+                .update_one(doc! {"_id": &domain}, update.clone())
+                .upsert(true)
+                .await
+            {
+                backoff.wait("dispatcher: recording a domain halt", &e).await;
+            }
+        });
+    }
+
+    async fn on_admin(&mut self, cmd: AdminCmd) {
+        match cmd {
+            AdminCmd::Unhalt { domain, done } => {
+                let unhalted = self.frontier.unhalt(&domain);
+                if unhalted {
+                    eprintln!("dispatcher: domain {domain} un-halted by an operator");
+                    self.breakers.reset(&domain);
+                    self.record_halt(&domain, None);
+                }
+                let _ = done.send(unhalted);
+            }
+        }
+    }
+
     /// Retryable failures go back in the queue after a pause, a few times.
     fn retry_or_fail(&mut self, r: &CrawlResult, kind: &str) -> Option<&'static str> {
         let attempts = self.attempts.entry(r.url.clone()).or_insert(0);
         *attempts += 1;
-        if RETRYABLE.contains(&kind) && *attempts < MAX_ATTEMPTS {
+        if *attempts < max_attempts(kind) {
             self.stats.counts.retried += 1;
             let due = now_ms() + RETRY_AFTER.as_millis() as u64 * *attempts as u64;
             self.delayed.push((due, r.url.clone(), r.domain.clone(), r.depth));

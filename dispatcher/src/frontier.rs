@@ -29,7 +29,12 @@ struct DomainQ {
     owner: Option<SupId>,
     /// Whether the domain sits in its owner's ready ring.
     in_ready: bool,
+    /// Not handed out before this time (Unix ms): 0 = free, `HALTED` = until un-halted.
+    blocked_until: u64,
 }
+
+/// `blocked_until` of a halted domain.
+const HALTED: u64 = u64::MAX;
 
 /// A URL out at a supervisor.
 pub struct Lease {
@@ -54,6 +59,8 @@ pub struct Frontier {
     sups: Vec<Sup>,
     /// Domains with work but no live supervisor to own them.
     unassigned: Vec<u32>,
+    /// Paused or halted domains (few; scanned once per tick).
+    blocked: Vec<u32>,
     leases: HashMap<u64, Lease>,
     next_lease: u64,
     queued: usize,
@@ -71,6 +78,7 @@ impl Frontier {
             domain_ids: HashMap::new(),
             sups: Vec::new(),
             unassigned: Vec::new(),
+            blocked: Vec::new(),
             leases: HashMap::new(),
             next_lease: first_lease,
             queued: 0,
@@ -102,9 +110,79 @@ impl Frontier {
         self.domains.len()
     }
 
-    /// Nothing queued and nothing out: the crawl is over.
+    /// Nothing queued (but in halted domains) and nothing out: the crawl is over.
     pub fn is_idle(&self) -> bool {
-        self.queued == 0 && self.leases.is_empty()
+        self.queued == self.halted_queued() && self.leases.is_empty()
+    }
+
+    fn halted_queued(&self) -> usize {
+        self.blocked
+            .iter()
+            .map(|d| &self.domains[*d as usize])
+            .filter(|d| d.blocked_until == HALTED)
+            .map(|d| d.queue.len())
+            .sum()
+    }
+
+    /// Stops handing out `domain`'s URLs until `until_ms` (circuit breaker).
+    pub fn pause(&mut self, domain: &str, until_ms: u64) {
+        self.block(domain, until_ms);
+    }
+
+    /// Stops handing out `domain`'s URLs until [`Frontier::unhalt`].
+    pub fn halt(&mut self, domain: &str) {
+        self.block(domain, HALTED);
+    }
+
+    fn block(&mut self, domain: &str, until_ms: u64) {
+        let id = self.domain_id(domain);
+        let d = &mut self.domains[id as usize];
+        if d.blocked_until == 0 {
+            self.blocked.push(id);
+        }
+        d.blocked_until = d.blocked_until.max(until_ms);
+    }
+
+    /// Lets a halted domain crawl again; false if it was not halted.
+    pub fn unhalt(&mut self, domain: &str) -> bool {
+        let Some(&id) = self.domain_ids.get(domain) else {
+            return false;
+        };
+        if self.domains[id as usize].blocked_until != HALTED {
+            return false;
+        }
+        self.domains[id as usize].blocked_until = 1;
+        self.release_blocked(1);
+        true
+    }
+
+    /// Un-pauses domains whose pause is over.
+    pub fn release_blocked(&mut self, now_ms: u64) {
+        let mut i = 0;
+        while i < self.blocked.len() {
+            let id = self.blocked[i];
+            if self.domains[id as usize].blocked_until <= now_ms {
+                self.domains[id as usize].blocked_until = 0;
+                self.blocked.swap_remove(i);
+                self.make_ready(id);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Names of the paused and of the halted domains.
+    pub fn blocked_domains(&self) -> (Vec<&str>, Vec<&str>) {
+        let (mut paused, mut halted) = (Vec::new(), Vec::new());
+        for id in &self.blocked {
+            let d = &self.domains[*id as usize];
+            if d.blocked_until == HALTED {
+                halted.push(d.name.as_str());
+            } else {
+                paused.push(d.name.as_str());
+            }
+        }
+        (paused, halted)
     }
 
     /// Queues a URL (already marked seen) at the back of its domain's queue.
@@ -127,6 +205,7 @@ impl Frontier {
             in_flight: 0,
             owner: None,
             in_ready: false,
+            blocked_until: 0,
         });
         self.domain_ids.insert(domain.to_string(), id);
         id
@@ -156,7 +235,11 @@ impl Frontier {
 
     fn make_ready(&mut self, id: u32) {
         let d = &mut self.domains[id as usize];
-        if d.in_ready || d.queue.is_empty() || d.in_flight >= self.max_inflight_per_domain {
+        if d.in_ready
+            || d.blocked_until != 0
+            || d.queue.is_empty()
+            || d.in_flight >= self.max_inflight_per_domain
+        {
             return;
         }
         if let Some(s) = d.owner {
@@ -221,7 +304,7 @@ impl Frontier {
             };
             let d = &mut self.domains[id as usize];
             d.in_ready = false;
-            if d.owner != Some(sup) || d.in_flight >= self.max_inflight_per_domain {
+            if d.owner != Some(sup) || d.blocked_until != 0 || d.in_flight >= self.max_inflight_per_domain {
                 continue;
             }
             let Some(q) = d.queue.pop_front() else { continue };
@@ -349,6 +432,39 @@ mod tests {
         let mut expect: Vec<_> = t1.iter().map(|w| w.url.clone()).collect();
         expect.sort();
         assert_eq!(urls, expect);
+    }
+
+    #[test]
+    fn paused_and_halted_domains_keep_their_urls() {
+        let mut f = f();
+        let s = f.add_supervisor();
+        for i in 0..3 {
+            f.push(format!("http://a/{i}"), "a", 0);
+            f.push(format!("http://b/{i}"), "b", 0);
+        }
+        f.pause("a", 1000);
+        f.halt("b");
+        assert!(f.take(s, 10, 0).is_empty());
+        assert_eq!(f.blocked_domains(), (vec!["a"], vec!["b"]));
+        assert!(!f.is_idle());
+        f.release_blocked(999);
+        assert!(f.take(s, 10, 999).is_empty());
+        f.release_blocked(1000);
+        let a = f.take(s, 10, 1000);
+        assert_eq!(a.len(), 2);
+        for w in &a {
+            f.complete(w.lease);
+        }
+        let rest = f.take(s, 10, 1000);
+        assert_eq!(rest.len(), 1);
+        f.complete(rest[0].lease);
+        // Only the halted domain's URLs are left: the crawl can end, they stay queued.
+        assert!(f.is_idle());
+        assert_eq!(f.queued(), 3);
+        assert!(f.unhalt("b"));
+        assert!(!f.unhalt("b"));
+        assert!(!f.is_idle());
+        assert_eq!(f.take(s, 10, 1000).len(), 2);
     }
 
     #[test]

@@ -3,9 +3,12 @@
 //! their credit allows, takes results back, schedules new URLs, and ends
 //! the crawl when nothing is queued or in flight.
 
+mod admin;
+mod breaker;
 mod cluster;
 mod crawl;
 mod frontier;
+mod monitor;
 mod persist;
 mod seeds;
 mod stats;
@@ -65,6 +68,22 @@ pub struct Args {
     /// Seconds between progress lines on stderr (0 = none).
     #[arg(long, default_value_t = 1.0)]
     pub progress_secs: f64,
+    /// Seconds between JSON monitoring lines (`monitor {...}`) on stderr (0 = none).
+    #[arg(long, default_value_t = 5.0)]
+    pub monitor_secs: f64,
+    /// Circuit breaker: the sliding window of outcomes per domain.
+    #[arg(long, default_value_t = 60)]
+    pub breaker_window_secs: u64,
+    /// Circuit breaker: pause a domain when more than this share of its
+    /// outcomes in the window are errors (5xx, 429, 403, timeouts, connection errors).
+    #[arg(long, default_value_t = 0.10)]
+    pub breaker_error_share: f64,
+    /// Circuit breaker: how long a tripped domain pauses.
+    #[arg(long, default_value_t = 60)]
+    pub breaker_pause_secs: u64,
+    /// Circuit breaker: halt a domain after this many failures in a row (0 = never).
+    #[arg(long, default_value_t = 50)]
+    pub breaker_halt_after: u32,
     /// Also write the final summary JSON to this file.
     #[arg(long)]
     pub summary_file: Option<PathBuf>,
@@ -109,6 +128,16 @@ pub struct Args {
 }
 
 impl Args {
+    fn breaker(&self) -> breaker::BreakerConfig {
+        breaker::BreakerConfig {
+            window: std::time::Duration::from_secs(self.breaker_window_secs),
+            error_share: self.breaker_error_share,
+            pause: std::time::Duration::from_secs(self.breaker_pause_secs),
+            halt_after: self.breaker_halt_after,
+            ..breaker::BreakerConfig::default()
+        }
+    }
+
     fn policy(&self) -> CrawlPolicy {
         CrawlPolicy {
             crawl_id: self.crawl_id.clone(),

@@ -15,6 +15,8 @@ pub struct Counts {
     /// Failures that will not be retried, by kind.
     pub failed: BTreeMap<String, u64>,
     pub retried: u64,
+    /// Outcomes that count against a domain's health (retried ones included).
+    pub error_outcomes: u64,
     pub new_urls: u64,
     pub out_of_scope: u64,
     pub too_deep: u64,
@@ -62,12 +64,19 @@ impl Stats {
         *self.counts.failed.entry(kind.to_string()).or_default() += 1;
     }
 
+    /// Error outcomes so far (including those retried).
     pub fn errors(&self) -> u64 {
-        self.counts.failed.values().sum()
+        self.counts.error_outcomes
     }
 
     /// One human line: pages done, current and average rate, frontier, errors.
-    pub fn progress_line(&mut self, queued: usize, in_flight: usize, supervisors: usize) -> String {
+    pub fn progress_line(
+        &mut self,
+        queued: usize,
+        in_flight: usize,
+        supervisors: usize,
+        blocked: (usize, usize),
+    ) -> String {
         let now = Instant::now();
         let dt = now.duration_since(self.last_at).as_secs_f64().max(1e-3);
         let rate = (self.counts.fetched - self.last_fetched) as f64 / dt;
@@ -75,11 +84,13 @@ impl Stats {
         self.last_at = now;
         let elapsed = self.started.elapsed().as_secs_f64();
         format!(
-            "[{elapsed:7.1}s] pages {:>8} | {rate:8.1} pages/s (avg {:.1}) | frontier {queued:>7} | in flight {in_flight:>5} | disallowed {} | errors {} | supervisors {supervisors}",
+            "[{elapsed:7.1}s] pages {:>8} | {rate:8.1} pages/s (avg {:.1}) | frontier {queued:>7} | in flight {in_flight:>5} | disallowed {} | errors {} | paused {} halted {} | supervisors {supervisors}",
             self.counts.fetched,
             self.counts.fetched as f64 / elapsed.max(1e-3),
             self.counts.disallowed,
             self.errors(),
+            blocked.0,
+            blocked.1,
         )
     }
 }

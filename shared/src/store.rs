@@ -84,6 +84,11 @@ impl Stores {
             .create_index(idx(doc! {"crawl_id": 1}))
             .await
             .context("creating pages index")?;
+        // The dispatcher reads halted domains at start-up.
+        self.domains()
+            .create_index(idx(doc! {"halted": 1}))
+            .await
+            .context("creating domains index")?;
         Ok(())
     }
 
