@@ -43,12 +43,21 @@ def proc_sample(pid):
         return None
 
 
-def children_of(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
+def children_of(parents):
+    """Pids whose parent is in `parents` (scans /proc: no procps needed)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid in parents:
+            found.append(int(entry))
+    return found
 
 
 def main():
@@ -98,8 +107,7 @@ def main():
         live = {p.pid: p for p in [dispatcher] + sups}
         while live:
             pids = list(live)
-            for p in list(pids):
-                pids += children_of(p)
+            pids += children_of(set(pids))
             for pid in pids:
                 s = proc_sample(pid)
                 if s:

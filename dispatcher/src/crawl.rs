@@ -585,6 +585,7 @@ impl Dispatcher {
                 return Ok(());
             }
             self.started_dispatching = true;
+            self.frontier.start_assigning();
         }
         for s in 0..self.sups.len() {
             let sup = &self.sups[s];

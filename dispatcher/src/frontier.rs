@@ -62,6 +62,8 @@ pub struct Frontier {
     /// Paused or halted domains (few; scanned once per tick).
     blocked: Vec<u32>,
     leases: HashMap<u64, Lease>,
+    /// Domains get owners only once this is set (see `start_assigning`).
+    assigning: bool,
     next_lease: u64,
     queued: usize,
     max_inflight_per_domain: u32,
@@ -80,6 +82,7 @@ impl Frontier {
             unassigned: Vec::new(),
             blocked: Vec::new(),
             leases: HashMap::new(),
+            assigning: false,
             next_lease: first_lease,
             queued: 0,
             max_inflight_per_domain: max_inflight_per_domain.max(1),
@@ -217,6 +220,10 @@ impl Frontier {
         if self.domains[id as usize].owner.is_some() {
             return;
         }
+        if !self.assigning {
+            self.unassigned.push(id);
+            return;
+        }
         let best = self
             .sups
             .iter()
@@ -248,7 +255,7 @@ impl Frontier {
         }
     }
 
-    /// A supervisor joined; it takes over domains nobody owns.
+    /// A supervisor joined; once assigning, it takes over domains nobody owns.
     pub fn add_supervisor(&mut self) -> SupId {
         let id = self.sups.len();
         self.sups.push(Sup {
@@ -256,13 +263,28 @@ impl Frontier {
             domains: 0,
             ready: VecDeque::new(),
         });
+        self.assign_unowned();
+        id
+    }
+
+    /// Starts giving domains to supervisors. Until then (while the expected
+    /// supervisors are still joining) domains wait unowned, so the first
+    /// supervisor to arrive does not get them all.
+    pub fn start_assigning(&mut self) {
+        self.assigning = true;
+        self.assign_unowned();
+    }
+
+    fn assign_unowned(&mut self) {
+        if !self.assigning {
+            return;
+        }
         for d in std::mem::take(&mut self.unassigned) {
             if self.domains[d as usize].owner.is_none() {
                 self.ensure_owner(d);
                 self.make_ready(d);
             }
         }
-        id
     }
 
     /// A supervisor left or died: its leased URLs go back to the front of
@@ -381,7 +403,9 @@ mod tests {
     use super::*;
 
     fn f() -> Frontier {
-        Frontier::new(2, 1000, 1)
+        let mut f = Frontier::new(2, 1000, 1);
+        f.start_assigning();
+        f
     }
 
     #[test]
@@ -432,6 +456,20 @@ mod tests {
         let mut expect: Vec<_> = t1.iter().map(|w| w.url.clone()).collect();
         expect.sort();
         assert_eq!(urls, expect);
+    }
+
+    #[test]
+    fn domains_wait_until_assigning_starts_then_spread() {
+        let mut f = Frontier::new(2, 1000, 1);
+        for d in ["a", "b", "c", "d"] {
+            f.push(format!("http://{d}/"), d, 0);
+        }
+        let s1 = f.add_supervisor();
+        assert!(f.take(s1, 10, 0).is_empty());
+        let s2 = f.add_supervisor();
+        f.start_assigning();
+        assert_eq!(f.take(s1, 10, 0).len(), 2);
+        assert_eq!(f.take(s2, 10, 0).len(), 2);
     }
 
     #[test]

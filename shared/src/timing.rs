@@ -15,7 +15,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
@@ -148,43 +148,37 @@ impl TimingLog {
         domain: Option<&str>,
         url: Option<&str>,
     ) {
-        metrics::histogram!(op.metric(), "outcome" => outcome).record(dur.as_secs_f64());
+        histogram(op, outcome).record(dur.as_secs_f64());
         let Some(file) = &self.inner.file else { return };
         let n = self.inner.counter.fetch_add(1, Ordering::Relaxed);
         if !n.is_multiple_of(self.inner.sample_every) {
             return;
         }
-        let ts = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs_f64();
-        let mut line = String::with_capacity(160);
+        let ts = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let mut line = String::with_capacity(192);
         use std::fmt::Write as _;
+        // Integer formatting only: this runs several times per page.
         let _ = write!(
             line,
-            "{{\"ts\":{ts:.6},{},\"op\":\"{}\",\"dur_us\":{},\"outcome\":\"{outcome}\"",
+            "{{\"ts\":{}.{:06},{},\"op\":\"{}\",\"dur_us\":{},\"outcome\":\"{outcome}\"",
+            ts.as_secs(),
+            ts.subsec_micros(),
             self.inner.prefix,
             op.name(),
             dur.as_micros()
         );
         if let Some(d) = domain {
-            let _ = write!(line, ",\"domain\":{}", json_str(d));
+            line.push_str(",\"domain\":");
+            push_json_str(&mut line, d);
         }
         if let (true, Some(u)) = (self.inner.log_urls, url) {
-            let _ = write!(line, ",\"url\":{}", json_str(u));
+            line.push_str(",\"url\":");
+            push_json_str(&mut line, u);
         }
         line.push_str("}\n");
         if let Ok(mut w) = file.lock() {
             let _ = w.write_all(line.as_bytes());
         }
-    }
-
-    /// Times `f` and records it.
-    pub async fn time<T, F: std::future::Future<Output = T>>(&self, op: Op, domain: Option<&str>, f: F) -> T {
-        let start = std::time::Instant::now();
-        let out = f.await;
-        self.record(op, start.elapsed(), "ok", domain, None);
-        out
     }
 
     pub fn flush(&self) {
@@ -230,7 +224,35 @@ fn open_append(path: &Path) -> anyhow::Result<File> {
 }
 
 fn json_str(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+    let mut out = String::with_capacity(s.len() + 2);
+    push_json_str(&mut out, s);
+    out
+}
+
+/// Appends `s` as a JSON string; domains and URLs almost never need
+/// escaping, so that case is a plain copy.
+fn push_json_str(out: &mut String, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into()));
+    }
+}
+
+/// The histogram of `op`; the handles for the common "ok" outcome are
+/// looked up once, not on every call (the registry lookup hashes the name
+/// and labels each time).
+fn histogram(op: Op, outcome: &'static str) -> metrics::Histogram {
+    static OK: [OnceLock<metrics::Histogram>; Op::ALL.len()] = [const { OnceLock::new() }; Op::ALL.len()];
+    if outcome == "ok" {
+        OK[op as usize]
+            .get_or_init(|| metrics::histogram!(op.metric(), "outcome" => "ok"))
+            .clone()
+    } else {
+        metrics::histogram!(op.metric(), "outcome" => outcome)
+    }
 }
 
 #[cfg(test)]
