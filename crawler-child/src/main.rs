@@ -107,18 +107,37 @@ async fn run(args: Args) -> anyhow::Result<()> {
     };
     let writer = tokio::spawn(write_stdout(report_rx, info));
 
-    // Read work until Stop or until the supervisor goes away (stdin closes).
-    loop {
-        match read_frame::<_, ToChild>(&mut stdin).await {
-            Ok(Some(ToChild::Work(items))) => {
-                for item in items {
-                    worker.enqueue(item);
-                }
+    // Read work until Stop, a signal, or the supervisor going away (stdin
+    // closes). Frames are read in their own task: reading is not cancel-safe.
+    let (work_tx, mut work_rx) = mpsc::channel(64);
+    tokio::spawn(async move {
+        loop {
+            let msg = read_frame::<_, ToChild>(&mut stdin).await;
+            let end = !matches!(msg, Ok(Some(ToChild::Work(_)) | Some(ToChild::Configure(_))));
+            if work_tx.send(msg).await.is_err() || end {
+                break;
             }
-            Ok(Some(ToChild::Configure(_))) => {}
-            Ok(Some(ToChild::Stop)) | Ok(None) => break,
-            Err(e) => {
-                eprintln!("crawler-child: bad message from supervisor, stopping: {e}");
+        }
+    });
+    let signalled = shared::shutdown::signalled();
+    tokio::pin!(signalled);
+    loop {
+        tokio::select! {
+            msg = work_rx.recv() => match msg {
+                Some(Ok(Some(ToChild::Work(items)))) => {
+                    for item in items {
+                        worker.enqueue(item);
+                    }
+                }
+                Some(Ok(Some(ToChild::Configure(_)))) => {}
+                Some(Ok(Some(ToChild::Stop)) | Ok(None)) | None => break,
+                Some(Err(e)) => {
+                    eprintln!("crawler-child: bad message from supervisor, stopping: {e}");
+                    break;
+                }
+            },
+            _ = &mut signalled => {
+                eprintln!("crawler-child: signalled; finishing the URLs in hand");
                 break;
             }
         }

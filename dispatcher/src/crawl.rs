@@ -287,8 +287,8 @@ impl Dispatcher {
         });
         monitor_tick.tick().await;
         let mut monitor = Monitor::new();
-        let ctrl_c = tokio::signal::ctrl_c();
-        tokio::pin!(ctrl_c);
+        let stop = shared::shutdown::signalled();
+        tokio::pin!(stop);
         while !self.done() {
             tokio::select! {
                 msg = inbox.recv() => {
@@ -325,8 +325,8 @@ impl Dispatcher {
                     eprintln!("monitor {}", monitor.report(&self.stats, &self.sups, view));
                 }
                 Some(cmd) = self.admin.recv() => self.on_admin(cmd).await,
-                _ = &mut ctrl_c => {
-                    eprintln!("dispatcher: interrupted; stopping supervisors (queued URLs stay in the store)");
+                _ = &mut stop => {
+                    eprintln!("dispatcher: signalled; stopping supervisors (queued URLs stay in the store; run again to resume)");
                     break;
                 }
             }
@@ -659,6 +659,8 @@ impl Dispatcher {
             live.len()
         );
         self.await_byes(&live, inbox).await;
+        // Results that arrived while supervisors drained are in the store too.
+        self.writer.flush().await;
         // The zeromq crate has no linger: give the last Farewells a moment
         // to leave before the socket is dropped with the process.
         tokio::time::sleep(Duration::from_millis(300)).await;

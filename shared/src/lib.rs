@@ -9,6 +9,7 @@ pub mod extract;
 pub mod framing;
 pub mod protocol;
 pub mod resolve;
+pub mod shutdown;
 pub mod store;
 pub mod timing;
 pub mod urls;

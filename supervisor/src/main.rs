@@ -221,8 +221,17 @@ impl Supervisor {
         let mut beat = tokio::time::interval(Duration::from_secs(1));
         let mut stopping = false;
         let mut stopped_slots = 0;
+        let signalled = shared::shutdown::signalled();
+        tokio::pin!(signalled);
         loop {
             tokio::select! {
+                _ = &mut signalled, if !stopping => {
+                    eprintln!("supervisor: signalled; draining children");
+                    stopping = true;
+                    for s in &self.slots {
+                        let _ = s.send(SlotCmd::Stop).await;
+                    }
+                }
                 msg = link.recv() => match msg? {
                     ToSupervisor::Work(items) => self.assign(items, 0).await,
                     ToSupervisor::Stop if !stopping => {

@@ -115,7 +115,7 @@ impl SyntheticWeb {
     /// Calls `f` for every `<a>` of the page, in document order.
     pub(crate) fn for_each_link(&self, ctx: &PageCtx, f: &mut impl FnMut(&LinkSpec)) {
         let spec = &self.spec;
-        let m = spec.pages_per_host;
+        let m = self.pages_of(ctx.host);
         let mut rng = SplitMix::new(mix(&[spec.seed, 0x11, host_code(ctx.host), loc_code(ctx.loc)]));
         let rng = &mut rng;
         match ctx.loc {
@@ -161,16 +161,22 @@ impl SyntheticWeb {
 
     /// One random outlink of a content page `/p/j` (pages_per_host > 0).
     fn random_target(&self, rng: &mut SplitMix, ctx: &PageCtx, last: Option<Target>) -> Target {
+        // Each `below` draw consumes one number whatever its bound, so bounding
+        // slow hosts' pages (`pages_of`) changes no other link.
         let m = self.spec.pages_per_host;
+        let own_m = self.pages_of(ctx.host);
         let hosts = self.spec.hosts;
         let outside = self.spec.outside_hosts;
-        let own = Target::Url(ctx.host, Loc::Page(rng.below(m)));
+        let own = Target::Url(ctx.host, Loc::Page(rng.below(own_m)));
         // Redirects whose final hop robots would block are never generated:
         // what a crawler records for them is not worth pinning down.
         let blocked = |k: usize| self.rules(ctx.host).disallows(&Loc::Page(k).path());
         match rng.below(100) {
             0..=29 => own,
-            30..=39 if hosts > 0 => Target::Url(HostRef::InScope(rng.below(hosts)), Loc::Page(rng.below(m))),
+            30..=39 if hosts > 0 => {
+                let h = HostRef::InScope(rng.below(hosts));
+                Target::Url(h, Loc::Page(rng.below(self.pages_of(h))))
+            }
             40..=45 if outside > 0 => {
                 Target::Url(HostRef::Outside(rng.below(outside)), Loc::Page(rng.below(m)))
             }
@@ -178,7 +184,7 @@ impl SyntheticWeb {
             49..=51 => Target::Javascript,
             52..=57 => Target::Url(ctx.host, Loc::Missing(rng.below(1000))),
             58..=63 => {
-                let k = rng.below(m);
+                let k = rng.below(own_m);
                 if blocked(k) {
                     own
                 } else {
@@ -186,7 +192,7 @@ impl SyntheticWeb {
                 }
             }
             64..=67 => {
-                let k = rng.below(m);
+                let k = rng.below(own_m);
                 if blocked(k) {
                     own
                 } else {
@@ -198,7 +204,10 @@ impl SyntheticWeb {
                 if ctx.host == HostRef::InScope(h) {
                     h = (h + 1) % hosts;
                 }
-                Target::Url(ctx.host, Loc::Cross(h, rng.below(m)))
+                Target::Url(
+                    ctx.host,
+                    Loc::Cross(h, rng.below(self.pages_of(HostRef::InScope(h)))),
+                )
             }
             73..=78 => Target::Url(ctx.host, Loc::Private(rng.below(50))),
             79..=84 => last.unwrap_or(own),

@@ -19,8 +19,13 @@
 //! disallows `/private/`; all others disallow `/private/`; `i % 3 == 0` adds an
 //! `otherbot` group disallowing everything; `i % crawl_delay_every == 0` adds
 //! `Crawl-delay`; `i % 4 == 2` has `<base href="/p/">` on its home page.
+//!
+//! Opt-in additions ([`WebExtras`], all off by default): [`hostile`] hosts
+//! (traps and robots.txt edge cases, in scope after `siteN.test`) and slow
+//! hosts (the first `slow_hosts` in-scope hosts answer after `slow_ms`).
 
 pub mod expected;
+pub mod hostile;
 mod html;
 mod links;
 pub mod model;
@@ -32,7 +37,7 @@ mod synthetic;
 mod tests;
 
 pub use expected::Expected;
-pub use model::WebSpec;
+pub use model::{WebExtras, WebSpec};
 pub use server::{RequestRecord, WebServer};
 pub use synthetic::{Response, SyntheticWeb};
 

@@ -43,6 +43,25 @@ impl Default for WebSpec {
     }
 }
 
+/// Opt-in additions to a [`WebSpec`] web. Kept out of `WebSpec` itself so
+/// that code building a `WebSpec` field by field keeps compiling; the default
+/// adds nothing, and `SyntheticWeb::new` / `WebServer::start` use it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WebExtras {
+    /// Adds the in-scope hosts of [`super::hostile`]: `hostile.test` (traps:
+    /// hangs, drips, huge bodies, gzip bomb, charsets, redirect loops,
+    /// 429/503) and one host per robots.txt edge case. They come after
+    /// `siteN.test` in `host_names()` and `seed_urls()`.
+    pub hostile: bool,
+    /// The first `slow_hosts` in-scope hosts (`site0..`, then the hostile
+    /// ones) sleep `slow_ms` before answering any request, robots.txt included.
+    pub slow_hosts: usize,
+    pub slow_ms: u64,
+    /// Pages `/p/0..` on each slow host (0 = `pages_per_host`). Links to a
+    /// slow host only name its pages, so a small slow host stays small.
+    pub slow_host_pages: usize,
+}
+
 /// A served host: in scope (`siteN.test`) or outside (`outN.test`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum HostRef {

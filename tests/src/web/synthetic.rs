@@ -3,10 +3,13 @@
 //! Nothing but robots.txt bodies is precomputed, so a web of any size costs
 //! the same memory and each page costs one PRNG-driven render.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 
+use super::hostile::{self, SpecialHost};
 use super::html::{MOVED_HTML, NOT_FOUND_HTML};
-use super::model::{parse_host, HostRef, HostRules, Loc, WebSpec};
+use super::model::{parse_host, HostRef, HostRules, Loc, WebExtras, WebSpec};
 
 /// What the server sends for one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,6 +40,7 @@ pub(crate) enum Answer {
 #[derive(Debug)]
 pub struct SyntheticWeb {
     pub(crate) spec: WebSpec,
+    pub(crate) extras: WebExtras,
     port: u16,
     /// `:PORT`, or empty for port 80 (the normalised form omits default ports).
     port_suffix: String,
@@ -51,6 +55,11 @@ const HTML: &str = "text/html; charset=utf-8";
 impl SyntheticWeb {
     /// `port` is the one embedded in absolute links and seed URLs.
     pub fn new(spec: WebSpec, port: u16) -> Self {
+        Self::with_extras(spec, WebExtras::default(), port)
+    }
+
+    /// A web with opt-in additions (hostile hosts, slow hosts).
+    pub fn with_extras(spec: WebSpec, extras: WebExtras, port: u16) -> Self {
         let rules: Vec<HostRules> = (0..spec.hosts)
             .map(|i| HostRules::for_in_scope(&spec, i))
             .collect();
@@ -64,6 +73,7 @@ impl SyntheticWeb {
         };
         SyntheticWeb {
             spec,
+            extras,
             port,
             port_suffix,
             rules,
@@ -81,16 +91,86 @@ impl SyntheticWeb {
         self.port
     }
 
-    /// Every served name: `site0.test..` then `out0.test..`.
-    pub fn host_names(&self) -> Vec<String> {
-        self.all_hosts().map(|h| self.host_name(h)).collect()
+    pub fn extras(&self) -> &WebExtras {
+        &self.extras
     }
 
-    /// `http://siteN.test:PORT/` for every in-scope host.
+    /// Every served name: `site0.test..`, the hostile hosts (when on), then `out0.test..`.
+    pub fn host_names(&self) -> Vec<String> {
+        let mut names = self.in_scope_host_names();
+        names.extend((0..self.spec.outside_hosts).map(|k| self.host_name(HostRef::Outside(k))));
+        names
+    }
+
+    /// The in-scope names, in in-scope index order: `site0.test..`, then the
+    /// hostile hosts (when on). The seeds are their home pages.
+    pub fn in_scope_host_names(&self) -> Vec<String> {
+        (0..self.spec.hosts)
+            .map(|i| self.host_name(HostRef::InScope(i)))
+            .chain(self.special_hosts().iter().map(|h| h.name().to_string()))
+            .collect()
+    }
+
+    /// `http://NAME:PORT/` for every in-scope host.
     pub fn seed_urls(&self) -> Vec<String> {
         (0..self.spec.hosts)
             .map(|i| self.url(HostRef::InScope(i), Loc::Home))
+            .chain(self.special_hosts().iter().map(|h| self.url_on(h.name(), "/")))
             .collect()
+    }
+
+    /// `http://{host}:PORT{path}`, the normalised URL of `path` on a served name.
+    pub fn url_on(&self, host: &str, path: &str) -> String {
+        format!("http://{host}{}{path}", self.port_suffix)
+    }
+
+    /// The hostile hosts served, in in-scope order (empty unless `extras.hostile`).
+    pub(crate) fn special_hosts(&self) -> &'static [SpecialHost] {
+        if self.extras.hostile {
+            &hostile::SPECIAL_HOSTS
+        } else {
+            &[]
+        }
+    }
+
+    /// The hostile host a `Host` header names, if the hostile hosts are on.
+    pub(crate) fn special_host(&self, host: &str) -> Option<SpecialHost> {
+        if self.extras.hostile {
+            SpecialHost::parse(host)
+        } else {
+            None
+        }
+    }
+
+    /// Index of an in-scope host (`siteN` → N, hostile hosts after them).
+    fn in_scope_index(&self, host: &str) -> Option<usize> {
+        if let Some(HostRef::InScope(i)) = parse_host(host, self.spec.hosts, self.spec.outside_hosts) {
+            return Some(i);
+        }
+        let special = self.special_host(host)?;
+        let k = hostile::SPECIAL_HOSTS.iter().position(|&s| s == special)?;
+        Some(self.spec.hosts + k)
+    }
+
+    /// How long the server sleeps before answering a request to `host`
+    /// (a `Host` header): `slow_ms` for the first `slow_hosts` in-scope hosts.
+    pub fn slow_delay(&self, host: &str) -> Option<Duration> {
+        if self.extras.slow_hosts == 0 || self.extras.slow_ms == 0 {
+            return None;
+        }
+        let i = self.in_scope_index(host)?;
+        (i < self.extras.slow_hosts).then(|| Duration::from_millis(self.extras.slow_ms))
+    }
+
+    /// Pages `/p/0..` served by a host: fewer on slow hosts when
+    /// `slow_host_pages` is set.
+    pub(crate) fn pages_of(&self, host: HostRef) -> usize {
+        match host {
+            HostRef::InScope(i) if i < self.extras.slow_hosts && self.extras.slow_host_pages > 0 => {
+                self.extras.slow_host_pages
+            }
+            _ => self.spec.pages_per_host,
+        }
     }
 
     /// The robots.txt a host serves (`None`: 404). `host` as in a Host header.
@@ -149,7 +229,7 @@ impl SyntheticWeb {
 
     /// The single source of truth for what each location does.
     pub(crate) fn answer(&self, host: HostRef, loc: Loc) -> Answer {
-        let m = self.spec.pages_per_host;
+        let m = self.pages_of(host);
         match loc {
             Loc::Home | Loc::Private(_) => Answer::Html(host, loc),
             Loc::Page(n) if n < m => Answer::Html(host, loc),
@@ -167,11 +247,13 @@ impl SyntheticWeb {
                 host,
                 loc: Loc::Redirect(n),
             },
-            Loc::Cross(h, n) if h < self.spec.hosts && n < m => Answer::Redirect {
-                status: 302,
-                host: HostRef::InScope(h),
-                loc: Loc::Page(n),
-            },
+            Loc::Cross(h, n) if h < self.spec.hosts && n < self.pages_of(HostRef::InScope(h)) => {
+                Answer::Redirect {
+                    status: 302,
+                    host: HostRef::InScope(h),
+                    loc: Loc::Page(n),
+                }
+            }
             _ => Answer::NotFound,
         }
     }
@@ -190,6 +272,8 @@ impl SyntheticWeb {
         }
     }
 
+    /// The generated hosts (not the hostile ones): in scope, then outside.
+    #[cfg(test)]
     pub(crate) fn all_hosts(&self) -> impl Iterator<Item = HostRef> {
         let outside = self.spec.outside_hosts;
         (0..self.spec.hosts)

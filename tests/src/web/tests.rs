@@ -411,3 +411,28 @@ async fn serves_over_http_and_logs_requests() {
     server.stop(Duration::from_secs(5)).await;
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 }
+
+/// Small slow hosts (`slow_host_pages`) keep the generator and the ground truth in step.
+#[test]
+fn small_slow_hosts_match_ground_truth() {
+    let extras = WebExtras {
+        slow_hosts: 2,
+        slow_ms: 1,
+        slow_host_pages: 3,
+        ..WebExtras::default()
+    };
+    let web = SyntheticWeb::with_extras(small_spec(), extras, 4000);
+    let exp = web.expected_crawl();
+    assert_eq!(exp, reference_crawl(&web));
+    let on_slow = exp
+        .pages
+        .keys()
+        .filter(|u| u.starts_with("http://site0.test"))
+        .count();
+    assert!((4..40).contains(&on_slow), "{on_slow} URLs on the slow host");
+    // Other hosts are as big as before.
+    let plain = SyntheticWeb::new(small_spec(), 4000).expected_crawl();
+    let on = |e: &Expected, h: &str| e.pages.keys().filter(|u| u.starts_with(h)).count();
+    assert!(on(&exp, "http://site5.test") >= small_spec().pages_per_host);
+    assert!(on(&plain, "http://site0.test") > on_slow);
+}

@@ -1,0 +1,523 @@
+//! End-to-end against a hostile web: the real dispatcher, supervisor and
+//! children crawl the synthetic web's hostile hosts (hangs, drips, huge and
+//! gzip-bomb bodies, odd charsets, redirect loops, bad links, 429/503, and
+//! robots.txt edge cases), and a web with one slow host (fair scheduling).
+//!
+//! Findings are collected and reported together, so one run shows every
+//! behaviour that is off, not just the first.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use bson::{Bson, Document};
+use crawl_tests::harness::{all_docs, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::web::hostile::{self, RobotsCase, HOSTILE_HOST, ROBOTS_CASE_LINKS};
+use crawl_tests::web::{RequestRecord, WebExtras, WebServer, WebSpec};
+
+const MIN_DELAY_MS: u64 = 20;
+const REQUEST_TIMEOUT_MS: u64 = 2000;
+const MAX_BODY: i64 = 1 << 20;
+/// How long the slow host of the fair-scheduling test takes per answer.
+const SLOW_MS: u64 = 2000;
+
+fn dispatcher_args(request_timeout_ms: u64) -> Vec<String> {
+    [
+        "--min-delay-ms",
+        &MIN_DELAY_MS.to_string(),
+        "--request-timeout-ms",
+        &request_timeout_ms.to_string(),
+        "--max-body-bytes",
+        &MAX_BODY.to_string(),
+        "--max-depth",
+        "10",
+        "--progress-secs",
+        "5",
+        // The traps trip the circuit breaker; a short pause keeps the test short.
+        "--breaker-pause-secs",
+        "5",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+struct Files {
+    seeds: PathBuf,
+    hosts: PathBuf,
+}
+
+async fn start_web(spec: WebSpec, extras: WebExtras, dir: &Path) -> (WebServer, Files) {
+    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let web = server.web();
+    let seeds = write_lines(dir, "seeds.txt", &web.seed_urls()).unwrap();
+    let hosts: Vec<String> = web
+        .host_names()
+        .iter()
+        .map(|h| format!("127.0.0.1 {h}"))
+        .collect();
+    let hosts = write_lines(dir, "hosts", &hosts).unwrap();
+    (server, Files { seeds, hosts })
+}
+
+/// A number field, whatever integer or float type the store gave back.
+fn num(d: &Document, key: &str) -> Option<i64> {
+    match d.get(key)? {
+        Bson::Int32(v) => Some(i64::from(*v)),
+        Bson::Int64(v) => Some(*v),
+        Bson::Double(v) => Some(*v as i64),
+        _ => None,
+    }
+}
+
+fn secs_between(a: SystemTime, b: SystemTime) -> f64 {
+    b.duration_since(a)
+        .map_or_else(|e| -e.duration().as_secs_f64(), |d| d.as_secs_f64())
+}
+
+/// Failed expectations, reported together at the end.
+#[derive(Default)]
+struct Findings(Vec<String>);
+
+impl Findings {
+    fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
+        if !ok {
+            let msg = what();
+            eprintln!("FINDING: {msg}");
+            self.0.push(msg);
+        }
+    }
+
+    fn assert_none(self) {
+        assert!(
+            self.0.is_empty(),
+            "{} findings:\n  {}",
+            self.0.len(),
+            self.0.join("\n  ")
+        );
+    }
+}
+
+/// What the crawl left in the primary store.
+struct Stored {
+    pages: BTreeMap<String, Document>,
+    frontier: BTreeMap<String, String>,
+}
+
+async fn stored(store: &StoreServer) -> Stored {
+    let db = store.client().await.unwrap().database("crawler");
+    let pages = all_docs(&db, "pages").await.unwrap();
+    let n = pages.len();
+    let pages: BTreeMap<String, Document> = pages
+        .into_iter()
+        .map(|d| (d.get_str("_id").unwrap().to_string(), d))
+        .collect();
+    assert_eq!(pages.len(), n, "a page was stored twice");
+    let frontier = all_docs(&db, "frontier")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| {
+            (
+                d.get_str("_id").unwrap().to_string(),
+                d.get_str("state").unwrap_or("?").to_string(),
+            )
+        })
+        .collect();
+    Stored { pages, frontier }
+}
+
+impl Stored {
+    fn state(&self, url: &str) -> &str {
+        self.frontier.get(url).map_or("absent", String::as_str)
+    }
+}
+
+/// Requests to one host, in log order.
+fn to_host<'a>(log: &'a [RequestRecord], host: &str) -> Vec<&'a RequestRecord> {
+    log.iter().filter(|r| r.host == host).collect()
+}
+
+/// Seconds between the first answer `status` to `path` on `host` and the
+/// next request to that host, if both happened.
+fn gap_after(log: &[RequestRecord], host: &str, path: &str, status: u16) -> Option<f64> {
+    let reqs = to_host(log, host);
+    let i = reqs.iter().position(|r| r.path == path && r.status == status)?;
+    let at = reqs[i].at;
+    // The log is in answer order; a never-answered request is logged when it
+    // arrives, so take the earliest later timestamp.
+    reqs.iter()
+        .skip(i + 1)
+        .map(|r| secs_between(at, r.at))
+        .min_by(|a, b| a.total_cmp(b))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survives_a_hostile_web() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreServer::start().unwrap();
+    eprintln!("store: {} ({})", store.uri, store.kind);
+    let spec = WebSpec {
+        seed: 11,
+        hosts: 2,
+        outside_hosts: 1,
+        pages_per_host: 8,
+        ..WebSpec::default()
+    };
+    let extras = WebExtras {
+        hostile: true,
+        ..WebExtras::default()
+    };
+    let (server, files) = start_web(spec, extras, dir.path()).await;
+    let web = server.web();
+    let mut cluster = ClusterSpec::new(&store.uri, &files.seeds);
+    cluster.hosts_file = Some(files.hosts.clone());
+    cluster.supervisors = 1;
+    cluster.children = 2;
+    cluster.dispatcher_args = dispatcher_args(REQUEST_TIMEOUT_MS);
+    let run = run_crawl(&cluster, Duration::from_secs(170)).await.unwrap();
+    eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
+    let log = server.requests();
+    let got = stored(&store).await;
+    let mut f = Findings::default();
+
+    // The crawl ended by itself, every process exited 0.
+    f.check(run.dispatcher.success(), || {
+        format!("dispatcher exited {:?}", run.dispatcher)
+    });
+    for s in &run.supervisors {
+        f.check(s.success(), || format!("supervisor exited {s:?}"));
+    }
+    f.check(run.summary["frontier_left"] == 0, || {
+        format!("frontier left: {}", run.summary)
+    });
+
+    let url = |path: &str| web.url_on(HOSTILE_HOST, path);
+    let page = |path: &str| got.pages.get(&url(path));
+    let requested = |path: &str| {
+        to_host(&log, HOSTILE_HOST)
+            .iter()
+            .filter(|r| r.path == path)
+            .count()
+    };
+    let status_of = |path: &str| page(path).and_then(|d| num(d, "status"));
+
+    // What happened on hostile.test, for the record.
+    for path in hostile::HOSTILE_LINKS
+        .iter()
+        .filter(|p| !p.contains('#'))
+        .chain(&["/after-bad-links"])
+    {
+        let d = page(path);
+        eprintln!(
+            "{path:18} state {:10} requests {} status {:?} bytes {:?} truncated {:?} title {:?} skipped {:?}",
+            got.state(&url(path)),
+            requested(path),
+            status_of(path),
+            d.and_then(|d| num(d, "bytes")),
+            d.and_then(|d| d.get_bool("truncated").ok()),
+            d.and_then(|d| d.get_str("title").ok()),
+            d.and_then(|d| d.get_str("skipped").ok()),
+        );
+    }
+
+    // The generated sites are crawled as usual.
+    let expected = web.expected_crawl();
+    for (u, status) in &expected.pages {
+        let s = got.pages.get(u).and_then(|d| num(d, "status"));
+        f.check(s == Some(i64::from(*status)), || {
+            format!("{u}: stored status {s:?}, expected {status}")
+        });
+    }
+
+    // Nothing out of scope, nothing absurd was requested.
+    let in_scope: BTreeSet<String> = web.in_scope_host_names().into_iter().collect();
+    for r in &log {
+        f.check(in_scope.contains(&r.host), || {
+            format!("out-of-scope request {}{}", r.host, r.path)
+        });
+        f.check(r.path.len() < 2048, || {
+            format!("over-long request to {} ({} bytes)", r.host, r.path.len())
+        });
+    }
+
+    // Requests that never finish fail after their retries, and the crawl goes on.
+    for path in ["/hang", "/drip"] {
+        f.check(got.state(&url(path)) == "failed", || {
+            format!(
+                "{path}: frontier state {}, expected failed",
+                got.state(&url(path))
+            )
+        });
+        f.check(page(path).is_none(), || {
+            format!("{path} was stored: {:?}", page(path))
+        });
+        let n = requested(path);
+        f.check((1..=3).contains(&n), || {
+            format!("{path} requested {n} times (1..=3)")
+        });
+    }
+    for path in ["/normal", "/after-bad-links"] {
+        f.check(status_of(path) == Some(200), || {
+            format!("{path}: stored status {:?}, expected 200", status_of(path))
+        });
+    }
+
+    // Bodies beyond --max-body-bytes are cut, compressed or not.
+    for path in ["/huge", "/gzip-bomb"] {
+        match page(path) {
+            None => f.check(false, || {
+                format!("{path} not stored (state {})", got.state(&url(path)))
+            }),
+            Some(d) => {
+                let bytes = num(d, "bytes");
+                f.check(d.get_bool("truncated") == Ok(true), || {
+                    format!("{path}: truncated = {:?}", d.get("truncated"))
+                });
+                f.check(bytes.is_some_and(|b| b > 0 && b <= MAX_BODY), || {
+                    format!("{path}: bytes = {bytes:?}, expected 1..={MAX_BODY}")
+                });
+            }
+        }
+    }
+    if let Some(title) = page("/gzip-bomb").and_then(|d| d.get_str("title").ok()) {
+        f.check(title == "gzip bomb", || {
+            format!("/gzip-bomb title {title:?}: not inflated?")
+        });
+    }
+
+    // Non-HTML is recorded, not parsed.
+    match page("/pdf") {
+        None => f.check(false, || "/pdf not stored".to_string()),
+        Some(d) => {
+            f.check(d.get_str("skipped") == Ok("content_type"), || {
+                format!("/pdf: skipped = {:?}", d.get("skipped"))
+            });
+            f.check(d.get("html").is_none(), || "/pdf has html".to_string());
+        }
+    }
+
+    // Charsets: from the header, from <meta charset>, and broken UTF-8.
+    let title = |path: &str| page(path).and_then(|d| d.get_str("title").ok().map(str::to_string));
+    f.check(title("/latin1").as_deref() == Some("café"), || {
+        format!("/latin1 title {:?}, expected \"café\"", title("/latin1"))
+    });
+    f.check(title("/meta-charset").as_deref() == Some("naïve"), || {
+        format!(
+            "/meta-charset title {:?}, expected \"naïve\" (<meta charset> sniffing)",
+            title("/meta-charset")
+        )
+    });
+    f.check(title("/bad-utf8").is_some_and(|t| t.contains('\u{FFFD}')), || {
+        format!("/bad-utf8 title {:?}, expected U+FFFD", title("/bad-utf8"))
+    });
+    if let Some(html) = page("/latin1").and_then(|d| d.get_str("html").ok()) {
+        f.check(html.contains("café crème"), || {
+            "/latin1 html not decoded".to_string()
+        });
+    }
+
+    // Redirect loops and over-long chains fail; nothing is stored.
+    for path in ["/loop/a", "/chain/0"] {
+        f.check(got.state(&url(path)) == "failed", || {
+            format!(
+                "{path}: frontier state {}, expected failed",
+                got.state(&url(path))
+            )
+        });
+        f.check(page(path).is_none(), || format!("{path} was stored"));
+    }
+    f.check(requested("/loop/a") <= 3 && requested("/loop/b") <= 3, || {
+        format!(
+            "redirect loop requested {} + {} times",
+            requested("/loop/a"),
+            requested("/loop/b")
+        )
+    });
+    let chain_end = format!("/chain/{}", hostile::CHAIN_LEN);
+    f.check(requested(&chain_end) == 0, || {
+        format!("{chain_end} was requested: more than 10 redirects followed")
+    });
+
+    // Malformed links are dropped, the good one on the same page is followed.
+    f.check(status_of("/bad-links") == Some(200), || {
+        format!("/bad-links: stored status {:?}", status_of("/bad-links"))
+    });
+    f.check(!log.iter().any(|r| r.path.starts_with("/aaaaaaaaaa")), || {
+        "the over-long link was requested".to_string()
+    });
+
+    // 503 + Retry-After (seconds, then an HTTP date) and 429: retried later,
+    // after the domain waited.
+    for path in ["/retry-after", "/retry-after-date", "/throttle"] {
+        f.check(status_of(path) == Some(200), || {
+            format!(
+                "{path}: stored status {:?} (state {}), expected 200 after a retry",
+                status_of(path),
+                got.state(&url(path))
+            )
+        });
+    }
+    for (path, status, min_gap) in [
+        ("/retry-after", 503, hostile::RETRY_AFTER_SECS as f64),
+        ("/retry-after-date", 503, hostile::RETRY_AFTER_SECS as f64),
+        // No Retry-After: backoff (the crawler starts at one second).
+        ("/throttle", 429, 1.0),
+    ] {
+        let gap = gap_after(&log, HOSTILE_HOST, path, status);
+        eprintln!("after {status} on {path}: next request to {HOSTILE_HOST} after {gap:?} s");
+        f.check(gap.is_some_and(|g| g >= min_gap), || {
+            format!("after {status} on {path}, next request to {HOSTILE_HOST} after {gap:?} s (want >= {min_gap})")
+        });
+    }
+
+    // robots.txt edge cases: exactly the allowed paths, robots files once each.
+    for case in RobotsCase::ALL {
+        let host = case.host();
+        let reqs = to_host(&log, host);
+        let robots_files = case.robots_paths();
+        let fetched: BTreeSet<&str> = reqs
+            .iter()
+            .map(|r| r.path.as_str())
+            .filter(|p| !robots_files.contains(p))
+            .collect();
+        let want: BTreeSet<&str> = case.fetched_paths().into_iter().collect();
+        f.check(fetched == want, || {
+            format!("{host}: requested {fetched:?}, expected {want:?}")
+        });
+        for p in robots_files {
+            let n = reqs.iter().filter(|r| r.path == *p).count();
+            f.check(n == 1, || format!("{host}{p} requested {n} times, expected once"));
+        }
+        let home = web.url_on(host, "/");
+        if case == RobotsCase::ServerError {
+            f.check(got.state(&home) == "failed", || {
+                format!("{home}: state {}, expected failed (robots 500)", got.state(&home))
+            });
+            continue;
+        }
+        for p in ROBOTS_CASE_LINKS {
+            let u = web.url_on(host, p);
+            let (want_state, want_stored) = if case.allows(p) {
+                ("done", true)
+            } else {
+                ("disallowed", false)
+            };
+            f.check(got.state(&u) == want_state, || {
+                format!("{u}: state {}, expected {want_state}", got.state(&u))
+            });
+            f.check(got.pages.contains_key(&u) == want_stored, || {
+                format!("{u}: stored = {}, expected {want_stored}", !want_stored)
+            });
+        }
+    }
+
+    // robots.txt once per in-scope host.
+    for host in &in_scope {
+        let n = log
+            .iter()
+            .filter(|r| &r.host == host && r.path == "/robots.txt")
+            .count();
+        f.check(n == 1, || format!("{host}/robots.txt requested {n} times"));
+    }
+
+    server.stop(Duration::from_secs(5)).await;
+    f.assert_none();
+}
+
+/// When the fast hosts' last request came, relative to the first request.
+struct Timeline {
+    fast_done: f64,
+    all_done: f64,
+    slow_requests: usize,
+}
+
+async fn crawl_with_slow_host(slow_ms: u64) -> Timeline {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreServer::start().unwrap();
+    let spec = WebSpec {
+        seed: 5,
+        hosts: 20,
+        pages_per_host: 60,
+        ..WebSpec::default()
+    };
+    // Both runs serve the same web (the slow host has few pages, so the
+    // crawl ends soon after it); only the sleep differs.
+    let extras = WebExtras {
+        slow_hosts: 1,
+        slow_ms,
+        slow_host_pages: 3,
+        ..WebExtras::default()
+    };
+    let (server, files) = start_web(spec, extras, dir.path()).await;
+    let web = server.web();
+    let expected = web.expected_crawl();
+    let mut cluster = ClusterSpec::new(&store.uri, &files.seeds);
+    cluster.hosts_file = Some(files.hosts.clone());
+    cluster.supervisors = 1;
+    cluster.children = 2;
+    // A timeout well above the slow host's answer time: it is slow, not broken.
+    cluster.dispatcher_args = dispatcher_args(SLOW_MS * 5);
+    let run = run_crawl(&cluster, Duration::from_secs(150)).await.unwrap();
+    eprintln!(
+        "slow_ms={slow_ms}: crawl took {:?}; summary {}",
+        run.wall, run.summary
+    );
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    assert!(run.supervisors.iter().all(|s| s.success()));
+    let got = stored(&store).await;
+    let missing: Vec<_> = expected
+        .pages
+        .keys()
+        .filter(|u| !got.pages.contains_key(*u))
+        .take(5)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "slow_ms={slow_ms}: pages missing, e.g. {missing:?}"
+    );
+
+    let log = server.requests();
+    let slow = web.in_scope_host_names()[0].clone();
+    let start = log.iter().map(|r| r.at).min().unwrap();
+    let since = |t: SystemTime| secs_between(start, t);
+    let fast_done = log
+        .iter()
+        .filter(|r| r.host != slow)
+        .map(|r| since(r.at))
+        .fold(0.0, f64::max);
+    let all_done = log.iter().map(|r| since(r.at)).fold(0.0, f64::max);
+    let slow_requests = log.iter().filter(|r| r.host == slow).count();
+    server.stop(Duration::from_secs(5)).await;
+    Timeline {
+        fast_done,
+        all_done,
+        slow_requests,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_host_does_not_hold_up_the_others() {
+    let slow = crawl_with_slow_host(SLOW_MS).await;
+    let fast = crawl_with_slow_host(0).await;
+    eprintln!(
+        "fast hosts done after {:.1} s with a slow host (all done {:.1} s, {} slow requests), \
+         {:.1} s without (all done {:.1} s)",
+        slow.fast_done, slow.all_done, slow.slow_requests, fast.fast_done, fast.all_done
+    );
+    // The slow host really was slow: its requests alone take longer than the rest.
+    assert!(
+        slow.all_done >= (slow.slow_requests as f64 - 1.0) * SLOW_MS as f64 / 1000.0,
+        "slow host answered {} requests in {:.1} s",
+        slow.slow_requests,
+        slow.all_done
+    );
+    assert!(
+        slow.fast_done <= 1.5 * fast.fast_done + 3.0,
+        "the fast hosts finished after {:.1} s with a slow host, {:.1} s without",
+        slow.fast_done,
+        fast.fast_done
+    );
+}
