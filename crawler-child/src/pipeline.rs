@@ -63,13 +63,13 @@ impl DomainState {
             let stored = ctx.times.load(&self.domain).await;
             let min = Duration::from_millis(ctx.policy.min_delay_ms);
             let pace = match stored {
-                Some((last, delay)) => Pace::resume(Some(last), delay.max(min)),
-                None => Pace::resume(None, min),
+                Some((last, delay)) => Pace::resume(Some(last), delay.max(min), ctx.policy.max_domain_rps),
+                None => Pace::resume(None, min, ctx.policy.max_domain_rps),
             };
             self.pace = Some(pace);
         }
         self.pace
-            .get_or_insert_with(|| Pace::resume(None, Duration::ZERO))
+            .get_or_insert_with(|| Pace::resume(None, Duration::ZERO, 0.0))
     }
 
     /// The robots rules for `url`'s origin: memory, then the second store,

@@ -8,7 +8,10 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's clock, so tests can run pacing on paused time.
+use tokio::time::Instant;
 
 use bson::doc;
 use shared::protocol::now_ms;
@@ -20,11 +23,38 @@ const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// When the next request to one domain may start.
 pub struct Pace {
     next_allowed: Instant,
+    /// Optional requests-per-second ceiling (token bucket, burst of one).
+    bucket: Option<Bucket>,
+}
+
+struct Bucket {
+    per_sec: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn refill(&mut self, now: Instant) {
+        let gained = now.duration_since(self.at).as_secs_f64() * self.per_sec;
+        self.tokens = (self.tokens + gained).min(1.0);
+        self.at = now;
+    }
+
+    /// When the next token is there.
+    fn ready_at(&mut self, now: Instant) -> Instant {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            now
+        } else {
+            now + Duration::from_secs_f64((1.0 - self.tokens) / self.per_sec)
+        }
+    }
 }
 
 impl Pace {
-    /// A pace that continues from a stored last-crawled time.
-    pub fn resume(last_crawled_ms: Option<u64>, delay: Duration) -> Pace {
+    /// A pace that continues from a stored last-crawled time; `max_rps` > 0
+    /// also caps the domain's request rate.
+    pub fn resume(last_crawled_ms: Option<u64>, delay: Duration, max_rps: f64) -> Pace {
         let now = Instant::now();
         let next_allowed = match last_crawled_ms {
             Some(last) => {
@@ -33,15 +63,28 @@ impl Pace {
             }
             None => now,
         };
-        Pace { next_allowed }
+        let bucket = (max_rps > 0.0 && max_rps.is_finite()).then_some(Bucket {
+            per_sec: max_rps,
+            tokens: 1.0,
+            at: now,
+        });
+        Pace { next_allowed, bucket }
     }
 
-    /// Sleeps until the domain may be asked again.
-    pub async fn wait(&self, timing: &TimingLog, domain: &str) {
+    /// Sleeps until the domain may be asked again, and takes its token.
+    pub async fn wait(&mut self, timing: &TimingLog, domain: &str) {
         let now = Instant::now();
-        if self.next_allowed > now {
-            tokio::time::sleep_until(self.next_allowed.into()).await;
+        let mut until = self.next_allowed;
+        if let Some(b) = &mut self.bucket {
+            until = until.max(b.ready_at(now));
+        }
+        if until > now {
+            tokio::time::sleep_until(until).await;
             timing.record(Op::PolitenessWait, now.elapsed(), "waited", Some(domain), None);
+        }
+        if let Some(b) = &mut self.bucket {
+            b.refill(Instant::now());
+            b.tokens -= 1.0;
         }
     }
 
@@ -140,11 +183,26 @@ mod tests {
 
     #[test]
     fn resumed_pace_honours_the_stored_time() {
-        let fresh = Pace::resume(None, Duration::from_secs(5));
+        let fresh = Pace::resume(None, Duration::from_secs(5), 0.0);
         assert!(fresh.next_allowed <= Instant::now());
-        let recent = Pace::resume(Some(now_ms()), Duration::from_secs(5));
+        let recent = Pace::resume(Some(now_ms()), Duration::from_secs(5), 0.0);
         assert!(recent.next_allowed > Instant::now() + Duration::from_secs(4));
-        let old = Pace::resume(Some(now_ms() - 60_000), Duration::from_secs(5));
+        let old = Pace::resume(Some(now_ms() - 60_000), Duration::from_secs(5), 0.0);
         assert!(old.next_allowed <= Instant::now());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_rate_ceiling_spaces_request_starts() {
+        let timing = TimingLog::disabled();
+        let mut pace = Pace::resume(None, Duration::ZERO, 4.0);
+        let start = tokio::time::Instant::now();
+        for _ in 0..5 {
+            pace.wait(&timing, "a.test").await;
+            pace.request_done(Duration::ZERO);
+        }
+        // One token at once, then one every 250 ms.
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(999), "{took:?}");
+        assert!(took < Duration::from_millis(1100), "{took:?}");
     }
 }

@@ -189,6 +189,7 @@ mod tests {
             user_agent: "synthcrawler/0.1".into(),
             robots_agent: "synthcrawler".into(),
             min_delay_ms: 0,
+            max_domain_rps: 0.0,
             max_crawl_delay_ms: 2_000,
             robots_ttl_secs: 3600,
             connect_timeout_ms: 1000,

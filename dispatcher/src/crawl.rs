@@ -165,6 +165,17 @@ impl Dispatcher {
 
     /// Resumes from the stored frontier, then adds seeds not seen before.
     async fn load(&mut self, args: &Args) -> anyhow::Result<()> {
+        for domain in &args.unhalt {
+            self.stores
+                .domains()
+                .update_one(
+                    doc! {"_id": domain},
+                    doc! {"$set": {"halted": false, "halted_reason": ""}},
+                )
+                .await
+                .with_context(|| format!("un-halting {domain}"))?;
+            eprintln!("dispatcher: domain {domain} un-halted (--unhalt)");
+        }
         let mut halted = self
             .stores
             .domains()

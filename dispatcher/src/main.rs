@@ -84,6 +84,10 @@ pub struct Args {
     /// Circuit breaker: halt a domain after this many failures in a row (0 = never).
     #[arg(long, default_value_t = 50)]
     pub breaker_halt_after: u32,
+    /// Clear the halt of this domain at start-up (repeatable). A running
+    /// dispatcher is un-halted with `scripts/unhalt.sh` instead.
+    #[arg(long)]
+    pub unhalt: Vec<String>,
     /// Also write the final summary JSON to this file.
     #[arg(long)]
     pub summary_file: Option<PathBuf>,
@@ -98,6 +102,9 @@ pub struct Args {
     /// Minimum gap between two requests to one domain.
     #[arg(long, default_value_t = 1000)]
     pub min_delay_ms: u64,
+    /// Optional ceiling on requests per second to one domain (0 = none).
+    #[arg(long, default_value_t = 0.0)]
+    pub max_domain_rps: f64,
     /// Upper bound for a site's Crawl-delay.
     #[arg(long, default_value_t = 30_000)]
     pub max_crawl_delay_ms: u64,
@@ -144,6 +151,7 @@ impl Args {
             user_agent: self.user_agent.clone(),
             robots_agent: self.robots_agent.clone(),
             min_delay_ms: self.min_delay_ms,
+            max_domain_rps: self.max_domain_rps,
             max_crawl_delay_ms: self.max_crawl_delay_ms,
             robots_ttl_secs: self.robots_ttl_secs,
             connect_timeout_ms: self.connect_timeout_ms,

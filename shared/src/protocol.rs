@@ -64,6 +64,8 @@ pub struct CrawlPolicy {
     /// Product token matched against robots.txt `User-agent` lines.
     pub robots_agent: String,
     pub min_delay_ms: u64,
+    /// Requests per second ceiling per domain (0 = none).
+    pub max_domain_rps: f64,
     pub max_crawl_delay_ms: u64,
     pub robots_ttl_secs: u64,
     pub connect_timeout_ms: u64,
