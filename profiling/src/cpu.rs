@@ -12,6 +12,8 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use pprof::protos::Message as _;
 
+use crate::folded::{push_frame, Stacks};
+
 /// Sampling frequency. 99 Hz (not 100) avoids lock-step with periodic 10 ms timers, the same
 /// choice Go's and Linux perf's defaults make.
 const FREQUENCY_HZ: i32 = 99;
@@ -110,13 +112,45 @@ pub async fn profile_pprof_gz(duration: Duration) -> Result<Vec<u8>, CaptureErro
 }
 
 /// Captures a CPU profile and renders it as an SVG flamegraph.
+///
+/// Rendered from the same collapsed stacks as [`profile_folded`], so this SVG and the ones
+/// `cluster-profile` builds from `/debug/pprof/folded` look alike.
 pub async fn profile_flamegraph_svg(duration: Duration) -> Result<Vec<u8>, CaptureError> {
-    capture(duration, |report| {
-        let mut svg = Vec::new();
-        report.flamegraph(&mut svg)?;
-        Ok(svg)
+    capture(duration, move |report| {
+        let title = format!("CPU, pid {}, {} s", std::process::id(), duration.as_secs());
+        Ok(report_stacks(report).flamegraph_svg(&title, None))
     })
     .await
+}
+
+/// Captures a CPU profile and returns it as collapsed stacks (`thread;root;..;leaf count`
+/// per line, the format of Brendan Gregg's `stackcollapse-*` scripts and `inferno`), which
+/// is what lets profiles of many processes be merged.
+pub async fn profile_folded(duration: Duration) -> Result<String, CaptureError> {
+    capture(duration, |report| Ok(report_stacks(report).to_text())).await
+}
+
+/// The report's samples as collapsed stacks: the thread name (or id) as the root frame, then
+/// the call chain from the outermost caller to the sampled function, inlined callees after
+/// their caller (the same order `pprof`'s own flamegraph uses).
+fn report_stacks(report: &pprof::Report) -> Stacks {
+    let mut stacks = Stacks::new();
+    let mut line = String::new();
+    for (frames, &count) in &report.data {
+        let Ok(count) = u64::try_from(count) else {
+            continue;
+        };
+        line.clear();
+        push_frame(&mut line, &frames.thread_name_or_id());
+        for frame in frames.frames.iter().rev() {
+            for symbol in frame.iter().rev() {
+                line.push(';');
+                push_frame(&mut line, &symbol.name());
+            }
+        }
+        stacks.add(&line, count);
+    }
+    stacks
 }
 
 fn gzip(data: &[u8]) -> std::io::Result<Vec<u8>> {

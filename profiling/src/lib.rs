@@ -8,10 +8,16 @@
 //! |----------------------------------------|-----------------------------------------------|
 //! | `GET /debug/pprof/profile?seconds=N`   | CPU profile, gzipped pprof protobuf           |
 //! | `GET /debug/pprof/flamegraph?seconds=N`| the same profile rendered as an SVG flamegraph|
+//! | `GET /debug/pprof/folded?seconds=N`    | the same profile as collapsed stacks (text)   |
 //! | `GET /metrics`                         | Prometheus text exposition                    |
 //! | `GET /healthz`                         | `ok`                                          |
 //!
 //! Callers may merge extra routes (the dispatcher adds `/debug/cluster`).
+//!
+//! Only one capture runs per process at a time (the profiler is process-wide); a concurrent
+//! request to any of the three capture routes gets `409 Conflict`. The collapsed stacks of
+//! `/debug/pprof/folded` (see [`folded::Stacks`]) merge across processes by adding counts;
+//! the `cluster-profile` binary of this crate uses that to profile a whole crawl at once.
 //!
 //! Typical use in a binary:
 //!
@@ -29,6 +35,7 @@
 //! ```
 
 mod cpu;
+pub mod folded;
 mod metrics;
 mod server;
 
@@ -42,6 +49,7 @@ use tokio::task::JoinHandle;
 /// (and without risking a second, incompatible axum version in the tree).
 pub use axum;
 
+pub use crate::folded::Stacks;
 pub use crate::metrics::{install_metrics, spawn_upkeep};
 
 /// Where and how the debug server listens.

@@ -26,6 +26,7 @@ pub fn router(metrics: PrometheusHandle, token: Option<String>, extra: Router) -
         .route("/debug/pprof/", get(index))
         .route("/debug/pprof/profile", get(profile_handler))
         .route("/debug/pprof/flamegraph", get(flamegraph_handler))
+        .route("/debug/pprof/folded", get(folded_handler))
         .with_state(metrics);
 
     let router = builtin.merge(extra);
@@ -84,6 +85,7 @@ async fn index() -> &'static str {
     "debug endpoints:\n\
      /debug/pprof/profile?seconds=N     CPU profile (gzipped pprof protobuf)\n\
      /debug/pprof/flamegraph?seconds=N  CPU profile as SVG flamegraph\n\
+     /debug/pprof/folded?seconds=N      CPU profile as collapsed stacks (text)\n\
      /metrics                           Prometheus metrics\n\
      /healthz                           liveness\n"
 }
@@ -114,6 +116,14 @@ async fn flamegraph_handler(Query(params): Query<ProfileParams>) -> Response {
     let duration = cpu::duration_from_query(params.seconds);
     match cpu::profile_flamegraph_svg(duration).await {
         Ok(body) => ([(header::CONTENT_TYPE, "image/svg+xml")], body).into_response(),
+        Err(err) => capture_error(err),
+    }
+}
+
+async fn folded_handler(Query(params): Query<ProfileParams>) -> Response {
+    let duration = cpu::duration_from_query(params.seconds);
+    match cpu::profile_folded(duration).await {
+        Ok(body) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response(),
         Err(err) => capture_error(err),
     }
 }

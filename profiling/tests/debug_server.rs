@@ -189,6 +189,20 @@ async fn profiles_metrics_and_busy() {
     assert!(svg.starts_with("<?xml") || svg.contains("<svg"), "not svg");
     assert!(svg.contains("busy_crawler_work"), "busy_crawler_work not in svg");
 
+    // --- folded stacks: `frame;frame count` lines that parse and merge ---
+    let resp = get_req(addr, "/debug/pprof/folded?seconds=1", None).await;
+    assert_eq!(resp.status, 200, "folded: {}", resp.text());
+    assert_eq!(resp.header("content-type"), Some("text/plain; charset=utf-8"));
+    let text = resp.text();
+    let stacks = profiling::Stacks::parse(&text).expect("folded stacks parse");
+    assert!(stacks.samples() > 0, "no samples:\n{text}");
+    let (hot, _) = stacks
+        .iter()
+        .find(|(s, _)| s.contains("busy_crawler_work"))
+        .unwrap_or_else(|| panic!("busy_crawler_work not in folded stacks:\n{text}"));
+    // Root first: the thread name, then callers, the sampled function last-ish.
+    assert!(hot.starts_with("burner;"), "root frame is the thread name: {hot}");
+
     // --- bad seconds → 400 from the query extractor, and the slot is free again ---
     let resp = get_req(addr, "/debug/pprof/profile?seconds=abc", None).await;
     assert_eq!(resp.status, 400);
@@ -239,6 +253,7 @@ async fn token_is_enforced_on_all_routes() {
         "/metrics",
         "/debug/cluster",
         "/debug/pprof/profile?seconds=1",
+        "/debug/pprof/folded?seconds=1",
     ] {
         let resp = get_req(addr, path, None).await;
         assert_eq!(resp.status, 401, "{path} without token");

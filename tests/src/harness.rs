@@ -108,6 +108,8 @@ pub struct ClusterSpec {
     pub dispatcher_args: Vec<String>,
     /// Timing logs go here when set.
     pub timing_dir: Option<PathBuf>,
+    /// Extra environment for the supervisors (and so their children).
+    pub env: Vec<(String, String)>,
 }
 
 impl ClusterSpec {
@@ -123,6 +125,7 @@ impl ClusterSpec {
             children: 2,
             dispatcher_args: Vec::new(),
             timing_dir: None,
+            env: Vec::new(),
         }
     }
 
@@ -157,7 +160,30 @@ pub struct CrawlRun {
 
 /// Runs dispatcher + supervisors to the end of the crawl (or `timeout`).
 pub async fn run_crawl(spec: &ClusterSpec, timeout: Duration) -> anyhow::Result<CrawlRun> {
+    spawn_crawl(spec).await?.wait(timeout).await
+}
+
+/// A crawl started by [`spawn_crawl`] and still running: poke at its processes (debug
+/// endpoints, metrics) while it crawls, then [`RunningCrawl::wait`] for it.
+/// Dropping it kills the dispatcher and the supervisors.
+pub struct RunningCrawl {
+    started: std::time::Instant,
+    dispatcher: Child,
+    supervisors: Vec<Child>,
+    /// Reads the dispatcher's stdout as it comes, so the pipe never fills up.
+    stdout: tokio::task::JoinHandle<std::io::Result<String>>,
+    /// The dispatcher's debug endpoint (`/debug/cluster`, `/metrics`, `/debug/pprof/...`)
+    /// when `--debug-addr` is among [`ClusterSpec::dispatcher_args`] (otherwise the
+    /// dispatcher picks a free port and only prints it on stderr).
+    pub debug_addr: Option<std::net::SocketAddr>,
+}
+
+/// Starts dispatcher + supervisors and returns without waiting for the crawl.
+pub async fn spawn_crawl(spec: &ClusterSpec) -> anyhow::Result<RunningCrawl> {
     let started = std::time::Instant::now();
+    let debug_addr = flag_value(&spec.dispatcher_args, "--debug-addr")
+        .map(|a| a.parse().with_context(|| format!("--debug-addr {a}")))
+        .transpose()?;
     let endpoint = format!("tcp://127.0.0.1:{}", free_port());
     let mut dispatcher = Command::new(bin("dispatcher")?)
         .args(["--bind", &endpoint, "--seeds"])
@@ -176,6 +202,7 @@ pub async fn run_crawl(spec: &ClusterSpec, timeout: Duration) -> anyhow::Result<
         cmd.args(["--dispatcher", &endpoint, "--id", &format!("sup{i}")])
             .args(["--children", &spec.children.to_string()])
             .args(spec.store_args())
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .kill_on_drop(true);
         if let Some(h) = &spec.hosts_file {
             cmd.arg("--hosts-file").arg(h);
@@ -183,32 +210,111 @@ pub async fn run_crawl(spec: &ClusterSpec, timeout: Duration) -> anyhow::Result<
         sups.push(cmd.spawn().context("starting supervisor")?);
     }
     let mut stdout = dispatcher.stdout.take().context("dispatcher stdout")?;
-    let run = async {
-        let mut out = String::new();
+    let stdout = tokio::spawn(async move {
         use tokio::io::AsyncReadExt;
+        let mut out = String::new();
         stdout.read_to_string(&mut out).await?;
-        let d = dispatcher.wait().await?;
-        let mut statuses = Vec::new();
-        for s in &mut sups {
-            statuses.push(s.wait().await?);
-        }
-        anyhow::Ok((d, statuses, out))
-    };
-    let (d, statuses, out) = match tokio::time::timeout(timeout, run).await {
-        Ok(r) => r?,
-        Err(_) => bail!("crawl did not finish within {timeout:?}"),
-    };
-    let summary = out
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or(serde_json::Value::Null);
-    Ok(CrawlRun {
-        dispatcher: d,
-        supervisors: statuses,
-        summary,
-        wall: started.elapsed(),
+        Ok(out)
+    });
+    Ok(RunningCrawl {
+        started,
+        dispatcher,
+        supervisors: sups,
+        stdout,
+        debug_addr,
     })
+}
+
+impl RunningCrawl {
+    /// `http://<dispatcher debug addr>`; fails when the spec did not set `--debug-addr`.
+    pub fn debug_url(&self) -> anyhow::Result<String> {
+        match self.debug_addr {
+            Some(a) => Ok(format!("http://{a}")),
+            None => bail!("the dispatcher's --debug-addr was not set in ClusterSpec::dispatcher_args"),
+        }
+    }
+
+    /// Waits for the crawl to end by itself (or `timeout`; then every process is killed).
+    pub async fn wait(mut self, timeout: Duration) -> anyhow::Result<CrawlRun> {
+        let run = async {
+            let out = (&mut self.stdout).await.context("dispatcher stdout reader")??;
+            let d = self.dispatcher.wait().await?;
+            let mut statuses = Vec::new();
+            for s in &mut self.supervisors {
+                statuses.push(s.wait().await?);
+            }
+            anyhow::Ok((d, statuses, out))
+        };
+        let (d, statuses, out) = match tokio::time::timeout(timeout, run).await {
+            Ok(r) => r?,
+            Err(_) => bail!("crawl did not finish within {timeout:?}"),
+        };
+        let summary = out
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str(l).ok())
+            .unwrap_or(serde_json::Value::Null);
+        Ok(CrawlRun {
+            dispatcher: d,
+            supervisors: statuses,
+            summary,
+            wall: self.started.elapsed(),
+        })
+    }
+}
+
+impl Drop for RunningCrawl {
+    /// `kill_on_drop` SIGKILLs the dispatcher and the supervisors when a test fails or
+    /// times out; a SIGKILLed supervisor cannot stop its crawler children, which would
+    /// then crawl on (and hold the test's stdout open). Kill those first. After a
+    /// successful [`RunningCrawl::wait`] every process is reaped and this does nothing.
+    fn drop(&mut self) {
+        for sup in &self.supervisors {
+            if let Some(pid) = sup.id() {
+                kill_children_of(pid);
+            }
+        }
+    }
+}
+
+/// SIGKILLs the direct children of `parent` (found through `/proc/<pid>/stat`).
+fn kill_children_of(parent: u32) {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in procs.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`; comm may contain spaces and parentheses.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            // SAFETY: kill(2) has no memory-safety preconditions.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// The value of `--name value` or `--name=value` in `args` (the last one wins, as with clap).
+fn flag_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    let mut found = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == name {
+            found = it.next().map(String::as_str);
+        } else if let Some(v) = a.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
+            found = Some(v);
+        }
+    }
+    found
 }
 
 /// Every document of a collection.
