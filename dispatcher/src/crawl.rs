@@ -42,18 +42,10 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 const MAX_BATCH: usize = 512;
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let metrics = profiling::install_metrics()?;
     let view: SharedView = Arc::new(Mutex::new(ClusterView::default()));
     let (admin_tx, admin_rx) = mpsc::channel(16);
-    let debug = profiling::start_debug_server(
-        profiling::DebugServerConfig {
-            addr: args.obs.debug_addr,
-            token: args.obs.debug_token.clone(),
-        },
-        metrics,
-        cluster::route(view.clone()).merge(admin::route(admin_tx)),
-    )
-    .await?;
+    let routes = cluster::route(view.clone()).merge(admin::route(admin_tx));
+    let debug = profiling::serve(args.obs.debug_addr, args.obs.debug_token.clone(), routes).await?;
     let timing = TimingLog::open(&args.obs.timing_config(ROLE))?;
     timing.spawn_flusher();
     if let Ok(mut v) = view.lock() {

@@ -166,9 +166,5 @@ impl Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    rt.block_on(crawl::run(args))
+    shared::runtime()?.block_on(crawl::run(args))
 }

@@ -94,6 +94,17 @@ impl DebugServer {
 ///
 /// Also makes sure the metrics upkeep thread is running (see [`spawn_upkeep`]).
 ///
+/// What every crawler process does at start: install the Prometheus
+/// recorder and serve the debug endpoints (plus `extra` routes) on `addr`.
+pub async fn serve(
+    addr: SocketAddr,
+    token: Option<String>,
+    extra: axum::Router,
+) -> anyhow::Result<DebugServer> {
+    let metrics = install_metrics()?;
+    start_debug_server(DebugServerConfig { addr, token }, metrics, extra).await
+}
+
 /// # Errors
 /// Fails when binding to a non-loopback address without a (non-empty) token, or when the
 /// address cannot be bound.

@@ -13,3 +13,13 @@ pub mod shutdown;
 pub mod store;
 pub mod timing;
 pub mod urls;
+
+/// The tokio runtime every crawler process runs on: two worker threads,
+/// which is plenty for I/O-bound work and keeps one process from taking
+/// every core of a node it shares with its siblings.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}

@@ -62,24 +62,16 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    rt.block_on(run(args))
+    shared::runtime()?.block_on(run(args))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
     if args.children == 0 {
         bail!("--children must be at least 1");
     }
-    let metrics = profiling::install_metrics()?;
-    let debug = profiling::start_debug_server(
-        profiling::DebugServerConfig {
-            addr: args.obs.debug_addr,
-            token: args.obs.debug_token.clone(),
-        },
-        metrics,
+    let debug = profiling::serve(
+        args.obs.debug_addr,
+        args.obs.debug_token.clone(),
         profiling::axum::Router::new(),
     )
     .await?;

@@ -129,6 +129,25 @@ impl ClusterSpec {
         }
     }
 
+    /// A spec crawling a synthetic web: its seeds, and a hosts file mapping
+    /// every name it serves to 127.0.0.1, written into `dir`.
+    pub fn for_web(
+        mongo_uri: &str,
+        server: &crate::web::WebServer,
+        dir: &Path,
+    ) -> anyhow::Result<ClusterSpec> {
+        let web = server.web();
+        let seeds = write_lines(dir, "seeds.txt", &web.seed_urls())?;
+        let names: Vec<String> = web
+            .host_names()
+            .iter()
+            .map(|h| format!("127.0.0.1 {h}"))
+            .collect();
+        let mut spec = ClusterSpec::new(mongo_uri, &seeds);
+        spec.hosts_file = Some(write_lines(dir, "hosts", &names)?);
+        Ok(spec)
+    }
+
     fn store_args(&self) -> Vec<String> {
         let mut v = vec![
             "--mongo-uri".into(),

@@ -11,7 +11,7 @@ use std::io::Read as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crawl_tests::harness::{bin, free_port, spawn_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{bin, free_port, spawn_crawl, ClusterSpec, StoreServer};
 use crawl_tests::web::{WebServer, WebSpec};
 use pprof::protos::Message as _;
 
@@ -251,17 +251,7 @@ async fn cluster_profile_pprof_and_metrics_during_a_crawl() {
     let server = WebServer::start(web_spec(), "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let web = server.web();
-    let seeds = write_lines(dir.path(), "seeds.txt", &web.seed_urls()).unwrap();
-    let hosts: Vec<String> = web
-        .host_names()
-        .iter()
-        .map(|h| format!("127.0.0.1 {h}"))
-        .collect();
-    let hosts = write_lines(dir.path(), "hosts", &hosts).unwrap();
-
-    let mut spec = ClusterSpec::new(&store.uri, &seeds);
-    spec.hosts_file = Some(hosts);
+    let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
     spec.supervisors = SUPERVISORS;
     spec.children = CHILDREN;
     let debug_addr = format!("127.0.0.1:{}", free_port());

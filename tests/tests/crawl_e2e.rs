@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, UNIX_EPOCH};
 
-use crawl_tests::harness::{all_docs, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{all_docs, run_crawl, ClusterSpec, StoreServer};
 use crawl_tests::web::{WebServer, WebSpec};
 
 const MIN_DELAY_MS: u64 = 20;
@@ -20,26 +20,6 @@ fn web_spec() -> WebSpec {
         crawl_delay_secs: 0.05,
         ..WebSpec::default()
     }
-}
-
-async fn start_web(spec: WebSpec, dir: &std::path::Path) -> (WebServer, ClusterSpecFiles) {
-    let server = WebServer::start(spec, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let web = server.web();
-    let seeds = write_lines(dir, "seeds.txt", &web.seed_urls()).unwrap();
-    let hosts: Vec<String> = web
-        .host_names()
-        .iter()
-        .map(|h| format!("127.0.0.1 {h}"))
-        .collect();
-    let hosts = write_lines(dir, "hosts", &hosts).unwrap();
-    (server, ClusterSpecFiles { seeds, hosts })
-}
-
-struct ClusterSpecFiles {
-    seeds: std::path::PathBuf,
-    hosts: std::path::PathBuf,
 }
 
 fn policy_args() -> Vec<String> {
@@ -65,7 +45,9 @@ async fn crawls_the_synthetic_web_into_two_stores() {
         "stores: primary {} ({}), second {} ({})",
         primary.uri, primary.kind, second.uri, second.kind
     );
-    let (server, files) = start_web(web_spec(), dir.path()).await;
+    let server = WebServer::start(web_spec(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let web = server.web();
     let expected = web.expected_crawl();
     assert!(
@@ -74,9 +56,8 @@ async fn crawls_the_synthetic_web_into_two_stores() {
         expected.pages.len()
     );
 
-    let mut spec = ClusterSpec::new(&primary.uri, &files.seeds);
+    let mut spec = ClusterSpec::for_web(&primary.uri, &server, dir.path()).unwrap();
     spec.robots_uri = Some(second.uri.clone());
-    spec.hosts_file = Some(files.hosts.clone());
     spec.dispatcher_args = policy_args();
     let run = run_crawl(&spec, Duration::from_secs(600)).await.unwrap();
 
@@ -217,10 +198,11 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         pages_per_host: 40,
         ..WebSpec::default()
     };
-    let (server, files) = start_web(spec_web, dir.path()).await;
+    let server = WebServer::start(spec_web, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let expected = server.web().expected_crawl();
-    let mut spec = ClusterSpec::new(&store.uri, &files.seeds);
-    spec.hosts_file = Some(files.hosts.clone());
+    let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
     spec.supervisors = 1;
     spec.dispatcher_args = policy_args();
 

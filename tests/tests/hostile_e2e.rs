@@ -7,11 +7,10 @@
 //! behaviour that is off, not just the first.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use bson::{Bson, Document};
-use crawl_tests::harness::{all_docs, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{all_docs, run_crawl, ClusterSpec, StoreServer};
 use crawl_tests::web::hostile::{self, RobotsCase, HOSTILE_HOST, ROBOTS_CASE_LINKS};
 use crawl_tests::web::{RequestRecord, WebExtras, WebServer, WebSpec};
 
@@ -40,26 +39,6 @@ fn dispatcher_args(request_timeout_ms: u64) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect()
-}
-
-struct Files {
-    seeds: PathBuf,
-    hosts: PathBuf,
-}
-
-async fn start_web(spec: WebSpec, extras: WebExtras, dir: &Path) -> (WebServer, Files) {
-    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let web = server.web();
-    let seeds = write_lines(dir, "seeds.txt", &web.seed_urls()).unwrap();
-    let hosts: Vec<String> = web
-        .host_names()
-        .iter()
-        .map(|h| format!("127.0.0.1 {h}"))
-        .collect();
-    let hosts = write_lines(dir, "hosts", &hosts).unwrap();
-    (server, Files { seeds, hosts })
 }
 
 /// A number field, whatever integer or float type the store gave back.
@@ -170,10 +149,11 @@ async fn survives_a_hostile_web() {
         hostile: true,
         ..WebExtras::default()
     };
-    let (server, files) = start_web(spec, extras, dir.path()).await;
+    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let web = server.web();
-    let mut cluster = ClusterSpec::new(&store.uri, &files.seeds);
-    cluster.hosts_file = Some(files.hosts.clone());
+    let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
     cluster.supervisors = 1;
     cluster.children = 2;
     cluster.dispatcher_args = dispatcher_args(REQUEST_TIMEOUT_MS);
@@ -451,11 +431,12 @@ async fn crawl_with_slow_host(slow_ms: u64) -> Timeline {
         slow_host_pages: 3,
         ..WebExtras::default()
     };
-    let (server, files) = start_web(spec, extras, dir.path()).await;
+    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let web = server.web();
     let expected = web.expected_crawl();
-    let mut cluster = ClusterSpec::new(&store.uri, &files.seeds);
-    cluster.hosts_file = Some(files.hosts.clone());
+    let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
     cluster.supervisors = 1;
     cluster.children = 2;
     // A timeout well above the slow host's answer time: it is slow, not broken.

@@ -3,7 +3,7 @@
 //! synthetic log whose answer is known, then on a real crawl with a slowdown
 //! injected into `parse` (`CRAWLER_FAULT_SLOW_PARSE_US_PER_SEC`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -148,18 +148,6 @@ fn trend_table_and_plot_on_a_synthetic_log() {
     assert!(fetch_svg.contains("node=n1") && fetch_svg.contains("node=n2"));
 }
 
-/// Seeds and hosts files for a synthetic web served on 127.0.0.1.
-fn crawl_files(server: &WebServer, dir: &Path) -> (PathBuf, PathBuf) {
-    let web = server.web();
-    let seeds = write_lines(dir, "seeds.txt", &web.seed_urls()).unwrap();
-    let hosts: Vec<String> = web
-        .host_names()
-        .iter()
-        .map(|h| format!("127.0.0.1 {h}"))
-        .collect();
-    (seeds, write_lines(dir, "hosts", &hosts).unwrap())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trend_names_parse_when_parse_slows_down_in_a_real_crawl() {
     let dir = tempfile::tempdir().unwrap();
@@ -174,10 +162,7 @@ async fn trend_names_parse_when_parse_slows_down_in_a_real_crawl() {
     let server = WebServer::start(web, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let (seeds, hosts) = crawl_files(&server, dir.path());
-
-    let mut spec = ClusterSpec::new(&store.uri, &seeds);
-    spec.hosts_file = Some(hosts);
+    let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
     spec.supervisors = 1;
     spec.children = 2;
     spec.timing_dir = Some(logs.clone());
