@@ -59,5 +59,7 @@ pub fn route(view: SharedView) -> profiling::axum::Router {
 }
 
 pub fn sup_index(sups: &[SupState], identity: &Bytes) -> Option<SupId> {
-    sups.iter().position(|s| s.identity == *identity)
+    // The newest entry: a supervisor that re-introduced itself on the same
+    // socket has an older, dead entry too.
+    sups.iter().rposition(|s| s.identity == *identity)
 }

@@ -9,7 +9,7 @@ use bson::doc;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use shared::protocol::{
-    self, now_ms, CrawlPolicy, CrawlResult, Outcome, ProcessInfo, ToDispatcher, ToSupervisor,
+    self, now_ms, CrawlPolicy, CrawlResult, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem,
     PROTOCOL_VERSION,
 };
 use shared::store::{state, Stores};
@@ -87,6 +87,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     d.load(&args).await?;
     d.serve(&mut inbox).await?;
     d.finish(&args, &mut inbox).await
+}
+
+/// A supervisor's introduction (see [`ToDispatcher::Hello`]).
+struct Hello {
+    version: u32,
+    id: String,
+    capacity: u32,
+    process: ProcessInfo,
+    holding: Vec<WorkItem>,
 }
 
 struct Dispatcher {
@@ -346,7 +355,9 @@ impl Dispatcher {
                 return Ok(());
             }
         };
-        let sup = cluster::sup_index(&self.sups, &identity);
+        // Only a live supervisor counts as known; one given up for dead
+        // (or met by a previous dispatcher) is asked to introduce itself.
+        let sup = cluster::sup_index(&self.sups, &identity).filter(|s| self.sups[*s].live);
         if let Some(s) = sup {
             self.sups[s].last_heard = Instant::now();
         }
@@ -357,13 +368,27 @@ impl Dispatcher {
                     supervisor_id,
                     capacity,
                     process,
+                    holding,
                 },
                 _,
             ) => {
-                self.on_hello(identity, version, supervisor_id, capacity, process)
-                    .await?;
+                let hello = Hello {
+                    version,
+                    id: supervisor_id,
+                    capacity,
+                    process,
+                    holding,
+                };
+                self.on_hello(identity, hello).await?;
             }
-            (ToDispatcher::Results(results), Some(s)) => self.on_results(s, results),
+            // Results are never thrown away, whoever sends them: their
+            // pages are stored and their links are new work.
+            (ToDispatcher::Results(results), s) => {
+                self.on_results(s, results);
+                if s.is_none() {
+                    self.send_to(&identity, &ToSupervisor::Reintroduce).await?;
+                }
+            }
             (ToDispatcher::Child { slot, process, alive }, Some(s)) => {
                 let id = self.sups[s].id.clone();
                 if let Ok(mut v) = self.view.lock() {
@@ -376,24 +401,28 @@ impl Dispatcher {
                 }
             }
             (ToDispatcher::Heartbeat { .. }, Some(_)) => {}
-            (ToDispatcher::Bye, Some(s)) => {
-                self.sups[s].said_bye = true;
-                self.drop_supervisor(s, "said bye");
+            (ToDispatcher::Bye, s) => {
+                if let Some(s) = s {
+                    self.sups[s].said_bye = true;
+                    self.drop_supervisor(s, "said bye");
+                }
                 self.send_to(&identity, &ToSupervisor::Farewell).await?;
             }
-            (_, None) => eprintln!("dispatcher: message from an unknown peer (no Hello yet); ignored"),
+            (ToDispatcher::Child { .. } | ToDispatcher::Heartbeat { .. }, None) => {
+                self.send_to(&identity, &ToSupervisor::Reintroduce).await?;
+            }
         }
         Ok(())
     }
 
-    async fn on_hello(
-        &mut self,
-        identity: Bytes,
-        version: u32,
-        id: String,
-        capacity: u32,
-        process: ProcessInfo,
-    ) -> anyhow::Result<()> {
+    async fn on_hello(&mut self, identity: Bytes, hello: Hello) -> anyhow::Result<()> {
+        let Hello {
+            version,
+            id,
+            capacity,
+            process,
+            holding,
+        } = hello;
         if version != PROTOCOL_VERSION {
             eprintln!(
                 "dispatcher: supervisor {id} speaks protocol {version}, we speak {PROTOCOL_VERSION}; refused"
@@ -430,6 +459,9 @@ impl Dispatcher {
             said_bye: false,
             results: 0,
         });
+        if !holding.is_empty() {
+            self.adopt(sid, holding);
+        }
         self.send_to(
             &identity,
             &ToSupervisor::Welcome {
@@ -437,6 +469,26 @@ impl Dispatcher {
             },
         )
         .await
+    }
+
+    /// Takes over the leases a (re)joining supervisor still holds: they
+    /// were handed out before this dispatcher started (or before it gave
+    /// the supervisor up for dead), so it must not lease them again.
+    fn adopt(&mut self, s: SupId, holding: Vec<WorkItem>) {
+        for item in &holding {
+            // Leased URLs the previous dispatcher had not written yet.
+            if self.frontier.mark_seen(&item.url) {
+                self.admitted += 1;
+                self.writer.insert(&item.url, &item.domain, item.depth);
+            }
+        }
+        let held = holding.len();
+        let adopted = self.frontier.adopt(s, holding, now_ms());
+        self.sups[s].outstanding += adopted as u32;
+        eprintln!(
+            "dispatcher: supervisor {} holds {held} URLs from before; adopted {adopted} leases",
+            self.sups[s].id
+        );
     }
 
     fn drop_supervisor(&mut self, s: SupId, why: &str) {
@@ -451,29 +503,44 @@ impl Dispatcher {
                 self.sups[s].id
             );
         }
-        if let Ok(mut v) = self.view.lock() {
-            if let Some(sv) = v.supervisors.get_mut(&self.sups[s].id) {
+        // A restarted supervisor with the same id may have joined already;
+        // the view shows that one.
+        let id = &self.sups[s].id;
+        let replaced = self.sups.iter().any(|o| o.live && o.id == *id);
+        if let (false, Ok(mut v)) = (replaced, self.view.lock()) {
+            if let Some(sv) = v.supervisors.get_mut(id) {
                 sv.live = false;
                 sv.children.clear();
             }
         }
     }
 
-    fn on_results(&mut self, s: SupId, results: Vec<CrawlResult>) {
+    /// Records results. `s` is None for a sender this dispatcher does not
+    /// know (yet): its results still count.
+    fn on_results(&mut self, s: Option<SupId>, results: Vec<CrawlResult>) {
         let start = Instant::now();
         let n = results.len();
         for r in results {
             let known = self.frontier.complete(r.lease).is_some();
-            if known {
-                self.sups[s].outstanding = self.sups[s].outstanding.saturating_sub(1);
+            if let Some(s) = s {
+                if known {
+                    self.sups[s].outstanding = self.sups[s].outstanding.saturating_sub(1);
+                }
+                self.sups[s].results += 1;
             }
-            self.sups[s].results += 1;
             self.stats.record(&r.outcome);
             if breaker::is_error(&r.outcome).is_some() {
                 self.stats.counts.error_outcomes += 1;
             }
             if let Some(trip) = self.breakers.record(&r.domain, &r.outcome, now_ms()) {
                 self.trip(&r.domain, trip);
+            }
+            // Links first: the writer stores in order, so a URL is marked
+            // finished only after its links are in the stored frontier, and
+            // a dispatcher killed in between re-crawls the page rather than
+            // losing its links.
+            for link in &r.outlinks {
+                self.offer(link, r.depth.saturating_add(1));
             }
             let final_state = match &r.outcome {
                 Outcome::Fetched { .. } => Some(state::DONE),
@@ -484,12 +551,9 @@ impl Dispatcher {
                 self.attempts.remove(&r.url);
                 self.writer.mark(r.url, st);
             }
-            for link in &r.outlinks {
-                self.offer(link, r.depth.saturating_add(1));
-            }
         }
-        metrics::counter!("crawler_supervisor_results_total", "supervisor" => self.sups[s].id.clone())
-            .increment(n as u64);
+        let from = s.map_or_else(|| "unknown".to_string(), |s| self.sups[s].id.clone());
+        metrics::counter!("crawler_supervisor_results_total", "supervisor" => from).increment(n as u64);
         self.timing.record(Op::Report, start.elapsed(), "ok", None, None);
     }
 

@@ -367,6 +367,60 @@ impl Frontier {
         Some(l)
     }
 
+    /// Leases `items` to `sup` under their existing lease ids: a
+    /// supervisor that (re)joined still holds them, typically from before
+    /// a dispatcher restart. They leave their queues (so nobody else gets
+    /// them) and their domains go to `sup` unless a live supervisor owns
+    /// them, so each domain stays with the child already pacing it.
+    /// Returns how many leases were adopted (a lease already known is not).
+    pub fn adopt(&mut self, sup: SupId, items: Vec<WorkItem>, now_ms: u64) -> usize {
+        let mut held: HashMap<u32, HashSet<String>> = HashMap::new();
+        let mut adopted = 0;
+        for item in items {
+            if self.leases.contains_key(&item.lease) {
+                continue;
+            }
+            let id = self.domain_id(&item.domain);
+            self.give_domain(id, sup);
+            self.domains[id as usize].in_flight += 1;
+            // New leases must not collide with adopted ones.
+            self.next_lease = self.next_lease.max(item.lease + 1);
+            held.entry(id).or_default().insert(item.url.clone());
+            self.leases.insert(
+                item.lease,
+                Lease {
+                    url: item.url,
+                    depth: item.depth,
+                    sup,
+                    expires_ms: now_ms + self.lease_ms,
+                    domain_id: id,
+                },
+            );
+            adopted += 1;
+        }
+        // One pass per domain, not one per URL.
+        for (id, urls) in held {
+            let d = &mut self.domains[id as usize];
+            let before = d.queue.len();
+            d.queue.retain(|q| !urls.contains(&q.url));
+            self.queued -= before - d.queue.len();
+            self.make_ready(id);
+        }
+        adopted
+    }
+
+    /// Makes `sup` the owner of domain `id` unless a live supervisor owns it.
+    fn give_domain(&mut self, id: u32, sup: SupId) {
+        let owner = self.domains[id as usize].owner;
+        if owner == Some(sup) || owner.is_some_and(|o| self.sups[o].live) {
+            return;
+        }
+        let d = &mut self.domains[id as usize];
+        d.owner = Some(sup);
+        d.in_ready = false;
+        self.sups[sup].domains += 1;
+    }
+
     fn requeue_lease(&mut self, lease: u64) {
         let Some(l) = self.leases.remove(&lease) else {
             return;
@@ -520,6 +574,48 @@ mod tests {
         assert_eq!(again[0].url, "http://a/");
         assert_ne!(again[0].lease, t[0].lease);
         f.complete(again[0].lease);
+        assert!(f.is_idle());
+    }
+
+    #[test]
+    fn a_restarted_dispatcher_adopts_what_a_supervisor_still_holds() {
+        // The old dispatcher leased a/0, a/1 and b/0 (lease ids 500..502);
+        // the new one read all of a/0..a/2 and b/0 back as queued.
+        let mut f = Frontier::new(2, 1000, 1);
+        for u in ["http://a/0", "http://a/1", "http://a/2", "http://b/0"] {
+            assert!(f.mark_seen(u));
+            f.push(u.to_string(), &u[7..8], 0);
+        }
+        let held: Vec<WorkItem> = [("http://a/0", 500), ("http://a/1", 501), ("http://b/0", 502)]
+            .iter()
+            .map(|(u, lease)| WorkItem {
+                lease: *lease,
+                lease_expires_ms: 0,
+                url: u.to_string(),
+                domain: u[7..8].to_string(),
+                depth: 0,
+            })
+            .collect();
+        let s1 = f.add_supervisor();
+        assert_eq!(f.adopt(s1, held.clone(), 10), 3);
+        // A repeated Hello adopts nothing twice.
+        assert_eq!(f.adopt(s1, held, 10), 0);
+        assert_eq!(f.queued(), 1);
+        assert_eq!(f.in_flight(), 3);
+        // Another supervisor joins; the adopted domains stay with s1.
+        let s2 = f.add_supervisor();
+        f.start_assigning();
+        assert!(f.take(s2, 10, 10).is_empty());
+        // a has 2 in flight (the per-domain maximum): nothing more yet.
+        assert!(f.take(s1, 10, 10).is_empty());
+        assert_eq!(f.complete(500).map(|l| l.url), Some("http://a/0".into()));
+        let next = f.take(s1, 10, 10);
+        assert_eq!(next.len(), 1);
+        assert_eq!(next[0].url, "http://a/2");
+        assert!(next[0].lease > 502, "new leases never collide with adopted ones");
+        for lease in [501, 502, next[0].lease] {
+            assert!(f.complete(lease).is_some());
+        }
         assert!(f.is_idle());
     }
 }

@@ -13,7 +13,7 @@
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 /// Bumped whenever a message changes shape; peers with another version are refused.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// One URL to crawl, leased to whoever holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -97,6 +97,11 @@ pub enum ToDispatcher {
         /// leases it more (credit-based backpressure).
         capacity: u32,
         process: ProcessInfo,
+        /// URLs this supervisor still holds from before a reconnect (its
+        /// children are crawling them, or their results wait to be sent).
+        /// A restarted dispatcher adopts these leases instead of handing
+        /// the URLs out a second time.
+        holding: Vec<WorkItem>,
     },
     /// Finished URLs; each one frees one credit.
     Results(Vec<CrawlResult>),
@@ -126,6 +131,10 @@ pub enum ToSupervisor {
     /// Answer to Bye: the supervisor may exit now. (ZeroMQ has no linger
     /// here, so a supervisor that exited right after Bye could lose it.)
     Farewell,
+    /// "I do not know you (any more)": sent to a peer that was declared dead
+    /// or that the dispatcher never met (it restarted). The supervisor
+    /// answers with a fresh Hello.
+    Reintroduce,
 }
 
 /// Supervisor → crawler-child.

@@ -113,13 +113,14 @@ enum Incarnation {
 type Frames = mpsc::Receiver<FromChild>;
 
 fn spawn(spec: &ChildSpec) -> std::io::Result<(Child, ChildStdin, Frames)> {
-    let mut child = Command::new(&spec.program)
-        .args(&spec.args)
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()?;
+        .kill_on_drop(true);
+    die_with_parent(&mut cmd);
+    let mut child = cmd.spawn()?;
     let stdin = child
         .stdin
         .take()
@@ -139,6 +140,34 @@ fn spawn(spec: &ChildSpec) -> std::io::Result<(Child, ChildStdin, Frames)> {
         }
     });
     Ok((child, stdin, rx))
+}
+
+/// Has the kernel kill the child when this supervisor dies (even by
+/// SIGKILL, which runs no cleanup). An orphaned child would crawl on,
+/// unpaced by anyone, while the dispatcher hands its domains to another
+/// supervisor: two crawlers on one site. Its pages are stored as they
+/// come, so killing it loses nothing.
+fn die_with_parent(cmd: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: only async-signal-safe calls (prctl, getppid) between
+        // fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The parent may have died before prctl took effect.
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::other("supervisor died while starting a child"));
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
 }
 
 async fn supervise(

@@ -6,7 +6,7 @@
 mod child;
 mod link;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -36,6 +36,15 @@ struct Args {
     /// How long to keep trying to reach the dispatcher at start-up.
     #[arg(long, default_value_t = 120)]
     connect_timeout_secs: u64,
+    /// The dispatcher counts as gone after this many seconds without a
+    /// message from it (it sends a heartbeat every second); the supervisor
+    /// then reconnects and re-introduces itself, keeping its children.
+    #[arg(long, default_value_t = 15)]
+    dispatcher_silence_secs: u64,
+    /// Give up (drain the children and exit 1) after the dispatcher has
+    /// been unreachable this many seconds.
+    #[arg(long, default_value_t = 900)]
+    reconnect_patience_secs: u64,
     /// Number of crawler-child processes.
     #[arg(long, default_value_t = 2)]
     children: usize,
@@ -86,14 +95,19 @@ async fn run(args: Args) -> anyhow::Result<()> {
         pid: std::process::id(),
         debug_addr: Some(debug.addr.to_string()),
     };
-    let hello = ToDispatcher::Hello {
-        version: PROTOCOL_VERSION,
-        supervisor_id: id.clone(),
+    let intro = Intro {
+        id: id.clone(),
         capacity: args.child_capacity * args.children as u32,
         process: me,
     };
-    let patience = Duration::from_secs(args.connect_timeout_secs);
-    let mut link = link::DispatcherLink::connect(&args.dispatcher, hello, patience).await?;
+    let mut link = link::DispatcherLink::connect(
+        &args.dispatcher,
+        intro.hello(Vec::new()),
+        Duration::from_secs(args.connect_timeout_secs),
+        Duration::from_secs(args.dispatcher_silence_secs.max(2)),
+    )
+    .await?;
+    link.set_patience(Duration::from_secs(args.reconnect_patience_secs));
     eprintln!(
         "supervisor {id}: connected to {}, debug on http://{}",
         args.dispatcher, debug.addr
@@ -121,10 +135,29 @@ async fn run(args: Args) -> anyhow::Result<()> {
         policy,
         hang_timeout: Duration::from_secs(args.hang_timeout_secs),
     };
-    let mut sup = Supervisor::start(spec, args.children);
+    let mut sup = Supervisor::start(spec, args.children, intro);
     sup.serve(&mut link).await?;
     eprintln!("supervisor {id}: stopped");
     Ok(())
+}
+
+/// What a supervisor says in its Hello.
+struct Intro {
+    id: String,
+    capacity: u32,
+    process: ProcessInfo,
+}
+
+impl Intro {
+    fn hello(&self, holding: Vec<WorkItem>) -> ToDispatcher {
+        ToDispatcher::Hello {
+            version: PROTOCOL_VERSION,
+            supervisor_id: self.id.clone(),
+            capacity: self.capacity,
+            process: self.process.clone(),
+            holding,
+        }
+    }
 }
 
 /// In-memory state: which child holds which lease.
@@ -134,10 +167,13 @@ struct Supervisor {
     in_flight: HashMap<u64, (usize, WorkItem, u32)>,
     outbox: Vec<CrawlResult>,
     hasher: ahash::RandomState,
+    intro: Intro,
+    /// Live children by slot, re-announced after a reconnect.
+    children: BTreeMap<usize, ProcessInfo>,
 }
 
 impl Supervisor {
-    fn start(spec: ChildSpec, children: usize) -> Supervisor {
+    fn start(spec: ChildSpec, children: usize, intro: Intro) -> Supervisor {
         let (ev_tx, events) = mpsc::channel(4096);
         let slots = (0..children)
             .map(|slot| {
@@ -153,7 +189,23 @@ impl Supervisor {
             outbox: Vec::new(),
             // Fixed keys: a domain maps to the same slot for the whole run.
             hasher: ahash::RandomState::with_seeds(1, 2, 3, 4),
+            intro,
+            children: BTreeMap::new(),
         }
+    }
+
+    /// A Hello listing every URL still held: with the children, or
+    /// finished and waiting in the outbox.
+    fn hello(&self) -> ToDispatcher {
+        let mut holding: Vec<WorkItem> = self.in_flight.values().map(|(_, item, _)| item.clone()).collect();
+        holding.extend(self.outbox.iter().map(|r| WorkItem {
+            lease: r.lease,
+            lease_expires_ms: 0,
+            url: r.url.clone(),
+            domain: r.domain.clone(),
+            depth: r.depth,
+        }));
+        self.intro.hello(holding)
     }
 
     fn slot_of(&self, domain: &str) -> usize {
@@ -212,6 +264,7 @@ impl Supervisor {
         let mut flush = tokio::time::interval(Duration::from_millis(20));
         let mut beat = tokio::time::interval(Duration::from_secs(1));
         let mut stopping = false;
+        let mut gave_up: Option<anyhow::Error> = None;
         let mut stopped_slots = 0;
         let signalled = shared::shutdown::signalled();
         tokio::pin!(signalled);
@@ -220,19 +273,17 @@ impl Supervisor {
                 _ = &mut signalled, if !stopping => {
                     eprintln!("supervisor: signalled; draining children");
                     stopping = true;
-                    for s in &self.slots {
-                        let _ = s.send(SlotCmd::Stop).await;
-                    }
+                    self.stop_slots().await;
                 }
-                msg = link.recv() => match msg? {
-                    ToSupervisor::Work(items) => self.assign(items, 0).await,
-                    ToSupervisor::Stop if !stopping => {
+                msg = link.recv() => match msg {
+                    Some(ToSupervisor::Work(items)) => self.assign(items, 0).await,
+                    Some(ToSupervisor::Stop) if !stopping => {
                         stopping = true;
-                        for s in &self.slots {
-                            let _ = s.send(SlotCmd::Stop).await;
-                        }
+                        self.stop_slots().await;
                     }
-                    ToSupervisor::Stop | ToSupervisor::Heartbeat | ToSupervisor::Welcome { .. } | ToSupervisor::Farewell => {}
+                    Some(ToSupervisor::Reintroduce) => link.reintroduce(|| self.hello()).await,
+                    Some(ToSupervisor::Welcome { .. }) => self.announce_children(link).await,
+                    Some(ToSupervisor::Stop | ToSupervisor::Heartbeat | ToSupervisor::Farewell) | None => {}
                 },
                 ev = self.events.recv() => match ev {
                     Some(SlotEvent::Message(_, FromChild::Result(r))) => {
@@ -240,10 +291,14 @@ impl Supervisor {
                         self.outbox.push(r);
                     }
                     Some(SlotEvent::Message(slot, FromChild::Ready(process))) => {
-                        link.send(&ToDispatcher::Child { slot: slot as u32, process, alive: true }).await?;
+                        self.children.insert(slot, process.clone());
+                        if link.is_up() {
+                            link.send(&ToDispatcher::Child { slot: slot as u32, process, alive: true }).await;
+                        }
                     }
                     Some(SlotEvent::Message(_, FromChild::Heartbeat)) => {}
                     Some(SlotEvent::Lost { slot, why }) => {
+                        self.children.remove(&slot);
                         if !stopping {
                             self.reassign_lost(slot, &why).await;
                         }
@@ -251,29 +306,87 @@ impl Supervisor {
                     Some(SlotEvent::Stopped) => {
                         stopped_slots += 1;
                         if stopped_slots == self.slots.len() {
-                            self.flush(link).await?;
-                            link.send(&ToDispatcher::Bye).await?;
-                            link.await_farewell(Duration::from_secs(5)).await;
-                            return Ok(());
+                            return self.leave(link, gave_up).await;
                         }
                     }
                     None => bail!("all child slots ended"),
                 },
-                _ = flush.tick() => self.flush(link).await?,
+                _ = flush.tick() => self.flush(link).await,
                 _ = beat.tick() => {
-                    link.send(&ToDispatcher::Heartbeat { in_flight: self.in_flight.len() as u32 }).await?;
                     metrics::gauge!("crawler_supervisor_in_flight").set(self.in_flight.len() as f64);
+                    if link.is_up() {
+                        link.send(&ToDispatcher::Heartbeat { in_flight: self.in_flight.len() as u32 }).await;
+                    }
+                    if gave_up.is_none() {
+                        if let Err(e) = link.maintain(|| self.hello()).await {
+                            eprintln!("supervisor: {e:#}; draining children");
+                            gave_up = Some(e);
+                            if !stopping {
+                                stopping = true;
+                                self.stop_slots().await;
+                            }
+                        }
+                    }
                 }
             }
         }
     }
 
-    async fn flush(&mut self, link: &mut link::DispatcherLink) -> anyhow::Result<()> {
-        if self.outbox.is_empty() {
+    async fn stop_slots(&self) {
+        for s in &self.slots {
+            let _ = s.send(SlotCmd::Stop).await;
+        }
+    }
+
+    /// After a (re)join: tells the dispatcher which children run where.
+    async fn announce_children(&self, link: &mut link::DispatcherLink) {
+        for (slot, process) in &self.children {
+            let msg = ToDispatcher::Child {
+                slot: *slot as u32,
+                process: process.clone(),
+                alive: true,
+            };
+            link.send(&msg).await;
+        }
+    }
+
+    /// Every child has exited: hand in the last results and say Bye.
+    async fn leave(
+        &mut self,
+        link: &mut link::DispatcherLink,
+        gave_up: Option<anyhow::Error>,
+    ) -> anyhow::Result<()> {
+        if let Some(e) = gave_up {
+            return Err(e);
+        }
+        self.flush(link).await;
+        if !self.outbox.is_empty() {
+            // Their pages are stored; the URLs stay queued in the stored
+            // frontier and a resumed crawl finds the pages already there.
+            eprintln!(
+                "supervisor: dispatcher unreachable; {} results not reported",
+                self.outbox.len()
+            );
             return Ok(());
         }
+        if link.send(&ToDispatcher::Bye).await {
+            link.await_farewell(Duration::from_secs(5)).await;
+        }
+        Ok(())
+    }
+
+    /// Sends the outbox; keeps it when the link is down.
+    async fn flush(&mut self, link: &mut link::DispatcherLink) {
+        if self.outbox.is_empty() || !link.is_up() {
+            return;
+        }
         let results = std::mem::take(&mut self.outbox);
-        metrics::counter!("crawler_supervisor_results_total").increment(results.len() as u64);
-        link.send(&ToDispatcher::Results(results)).await
+        let n = results.len();
+        let msg = ToDispatcher::Results(results);
+        if link.send(&msg).await {
+            metrics::counter!("crawler_supervisor_results_total").increment(n as u64);
+        } else if let ToDispatcher::Results(results) = msg {
+            self.outbox = results;
+        }
     }
 }

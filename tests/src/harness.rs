@@ -55,12 +55,33 @@ pub struct StoreServer {
 }
 
 impl StoreServer {
+    /// A store that keeps its data in memory (nx-27017) or in the state dir (mongod).
     pub fn start() -> anyhow::Result<StoreServer> {
-        let state = tempfile::tempdir()?;
-        let out = std::process::Command::new("bash")
-            .arg(repo_root().join("scripts/store.sh"))
+        Self::launch(tempfile::tempdir()?, None)
+    }
+
+    /// A store whose data survives [`StoreServer::stop`] and [`StoreServer::restart`].
+    pub fn start_persistent() -> anyhow::Result<StoreServer> {
+        Self::launch(tempfile::tempdir()?, Some(free_port()))
+    }
+
+    /// Starts a stopped persistent store again on the same port, with its data.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        let port = self.uri.rsplit(':').next().and_then(|p| p.parse().ok());
+        let state = std::mem::replace(&mut self.state, tempfile::tempdir()?);
+        *self = Self::launch(state, port)?;
+        Ok(())
+    }
+
+    fn launch(state: tempfile::TempDir, persist_on_port: Option<u16>) -> anyhow::Result<StoreServer> {
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg(repo_root().join("scripts/store.sh"))
             .arg("start")
-            .arg(state.path())
+            .arg(state.path());
+        if let Some(port) = persist_on_port {
+            cmd.arg(port.to_string()).arg("--persist");
+        }
+        let out = cmd
             .stderr(Stdio::inherit())
             .output()
             .context("running scripts/store.sh")?;
@@ -110,6 +131,8 @@ pub struct ClusterSpec {
     pub timing_dir: Option<PathBuf>,
     /// Extra environment for the supervisors (and so their children).
     pub env: Vec<(String, String)>,
+    /// Extra supervisor flags.
+    pub supervisor_args: Vec<String>,
 }
 
 impl ClusterSpec {
@@ -126,6 +149,7 @@ impl ClusterSpec {
             dispatcher_args: Vec::new(),
             timing_dir: None,
             env: Vec::new(),
+            supervisor_args: Vec::new(),
         }
     }
 
@@ -183,9 +207,11 @@ pub async fn run_crawl(spec: &ClusterSpec, timeout: Duration) -> anyhow::Result<
 }
 
 /// A crawl started by [`spawn_crawl`] and still running: poke at its processes (debug
-/// endpoints, metrics) while it crawls, then [`RunningCrawl::wait`] for it.
+/// endpoints, metrics, signals, kills) while it crawls, then [`RunningCrawl::wait`] for it.
 /// Dropping it kills the dispatcher and the supervisors.
 pub struct RunningCrawl {
+    spec: ClusterSpec,
+    endpoint: String,
     started: std::time::Instant,
     dispatcher: Child,
     supervisors: Vec<Child>,
@@ -204,8 +230,26 @@ pub async fn spawn_crawl(spec: &ClusterSpec) -> anyhow::Result<RunningCrawl> {
         .map(|a| a.parse().with_context(|| format!("--debug-addr {a}")))
         .transpose()?;
     let endpoint = format!("tcp://127.0.0.1:{}", free_port());
+    let (dispatcher, stdout) = start_dispatcher(spec, &endpoint)?;
+    let supervisors = (0..spec.supervisors)
+        .map(|i| start_supervisor(spec, &endpoint, i))
+        .collect::<anyhow::Result<_>>()?;
+    Ok(RunningCrawl {
+        spec: spec.clone(),
+        endpoint,
+        started,
+        dispatcher,
+        supervisors,
+        stdout,
+        debug_addr,
+    })
+}
+
+type StdoutReader = tokio::task::JoinHandle<std::io::Result<String>>;
+
+fn start_dispatcher(spec: &ClusterSpec, endpoint: &str) -> anyhow::Result<(Child, StdoutReader)> {
     let mut dispatcher = Command::new(bin("dispatcher")?)
-        .args(["--bind", &endpoint, "--seeds"])
+        .args(["--bind", endpoint, "--seeds"])
         .arg(&spec.seeds_file)
         .args(["--min-supervisors", &spec.supervisors.to_string()])
         .args(spec.store_args())
@@ -215,36 +259,86 @@ pub async fn spawn_crawl(spec: &ClusterSpec) -> anyhow::Result<RunningCrawl> {
         .kill_on_drop(true)
         .spawn()
         .context("starting dispatcher")?;
-    let mut sups: Vec<Child> = Vec::new();
-    for i in 0..spec.supervisors {
-        let mut cmd = Command::new(bin("supervisor")?);
-        cmd.args(["--dispatcher", &endpoint, "--id", &format!("sup{i}")])
-            .args(["--children", &spec.children.to_string()])
-            .args(spec.store_args())
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .kill_on_drop(true);
-        if let Some(h) = &spec.hosts_file {
-            cmd.arg("--hosts-file").arg(h);
-        }
-        sups.push(cmd.spawn().context("starting supervisor")?);
-    }
     let mut stdout = dispatcher.stdout.take().context("dispatcher stdout")?;
-    let stdout = tokio::spawn(async move {
+    let reader = tokio::spawn(async move {
         use tokio::io::AsyncReadExt;
         let mut out = String::new();
         stdout.read_to_string(&mut out).await?;
         Ok(out)
     });
-    Ok(RunningCrawl {
-        started,
-        dispatcher,
-        supervisors: sups,
-        stdout,
-        debug_addr,
-    })
+    Ok((dispatcher, reader))
+}
+
+fn start_supervisor(spec: &ClusterSpec, endpoint: &str, i: usize) -> anyhow::Result<Child> {
+    let mut cmd = Command::new(bin("supervisor")?);
+    cmd.args(["--dispatcher", endpoint, "--id", &format!("sup{i}")])
+        .args(["--children", &spec.children.to_string()])
+        .args(spec.store_args())
+        .args(&spec.supervisor_args)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .kill_on_drop(true);
+    if let Some(h) = &spec.hosts_file {
+        cmd.arg("--hosts-file").arg(h);
+    }
+    cmd.spawn().context("starting supervisor")
+}
+
+/// Sends `signal` to `pid` (ignoring a process that is already gone).
+pub fn signal(pid: u32, signal: i32) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid as i32, signal);
+    }
 }
 
 impl RunningCrawl {
+    /// SIGKILLs the dispatcher (and reaps it).
+    pub async fn kill_dispatcher(&mut self) -> anyhow::Result<()> {
+        self.dispatcher.kill().await?;
+        Ok(())
+    }
+
+    /// Starts the dispatcher again with the same command line.
+    pub fn restart_dispatcher(&mut self) -> anyhow::Result<()> {
+        let (dispatcher, stdout) = start_dispatcher(&self.spec, &self.endpoint)?;
+        self.dispatcher = dispatcher;
+        self.stdout.abort();
+        self.stdout = stdout;
+        Ok(())
+    }
+
+    /// SIGKILLs supervisor `i` (its children die with it) and reaps it.
+    pub async fn kill_supervisor(&mut self, i: usize) -> anyhow::Result<()> {
+        self.supervisors[i].kill().await?;
+        Ok(())
+    }
+
+    /// Starts supervisor `i` again with the same command line (and id).
+    pub fn restart_supervisor(&mut self, i: usize) -> anyhow::Result<()> {
+        self.supervisors[i] = start_supervisor(&self.spec, &self.endpoint, i)?;
+        Ok(())
+    }
+
+    /// The dispatcher's pid (None once it was reaped).
+    pub fn dispatcher_pid(&self) -> Option<u32> {
+        self.dispatcher.id()
+    }
+
+    /// The supervisors' pids.
+    pub fn supervisor_pids(&self) -> Vec<u32> {
+        self.supervisors.iter().filter_map(Child::id).collect()
+    }
+
+    /// The crawler children of supervisor `i`.
+    pub fn child_pids(&self, i: usize) -> Vec<u32> {
+        self.supervisors[i].id().map(children_of).unwrap_or_default()
+    }
+
+    /// Whether the dispatcher has exited (the crawl is over or it died).
+    pub fn dispatcher_exited(&mut self) -> bool {
+        matches!(self.dispatcher.try_wait(), Ok(Some(_)))
+    }
+
     /// `http://<dispatcher debug addr>`; fails when the spec did not set `--debug-addr`.
     pub fn debug_url(&self) -> anyhow::Result<String> {
         match self.debug_addr {
@@ -296,13 +390,21 @@ impl Drop for RunningCrawl {
     }
 }
 
-/// SIGKILLs the direct children of `parent` (found through `/proc/<pid>/stat`).
+/// SIGKILLs the direct children of `parent`.
 fn kill_children_of(parent: u32) {
+    for pid in children_of(parent) {
+        signal(pid, libc::SIGKILL);
+    }
+}
+
+/// The direct children of `parent` (found through `/proc/<pid>/stat`).
+pub fn children_of(parent: u32) -> Vec<u32> {
+    let mut found = Vec::new();
     let Ok(procs) = std::fs::read_dir("/proc") else {
-        return;
+        return found;
     };
     for entry in procs.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -314,12 +416,10 @@ fn kill_children_of(parent: u32) {
             .and_then(|(_, rest)| rest.split_whitespace().nth(1))
             .and_then(|p| p.parse::<u32>().ok());
         if ppid == Some(parent) {
-            // SAFETY: kill(2) has no memory-safety preconditions.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-            }
+            found.push(pid);
         }
     }
+    found
 }
 
 /// The value of `--name value` or `--name=value` in `args` (the last one wins, as with clap).

@@ -1,4 +1,5 @@
 //! Test support: the synthetic web and a harness that runs the real crawler.
 
 pub mod harness;
+pub mod verify;
 pub mod web;

@@ -2,10 +2,11 @@
 //! synthetic web into real store servers; we check what was stored and
 //! what the web server saw.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, UNIX_EPOCH};
 
 use crawl_tests::harness::{all_docs, run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::verify;
 use crawl_tests::web::{WebServer, WebSpec};
 
 const MIN_DELAY_MS: u64 = 20;
@@ -70,38 +71,11 @@ async fn crawls_the_synthetic_web_into_two_stores() {
 
     // Every reachable allowed page is stored exactly once, with its status.
     let db = primary.client().await.unwrap().database("crawler");
-    let pages = all_docs(&db, "pages").await.unwrap();
-    let stored: BTreeMap<String, i32> = pages
-        .iter()
-        .map(|d| {
-            (
-                d.get_str("_id").unwrap().to_string(),
-                d.get_i32("status").unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(stored.len(), pages.len(), "a page was stored twice");
-    let missing: Vec<_> = expected
-        .pages
-        .keys()
-        .filter(|u| !stored.contains_key(*u))
-        .take(10)
-        .collect();
-    let extra: Vec<_> = stored
-        .keys()
-        .filter(|u| !expected.pages.contains_key(*u))
-        .take(10)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{} expected pages missing, e.g. {missing:?}",
-        expected.pages.len() - stored.len().min(expected.pages.len())
-    );
-    assert!(extra.is_empty(), "unexpected pages stored, e.g. {extra:?}");
-    for (url, status) in &expected.pages {
-        assert_eq!(stored[url], *status as i32, "status of {url}");
-    }
+    let stored = verify::stored_statuses(&db).await.unwrap();
+    verify::assert_pages_match(&stored, &expected);
     assert!(expected.count_status(404) > 0 && expected.count_status(302) > 0);
+    verify::assert_frontier_finished(&db).await.unwrap();
+    let pages = all_docs(&db, "pages").await.unwrap();
 
     // HTML pages carry their HTML and features.
     for d in pages.iter().filter(|d| d.get_i32("status") == Ok(200)) {
@@ -121,21 +95,7 @@ async fn crawls_the_synthetic_web_into_two_stores() {
     // Nothing disallowed, nothing out of scope was requested.
     let requests = server.requests();
     let in_scope: BTreeSet<String> = web.host_names().into_iter().take(web_spec().hosts).collect();
-    let port = server.addr().port();
-    for r in &requests {
-        assert!(
-            in_scope.contains(&r.host),
-            "out-of-scope request to {}{}",
-            r.host,
-            r.path
-        );
-        let url = format!("http://{}:{port}{}", r.host, r.path);
-        assert!(
-            !expected.must_not_fetch.contains(&url),
-            "fetched disallowed {url}"
-        );
-    }
-    assert!(!expected.must_not_fetch.is_empty());
+    verify::assert_nothing_forbidden_fetched(&requests, &expected, &in_scope, server.addr().port());
 
     // robots.txt was fetched once per host, and is in the second store with
     // every domain's last-crawled time.

@@ -1,0 +1,83 @@
+//! Checks of a finished crawl against the synthetic web's ground truth,
+//! shared by the end-to-end tests: what was stored, what was requested,
+//! and whether the stored frontier is finished.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bson::doc;
+
+use crate::harness::all_docs;
+use crate::web::{Expected, RequestRecord};
+
+/// Stored URL → status from the `pages` collection; fails if a URL was
+/// stored twice.
+pub async fn stored_statuses(db: &mongodb::Database) -> anyhow::Result<BTreeMap<String, i32>> {
+    let pages = all_docs(db, "pages").await?;
+    let mut stored = BTreeMap::new();
+    for d in &pages {
+        let url = d.get_str("_id")?.to_string();
+        let status = d.get_i32("status")?;
+        anyhow::ensure!(stored.insert(url.clone(), status).is_none(), "{url} stored twice");
+    }
+    Ok(stored)
+}
+
+/// Every expected page is stored once with its status, and nothing else is.
+pub fn assert_pages_match(stored: &BTreeMap<String, i32>, expected: &Expected) {
+    let missing: Vec<_> = expected
+        .pages
+        .keys()
+        .filter(|u| !stored.contains_key(*u))
+        .collect();
+    let extra: Vec<_> = stored
+        .keys()
+        .filter(|u| !expected.pages.contains_key(*u))
+        .take(10)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} expected pages missing, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+    assert!(extra.is_empty(), "unexpected pages stored, e.g. {extra:?}");
+    for (url, status) in &expected.pages {
+        assert_eq!(stored[url], *status as i32, "status of {url}");
+    }
+}
+
+/// No request went out of `in_scope` or to a URL robots.txt forbids.
+pub fn assert_nothing_forbidden_fetched(
+    requests: &[RequestRecord],
+    expected: &Expected,
+    in_scope: &BTreeSet<String>,
+    port: u16,
+) {
+    assert!(
+        !expected.must_not_fetch.is_empty(),
+        "the web has no disallowed URLs to test"
+    );
+    for r in requests {
+        assert!(
+            in_scope.contains(&r.host),
+            "out-of-scope request to {}{}",
+            r.host,
+            r.path
+        );
+        let url = format!("http://{}:{port}{}", r.host, r.path);
+        assert!(
+            !expected.must_not_fetch.contains(&url),
+            "fetched disallowed {url}"
+        );
+    }
+}
+
+/// No URL is left `queued` in the stored frontier.
+pub async fn assert_frontier_finished(db: &mongodb::Database) -> anyhow::Result<()> {
+    let queued = db
+        .collection::<bson::Document>("frontier")
+        .count_documents(doc! {"state": shared::store::state::QUEUED})
+        .await?;
+    anyhow::ensure!(queued == 0, "{queued} URLs still queued in the stored frontier");
+    Ok(())
+}

@@ -1,0 +1,405 @@
+//! Fault tolerance with real processes, a real store and the synthetic web:
+//! kill -9 children, supervisors and the dispatcher during a crawl; stop
+//! the store for 30 s; SIGTERM everything and start again. Each run must end
+//! with exactly the ground truth stored, nothing disallowed fetched, and the
+//! stored frontier finished.
+//!
+//! Each test prints one `fault-report ...` line (kills survived, recovery
+//! times, extra fetches) for the closing notes; run with `--nocapture`.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use bson::doc;
+use crawl_tests::harness::{run_crawl, signal, spawn_crawl, ClusterSpec, RunningCrawl, StoreServer};
+use crawl_tests::verify;
+use crawl_tests::web::{Expected, WebServer, WebSpec};
+use rand::{Rng, SeedableRng};
+
+const SUPERVISORS: usize = 2;
+const CHILDREN: usize = 2;
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// Short timeouts so that a death is noticed in seconds, not the
+/// production defaults' tens of seconds.
+fn fast_failover(spec: &mut ClusterSpec, min_delay_ms: u64, debug_port: u16) {
+    spec.supervisors = SUPERVISORS;
+    spec.children = CHILDREN;
+    spec.dispatcher_args = args(&[
+        "--min-delay-ms",
+        &min_delay_ms.to_string(),
+        "--max-depth",
+        "100",
+        "--heartbeat-timeout-secs",
+        "3",
+        "--lease-secs",
+        "30",
+        "--progress-secs",
+        "5",
+        "--debug-addr",
+        &format!("127.0.0.1:{debug_port}"),
+    ]);
+    spec.supervisor_args = args(&["--dispatcher-silence-secs", "3", "--connect-timeout-secs", "60"]);
+}
+
+async fn start_web(spec: WebSpec) -> (WebServer, Expected) {
+    let server = WebServer::start(spec, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let expected = server.web().expected_crawl();
+    (server, expected)
+}
+
+/// The end state every fault test demands: the finished crawl stored the
+/// ground truth, once each; nothing forbidden was requested; nothing is
+/// left queued. Returns page requests per stored page (an undisturbed
+/// crawl of these webs makes a little over 1: redirect hops, retries).
+async fn assert_end_state(store: &StoreServer, server: &WebServer, expected: &Expected, hosts: usize) -> f64 {
+    let db = store.client().await.unwrap().database("crawler");
+    let stored = verify::stored_statuses(&db).await.unwrap();
+    verify::assert_pages_match(&stored, expected);
+    verify::assert_frontier_finished(&db).await.unwrap();
+    let requests = server.requests();
+    let in_scope: BTreeSet<String> = server.web().host_names().into_iter().take(hosts).collect();
+    verify::assert_nothing_forbidden_fetched(&requests, expected, &in_scope, server.addr().port());
+    let page_requests = requests.iter().filter(|r| r.path != "/robots.txt").count();
+    page_requests as f64 / stored.len() as f64
+}
+
+async fn queued_in_store(store: &StoreServer) -> u64 {
+    let Ok(client) = store.client().await else {
+        return 0;
+    };
+    client
+        .database("crawler")
+        .collection::<bson::Document>("frontier")
+        .count_documents(doc! {"state": "queued"})
+        .await
+        .unwrap_or(0)
+}
+
+async fn pages_in_store(store: &StoreServer) -> u64 {
+    let Ok(client) = store.client().await else {
+        return 0;
+    };
+    client
+        .database("crawler")
+        .collection::<bson::Document>("pages")
+        .estimated_document_count()
+        .await
+        .unwrap_or(0)
+}
+
+async fn wait_for_pages(store: &StoreServer, n: u64, within: Duration) {
+    let deadline = Instant::now() + within;
+    while pages_in_store(store).await < n {
+        assert!(
+            Instant::now() < deadline,
+            "fewer than {n} pages stored after {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Whether `/debug/cluster` shows the whole cluster as it is now: this
+/// dispatcher, every running supervisor live with all its children, and
+/// none of the processes just killed.
+async fn cluster_whole(http: &reqwest::Client, crawl: &RunningCrawl, killed: u32) -> bool {
+    let Ok(url) = crawl.debug_url() else { return false };
+    let Ok(resp) = http
+        .get(format!("{url}/debug/cluster"))
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await
+    else {
+        return false;
+    };
+    let Ok(body) = resp.bytes().await else {
+        return false;
+    };
+    let Ok(view) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return false;
+    };
+    let pid = |p: &serde_json::Value| p["pid"].as_u64().map(|p| p as u32);
+    if view["dispatcher"]
+        .get("pid")
+        .and_then(|_| pid(&view["dispatcher"]))
+        != crawl.dispatcher_pid()
+    {
+        return false;
+    }
+    let mut live = Vec::new();
+    for sup in view["supervisors"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+    {
+        if sup["live"] != true {
+            continue;
+        }
+        let children: Vec<u32> = sup["children"]
+            .as_object()
+            .into_iter()
+            .flat_map(|m| m.values().filter_map(pid))
+            .collect();
+        if children.len() != CHILDREN || children.contains(&killed) {
+            return false;
+        }
+        live.extend(pid(&sup["process"]));
+    }
+    let mut want = crawl.supervisor_pids();
+    want.sort();
+    live.sort();
+    live == want
+}
+
+async fn wait_until_whole(
+    http: &reqwest::Client,
+    crawl: &RunningCrawl,
+    killed: u32,
+    within: Duration,
+) -> Option<Duration> {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if cluster_whole(http, crawl, killed).await {
+            return Some(start.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Victim {
+    Child,
+    Supervisor,
+    Dispatcher,
+}
+
+/// kill -9 a child, a supervisor or the dispatcher every few seconds while
+/// at least `KEEP_KILLING_WHILE_QUEUED` URLs wait; the test restarts what
+/// the system does not restart itself (supervisors, the dispatcher).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_kills_lose_nothing_and_store_nothing_twice() {
+    const HOSTS: usize = 24;
+    const KEEP_KILLING_WHILE_QUEUED: u64 = 600;
+    let (server, expected) = start_web(WebSpec {
+        seed: 21,
+        hosts: HOSTS,
+        outside_hosts: 2,
+        pages_per_host: 90,
+        crawl_delay_every: 0,
+        ..WebSpec::default()
+    })
+    .await;
+    assert!(
+        expected.pages.len() >= 5000,
+        "web too small: {}",
+        expected.pages.len()
+    );
+    let store = StoreServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
+    fast_failover(&mut spec, 80, crawl_tests::harness::free_port());
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let mut crawl = spawn_crawl(&spec).await.unwrap();
+    let started = Instant::now();
+    assert!(
+        wait_until_whole(&http, &crawl, 0, Duration::from_secs(60))
+            .await
+            .is_some(),
+        "the cluster never came up"
+    );
+
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let order = [Victim::Child, Victim::Supervisor, Victim::Dispatcher];
+    let mut kills: Vec<(Victim, Duration)> = Vec::new();
+    loop {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        if crawl.dispatcher_exited() || queued_in_store(&store).await < KEEP_KILLING_WHILE_QUEUED {
+            break;
+        }
+        let victim = order[kills.len() % order.len()];
+        let kill_at = Instant::now();
+        let killed = match victim {
+            Victim::Child => {
+                let sup = rng.random_range(0..SUPERVISORS);
+                let children = crawl.child_pids(sup);
+                let Some(&pid) = children.get(rng.random_range(0..children.len().max(1))) else {
+                    continue;
+                };
+                signal(pid, libc::SIGKILL);
+                pid
+            }
+            Victim::Supervisor => {
+                let sup = rng.random_range(0..SUPERVISORS);
+                let pid = crawl.supervisor_pids()[sup];
+                crawl.kill_supervisor(sup).await.unwrap();
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                crawl.restart_supervisor(sup).unwrap();
+                pid
+            }
+            Victim::Dispatcher => {
+                let pid = crawl.dispatcher_pid().unwrap_or(0);
+                crawl.kill_dispatcher().await.unwrap();
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                crawl.restart_dispatcher().unwrap();
+                pid
+            }
+        };
+        // From the kill (the test restarts supervisors and the dispatcher
+        // 1 s later, as a service manager would) until every process is
+        // back and introduced.
+        if wait_until_whole(&http, &crawl, killed, Duration::from_secs(60))
+            .await
+            .is_none()
+        {
+            panic!("the cluster did not recover within 60 s from killing the {victim:?}");
+        }
+        let recovery = kill_at.elapsed();
+        eprintln!("chaos: killed the {victim:?} (pid {killed}); whole again after {recovery:?}");
+        kills.push((victim, recovery));
+    }
+
+    let run = crawl.wait(Duration::from_secs(300)).await.unwrap();
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    for s in &run.supervisors {
+        assert!(s.success(), "supervisor: {s:?}");
+    }
+    assert_eq!(run.summary["frontier_left"], 0, "summary: {}", run.summary);
+    let repeats = assert_end_state(&store, &server, &expected, HOSTS).await;
+    assert!(
+        kills.len() >= 6,
+        "only {} kills happened before the crawl ended",
+        kills.len()
+    );
+    let report = |v: Victim| {
+        let times: Vec<f64> = kills
+            .iter()
+            .filter(|k| k.0 == v)
+            .map(|k| k.1.as_secs_f64())
+            .collect();
+        let max = times.iter().cloned().fold(0.0, f64::max);
+        format!("{:?}={} (max recovery {max:.1}s)", v, times.len())
+    };
+    eprintln!(
+        "fault-report chaos: {} pages, {} kills survived: {}, {}, {}; crawl took {:.1}s; {repeats:.2} page requests per page",
+        expected.pages.len(),
+        kills.len(),
+        report(Victim::Child),
+        report(Victim::Supervisor),
+        report(Victim::Dispatcher),
+        started.elapsed().as_secs_f64(),
+    );
+    server.stop(Duration::from_secs(5)).await;
+}
+
+/// The store goes away for 30 s mid-crawl: writes wait and retry, the
+/// crawl pauses instead of dropping data, and finishes when it returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_outage_of_30_seconds_loses_nothing() {
+    const HOSTS: usize = 12;
+    let (server, expected) = start_web(WebSpec {
+        seed: 22,
+        hosts: HOSTS,
+        pages_per_host: 80,
+        ..WebSpec::default()
+    })
+    .await;
+    let mut store = StoreServer::start_persistent().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
+    fast_failover(&mut spec, 50, crawl_tests::harness::free_port());
+    let started = Instant::now();
+    let crawl = spawn_crawl(&spec).await.unwrap();
+    wait_for_pages(&store, 200, Duration::from_secs(60)).await;
+    let before = pages_in_store(&store).await;
+    store.stop();
+    let requests_at_stop = server.request_count();
+    eprintln!("outage: store stopped with {before} pages stored");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let requests_during = server.request_count() - requests_at_stop;
+    store.restart().unwrap();
+    let back = Instant::now();
+    eprintln!("outage: store back after 30 s; {requests_during} requests went out meanwhile");
+    wait_for_pages(&store, before + 1, Duration::from_secs(60)).await;
+    let resumed_after = back.elapsed();
+
+    let run = crawl.wait(Duration::from_secs(300)).await.unwrap();
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    assert!(run.supervisors.iter().all(|s| s.success()));
+    assert_eq!(run.summary["frontier_left"], 0, "summary: {}", run.summary);
+    let repeats = assert_end_state(&store, &server, &expected, HOSTS).await;
+    eprintln!(
+        "fault-report outage: {} pages; store down 30 s after {before} pages; {requests_during} requests during the outage \
+         (the page queue filled and the crawl paused); new pages stored {:.1}s after the store returned; \
+         crawl took {:.1}s; {repeats:.2} page requests per page",
+        expected.pages.len(),
+        resumed_after.as_secs_f64(),
+        started.elapsed().as_secs_f64(),
+    );
+    server.stop(Duration::from_secs(5)).await;
+}
+
+/// SIGTERM to every process mid-crawl: all drain and exit 0; the same
+/// command then finishes the crawl with the ground truth stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_everything_then_the_same_command_finishes_the_crawl() {
+    const HOSTS: usize = 12;
+    let (server, expected) = start_web(WebSpec {
+        seed: 23,
+        hosts: HOSTS,
+        pages_per_host: 100,
+        ..WebSpec::default()
+    })
+    .await;
+    let store = StoreServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
+    fast_failover(&mut spec, 50, crawl_tests::harness::free_port());
+    let crawl = spawn_crawl(&spec).await.unwrap();
+    wait_for_pages(&store, 300, Duration::from_secs(60)).await;
+    let mut everyone: Vec<u32> = crawl.dispatcher_pid().into_iter().collect();
+    for (i, sup) in crawl.supervisor_pids().into_iter().enumerate() {
+        everyone.push(sup);
+        everyone.extend(crawl.child_pids(i));
+    }
+    let signalled = Instant::now();
+    for pid in &everyone {
+        signal(*pid, libc::SIGTERM);
+    }
+    let first = crawl.wait(Duration::from_secs(120)).await.unwrap();
+    let stop_took = signalled.elapsed();
+    assert!(
+        first.dispatcher.success(),
+        "dispatcher on SIGTERM: {:?}",
+        first.dispatcher
+    );
+    for s in &first.supervisors {
+        assert!(s.success(), "supervisor on SIGTERM: {s:?}");
+    }
+    let stored_at_stop = pages_in_store(&store).await;
+    let left = queued_in_store(&store).await;
+    assert!(
+        left > 0,
+        "the crawl was over before the signal; nothing to resume"
+    );
+
+    let second = run_crawl(&spec, Duration::from_secs(300)).await.unwrap();
+    assert!(second.dispatcher.success());
+    assert!(second.supervisors.iter().all(|s| s.success()));
+    assert_eq!(second.summary["frontier_left"], 0, "summary: {}", second.summary);
+    let repeats = assert_end_state(&store, &server, &expected, HOSTS).await;
+    eprintln!(
+        "fault-report sigterm: {} pages; {} processes stopped in {:.1}s with {stored_at_stop} pages stored and {left} URLs queued; \
+         the second run finished in {:.1}s; {repeats:.2} page requests per page",
+        expected.pages.len(),
+        everyone.len(),
+        stop_took.as_secs_f64(),
+        second.wall.as_secs_f64(),
+    );
+    server.stop(Duration::from_secs(5)).await;
+}
