@@ -24,6 +24,9 @@ pub struct ChildSpec {
     pub policy: CrawlPolicy,
     /// No frame (not even a heartbeat) for this long means the child hangs.
     pub hang_timeout: Duration,
+    /// Crashes in a row (each within [`HEALTHY_AFTER`] of its start) after
+    /// which the slot stops restarting its child.
+    pub max_crashes: u32,
 }
 
 /// Commands from the supervisor to a slot.
@@ -42,6 +45,11 @@ pub enum SlotEvent {
     },
     /// The child exited after Stop; the slot is finished.
     Stopped,
+    /// The child kept crashing; the slot stopped restarting it and is finished.
+    GaveUp {
+        slot: usize,
+        why: String,
+    },
 }
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -69,16 +77,22 @@ pub async fn run_slot(
                 return;
             }
             Incarnation::Lost(why) => {
-                metrics::counter!("crawler_child_restarts_total").increment(1);
-                eprintln!("supervisor: child slot {slot} lost ({why}); restarting");
-                let _ = events.send(SlotEvent::Lost { slot, why }).await;
                 if started.elapsed() > HEALTHY_AFTER {
                     crashes = 0;
                 }
                 crashes += 1;
+                if crashes >= spec.max_crashes {
+                    let why = format!("{crashes} crashes in a row, the last: {why}");
+                    eprintln!("supervisor: CHILD SLOT {slot} GAVE UP: {why}");
+                    let _ = events.send(SlotEvent::GaveUp { slot, why }).await;
+                    return;
+                }
+                metrics::counter!("crawler_child_restarts_total").increment(1);
+                eprintln!("supervisor: child slot {slot} lost ({why}); restarting");
+                let _ = events.send(SlotEvent::Lost { slot, why }).await;
                 let backoff =
                     Duration::from_millis(100 * 2u64.saturating_pow(crashes.min(10))).min(MAX_BACKOFF);
-                if crashes >= 5 {
+                if crashes >= 3 {
                     eprintln!("supervisor: CHILD SLOT {slot} IS CRASH-LOOPING ({crashes} crashes in a row); next try in {backoff:?}");
                 }
                 // Keep accepting Stop while backing off.

@@ -57,6 +57,13 @@ struct Args {
     /// A child silent (no heartbeat) for this many seconds is killed and restarted.
     #[arg(long, default_value_t = 60)]
     hang_timeout_secs: u64,
+    /// A child that crashes this many times in a row (each within 30 s of
+    /// its start) is not restarted again: the supervisor hands in its
+    /// results, leaves the crawl (its work goes to other supervisors) and
+    /// exits 1. A crash loop means a broken node, not a bad URL (a URL
+    /// that kills its child 3 times is failed on its own).
+    #[arg(long, default_value_t = 8)]
+    max_child_crashes: u32,
     /// Host override HOST:PORT:ADDR for the children (like curl --resolve).
     #[arg(long)]
     resolve: Vec<String>,
@@ -134,6 +141,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         args: child_args,
         policy,
         hang_timeout: Duration::from_secs(args.hang_timeout_secs),
+        max_crashes: args.max_child_crashes.max(1),
     };
     let mut sup = Supervisor::start(spec, args.children, intro);
     sup.serve(&mut link).await?;
@@ -303,6 +311,23 @@ impl Supervisor {
                             self.reassign_lost(slot, &why).await;
                         }
                     }
+                    Some(SlotEvent::GaveUp { slot, why }) => {
+                        // What it held stays in flight: our Bye makes the
+                        // dispatcher re-queue it for other supervisors.
+                        self.children.remove(&slot);
+                        stopped_slots += 1;
+                        if gave_up.is_none() {
+                            eprintln!("supervisor: LEAVING THE CRAWL: child slot {slot} keeps crashing ({why})");
+                            gave_up = Some(anyhow::anyhow!("child slot {slot} keeps crashing: {why}"));
+                        }
+                        if !stopping {
+                            stopping = true;
+                            self.stop_slots().await;
+                        }
+                        if stopped_slots == self.slots.len() {
+                            return self.leave(link, gave_up).await;
+                        }
+                    }
                     Some(SlotEvent::Stopped) => {
                         stopped_slots += 1;
                         if stopped_slots == self.slots.len() {
@@ -350,15 +375,14 @@ impl Supervisor {
         }
     }
 
-    /// Every child has exited: hand in the last results and say Bye.
+    /// Every child has exited: hand in the last results and say Bye (the
+    /// dispatcher then re-queues whatever we still held), then exit with
+    /// `gave_up` as the error, if any.
     async fn leave(
         &mut self,
         link: &mut link::DispatcherLink,
         gave_up: Option<anyhow::Error>,
     ) -> anyhow::Result<()> {
-        if let Some(e) = gave_up {
-            return Err(e);
-        }
         self.flush(link).await;
         if !self.outbox.is_empty() {
             // Their pages are stored; the URLs stay queued in the stored
@@ -367,12 +391,10 @@ impl Supervisor {
                 "supervisor: dispatcher unreachable; {} results not reported",
                 self.outbox.len()
             );
-            return Ok(());
-        }
-        if link.send(&ToDispatcher::Bye).await {
+        } else if link.send(&ToDispatcher::Bye).await {
             link.await_farewell(Duration::from_secs(5)).await;
         }
-        Ok(())
+        gave_up.map_or(Ok(()), Err)
     }
 
     /// Sends the outbox; keeps it when the link is down.

@@ -133,6 +133,8 @@ pub struct ClusterSpec {
     pub env: Vec<(String, String)>,
     /// Extra supervisor flags.
     pub supervisor_args: Vec<String>,
+    /// More flags for supervisor `i` only (index `i` of this list).
+    pub per_supervisor_args: Vec<Vec<String>>,
 }
 
 impl ClusterSpec {
@@ -150,6 +152,7 @@ impl ClusterSpec {
             timing_dir: None,
             env: Vec::new(),
             supervisor_args: Vec::new(),
+            per_supervisor_args: Vec::new(),
         }
     }
 
@@ -275,6 +278,7 @@ fn start_supervisor(spec: &ClusterSpec, endpoint: &str, i: usize) -> anyhow::Res
         .args(["--children", &spec.children.to_string()])
         .args(spec.store_args())
         .args(&spec.supervisor_args)
+        .args(spec.per_supervisor_args.get(i).into_iter().flatten())
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .kill_on_drop(true);
     if let Some(h) = &spec.hosts_file {

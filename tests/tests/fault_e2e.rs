@@ -325,7 +325,8 @@ async fn a_store_outage_of_30_seconds_loses_nothing() {
     store.restart().unwrap();
     let back = Instant::now();
     eprintln!("outage: store back after 30 s; {requests_during} requests went out meanwhile");
-    wait_for_pages(&store, before + 1, Duration::from_secs(60)).await;
+    let at_return = pages_in_store(&store).await;
+    wait_for_pages(&store, at_return + 1, Duration::from_secs(60)).await;
     let resumed_after = back.elapsed();
 
     let run = crawl.wait(Duration::from_secs(300)).await.unwrap();
@@ -401,5 +402,46 @@ async fn sigterm_everything_then_the_same_command_finishes_the_crawl() {
         stop_took.as_secs_f64(),
         second.wall.as_secs_f64(),
     );
+    server.stop(Duration::from_secs(5)).await;
+}
+
+/// A child that cannot run is restarted with growing backoff, then given up
+/// on, loudly: its supervisor leaves the crawl and exits 1, and the other
+/// supervisor crawls everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_looping_child_takes_its_supervisor_out_of_the_crawl() {
+    const HOSTS: usize = 8;
+    let (server, expected) = start_web(WebSpec {
+        seed: 24,
+        hosts: HOSTS,
+        pages_per_host: 20,
+        ..WebSpec::default()
+    })
+    .await;
+    let store = StoreServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
+    fast_failover(&mut spec, 20, crawl_tests::harness::free_port());
+    let missing = dir.path().join("no-such-crawler-child");
+    spec.per_supervisor_args = vec![args(&[
+        "--child-bin",
+        &missing.to_string_lossy(),
+        "--max-child-crashes",
+        "3",
+    ])];
+    let run = run_crawl(&spec, Duration::from_secs(120)).await.unwrap();
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    assert_eq!(
+        run.supervisors[0].code(),
+        Some(1),
+        "the broken supervisor must exit 1"
+    );
+    assert!(
+        run.supervisors[1].success(),
+        "supervisor: {:?}",
+        run.supervisors[1]
+    );
+    assert_eq!(run.summary["frontier_left"], 0, "summary: {}", run.summary);
+    assert_end_state(&store, &server, &expected, HOSTS).await;
     server.stop(Duration::from_secs(5)).await;
 }
