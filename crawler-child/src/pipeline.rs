@@ -1,8 +1,10 @@
 //! The life of one URL in a child: robots check → politeness → fetch →
 //! parse → store → report.
 //!
-//! Runs inside the domain's own task (see `worker`), which owns the
-//! domain's [`DomainState`]: its pace and its robots rules. Same-domain
+//! Runs inside one of the domain's tasks (see `worker`; one unless
+//! `max_domain_connections` allows more), which share the domain's
+//! [`DomainState`] (its pace and robots rules) behind a lock held for the
+//! robots check and the politeness wait, not for the fetch. Same-domain
 //! redirects are followed here, each hop checked against robots and paced;
 //! a redirect to another domain ends the crawl of this URL and hands the
 //! target back to the dispatcher as an outlink, so that domain's owner
@@ -44,6 +46,8 @@ pub struct DomainState {
     /// Loaded from the second store on first use.
     pace: Option<Pace>,
     robots: HashMap<String, Arc<RobotsEntry>>,
+    /// Failures in a row to get an origin's robots.txt (sets the backoff).
+    robots_failures: HashMap<String, u32>,
     /// 429/503 answers in a row, for exponential backoff.
     throttles: u32,
 }
@@ -54,6 +58,7 @@ impl DomainState {
             domain: domain.to_string(),
             pace: None,
             robots: HashMap::new(),
+            robots_failures: HashMap::new(),
             throttles: 0,
         }
     }
@@ -83,8 +88,15 @@ impl DomainState {
             Some(entry) => entry,
             None => {
                 let domain = self.domain.clone();
-                self.pace(ctx).await.wait(&ctx.timing, &domain).await;
-                let entry = ctx.robots.fetch(&ctx.http, &origin, &domain).await;
+                let min = Duration::from_millis(ctx.policy.min_delay_ms);
+                self.pace(ctx).await.wait(min, &ctx.timing, &domain).await;
+                let failures = self.robots_failures.get(&origin).copied().unwrap_or(0);
+                let entry = ctx.robots.fetch(&ctx.http, &origin, &domain, failures).await;
+                if entry.is_unavailable() {
+                    self.robots_failures.insert(origin.clone(), failures + 1);
+                } else {
+                    self.robots_failures.remove(&origin);
+                }
                 let delay = delay_for(&ctx.policy, Some(&entry));
                 self.pace(ctx).await.request_done(delay);
                 ctx.times.touch(&domain, delay);
@@ -127,9 +139,12 @@ fn delay_for(policy: &CrawlPolicy, robots: Option<&RobotsEntry>) -> Duration {
     robots.and_then(|r| r.crawl_delay).map_or(min, |d| d.max(min))
 }
 
+/// A domain's state, shared by its tasks.
+pub type SharedDomain = tokio::sync::Mutex<DomainState>;
+
 /// Crawls one URL and hands its result on (to the page writer, which
 /// reports after storing, or straight to the report channel).
-pub async fn crawl(ctx: &Ctx, st: &mut DomainState, item: WorkItem) {
+pub async fn crawl(ctx: &Ctx, st: &SharedDomain, item: WorkItem) {
     match crawl_url(ctx, st, &item).await {
         Done::Page(page, result) => ctx.pages.submit(page, result).await,
         Done::NoPage(result) => {
@@ -166,7 +181,7 @@ fn failed(item: &WorkItem, kind: &str, message: impl Into<String>) -> Done {
     ))
 }
 
-async fn crawl_url(ctx: &Ctx, st: &mut DomainState, item: &WorkItem) -> Done {
+async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
     let url = match urls::parse(&item.url) {
         Ok(u) => u,
         Err(reason) => return failed(item, "bad_url", reason.as_str()),
@@ -174,7 +189,7 @@ async fn crawl_url(ctx: &Ctx, st: &mut DomainState, item: &WorkItem) -> Done {
     let mut current = url.clone();
     let mut hops: Vec<Url> = vec![url.clone()];
     loop {
-        let robots = st.robots_for(ctx, &current).await;
+        let robots = st.lock().await.robots_for(ctx, &current).await;
         if robots.is_unavailable() {
             return failed(
                 item,
@@ -199,7 +214,7 @@ async fn crawl_url(ctx: &Ctx, st: &mut DomainState, item: &WorkItem) -> Done {
             Ok(r) => r,
             Err(e) => return failed(item, e.kind(), e.to_string()),
         };
-        if let Some(wait) = st.throttled(ctx, &resp, delay).await {
+        if let Some(wait) = st.lock().await.throttled(ctx, &resp, delay).await {
             let msg = format!("HTTP {}; domain waits {wait:?}", resp.status);
             return failed(item, "throttled", msg);
         }
@@ -231,20 +246,25 @@ async fn crawl_url(ctx: &Ctx, st: &mut DomainState, item: &WorkItem) -> Done {
     }
 }
 
+/// Waits for the domain's turn (holding its lock, so its tasks start one
+/// by one), then fetches without the lock.
 async fn fetch(
     ctx: &Ctx,
-    st: &mut DomainState,
+    st: &SharedDomain,
     url: &Url,
     delay: Duration,
 ) -> Result<Fetched, http::FetchError> {
-    let domain = st.domain.clone();
-    let pace = st.pace(ctx).await;
-    pace.wait(&ctx.timing, &domain).await;
+    let domain = {
+        let mut s = st.lock().await;
+        let domain = s.domain.clone();
+        s.pace(ctx).await.wait(delay, &ctx.timing, &domain).await;
+        domain
+    };
     let permit = ctx.fetch_slots.acquire().await;
     let start = Instant::now();
     let res = ctx.http.get(url).await;
     drop(permit);
-    pace.request_done(delay);
+    st.lock().await.pace(ctx).await.request_done(delay);
     ctx.times.touch(&domain, delay);
     let outcome = match &res {
         Ok(_) => "ok",

@@ -71,8 +71,10 @@ impl Pace {
         Pace { next_allowed, bucket }
     }
 
-    /// Sleeps until the domain may be asked again, and takes its token.
-    pub async fn wait(&mut self, timing: &TimingLog, domain: &str) {
+    /// Sleeps until the domain may be asked again, takes its token, and
+    /// keeps the next start at least `delay` after this one (so parallel
+    /// connections to one domain, when allowed, still start spaced out).
+    pub async fn wait(&mut self, delay: Duration, timing: &TimingLog, domain: &str) {
         let now = Instant::now();
         let mut until = self.next_allowed;
         if let Some(b) = &mut self.bucket {
@@ -82,17 +84,19 @@ impl Pace {
             tokio::time::sleep_until(until).await;
             timing.record(Op::PolitenessWait, now.elapsed(), "waited", Some(domain), None);
         }
+        let start = Instant::now();
         if let Some(b) = &mut self.bucket {
-            b.refill(Instant::now());
+            b.refill(start);
             b.tokens -= 1.0;
         }
+        self.next_allowed = self.next_allowed.max(start + delay);
     }
 
     /// Called when a request has completed: the gap is measured from the
     /// end of one response to the start of the next request, so the server
     /// sees at least `delay` between two requests however long each took.
     pub fn request_done(&mut self, delay: Duration) {
-        self.next_allowed = Instant::now() + delay;
+        self.next_allowed = self.next_allowed.max(Instant::now() + delay);
     }
 
     /// Pushes the next request at least `wait` into the future (429/503).
@@ -197,11 +201,30 @@ mod tests {
         let mut pace = Pace::resume(None, Duration::ZERO, 50.0);
         let start = Instant::now();
         for _ in 0..5 {
-            pace.wait(&timing, "a.test").await;
+            pace.wait(Duration::ZERO, &timing, "a.test").await;
             pace.request_done(Duration::ZERO);
         }
         // One token at once, then one every 20 ms.
         let took = start.elapsed();
         assert!(took >= Duration::from_millis(79), "{took:?}");
+    }
+
+    #[tokio::test]
+    async fn parallel_requests_still_start_a_delay_apart() {
+        // Two requests in flight at once (no request_done in between):
+        // the second starts a delay after the first, the third a delay after
+        // the second.
+        let timing = TimingLog::disabled();
+        let mut pace = Pace::resume(None, Duration::ZERO, 0.0);
+        let delay = Duration::from_millis(30);
+        let start = Instant::now();
+        for _ in 0..3 {
+            pace.wait(delay, &timing, "a.test").await;
+        }
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(59), "{took:?}");
+        // A response ending now pushes the next start a delay past it.
+        pace.request_done(delay);
+        assert!(pace.next_allowed >= Instant::now() + Duration::from_millis(29));
     }
 }

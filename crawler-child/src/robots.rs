@@ -5,8 +5,8 @@
 //! - up to 5 redirects are followed (any host, as the RFC allows).
 //! - 4xx: no restrictions.
 //! - 5xx, timeouts, network errors: the site is treated as fully disallowed
-//!   and robots is retried after a short expiry, so a site is never crawled
-//!   blind.
+//!   and robots is retried with backoff (1 min, doubling to at most 1 h
+//!   while it keeps failing), so a site is never crawled blind.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,8 +23,18 @@ use crate::http::Http;
 /// RFC 9309 §2.5: parse at least 500 KiB; we parse exactly that much.
 pub const MAX_ROBOTS_BYTES: u64 = 500 * 1024;
 const MAX_ROBOTS_REDIRECTS: usize = 5;
-/// How soon robots is retried after the server failed to give it.
+/// How soon robots is retried after the server first failed to give it.
 const UNAVAILABLE_RETRY: Duration = Duration::from_secs(60);
+/// The longest wait between robots retries of a failing server.
+const MAX_UNAVAILABLE_RETRY: Duration = Duration::from_secs(3600);
+
+/// How long to wait before asking again after the `failures`-th failure
+/// in a row to get robots.txt: doubling from [`UNAVAILABLE_RETRY`].
+pub fn unavailable_retry(failures: u32) -> Duration {
+    UNAVAILABLE_RETRY
+        .saturating_mul(2u32.saturating_pow(failures.saturating_sub(1)))
+        .min(MAX_UNAVAILABLE_RETRY)
+}
 
 /// The rules in force for one origin.
 pub enum Rules {
@@ -107,13 +117,18 @@ impl RobotsSource {
             Some(bson::Bson::String(s)) => s.as_bytes(),
             _ => b"",
         };
-        let entry = RobotsEntry::from_response(status, body, &self.policy, fetched);
+        let mut entry = RobotsEntry::from_response(status, body, &self.policy, fetched);
+        // The expiry decided when it was fetched (it carries the backoff).
+        if let Ok(expires) = d.get_i64("expires_at_ms") {
+            entry.expires_ms = expires.max(0) as u64;
+        }
         (!entry.expired()).then_some(entry)
     }
 
     /// Fetches `<origin>/robots.txt` (the caller has waited for politeness)
-    /// and stores it in the background.
-    pub async fn fetch(&self, http: &Http, origin: &str, domain: &str) -> RobotsEntry {
+    /// and stores it in the background. `failures`: earlier failures in a
+    /// row to get it, which set how long an unavailable answer is kept.
+    pub async fn fetch(&self, http: &Http, origin: &str, domain: &str, failures: u32) -> RobotsEntry {
         let start = Instant::now();
         let (status, body) = fetch_following_redirects(http, origin).await;
         let outcome = match status {
@@ -125,7 +140,10 @@ impl RobotsSource {
             .record(Op::RobotsFetch, start.elapsed(), outcome, Some(domain), None);
         metrics::counter!("crawler_robots_fetches_total", "outcome" => outcome).increment(1);
         let fetched = now_ms();
-        let entry = RobotsEntry::from_response(status, &body, &self.policy, fetched);
+        let mut entry = RobotsEntry::from_response(status, &body, &self.policy, fetched);
+        if entry.is_unavailable() {
+            entry.expires_ms = fetched + unavailable_retry(failures + 1).as_millis() as u64;
+        }
         // Times are Unix milliseconds (see `politeness` for why not dates).
         let record = doc! {
             "status": status as i32,
@@ -189,6 +207,7 @@ mod tests {
             user_agent: "synthcrawler/0.1".into(),
             robots_agent: "synthcrawler".into(),
             min_delay_ms: 0,
+            max_domain_connections: 1,
             max_domain_rps: 0.0,
             max_crawl_delay_ms: 2_000,
             robots_ttl_secs: 3600,
@@ -233,6 +252,15 @@ mod tests {
         assert!(e.allowed(&u("http://a.test/x")));
         assert!(!e.allowed(&u("http://a.test/a/c")));
         assert!(e.allowed(&u("http://a.test/a/b/c")));
+    }
+
+    #[test]
+    fn robots_retries_back_off_while_the_server_keeps_failing() {
+        assert_eq!(unavailable_retry(1), Duration::from_secs(60));
+        assert_eq!(unavailable_retry(2), Duration::from_secs(120));
+        assert_eq!(unavailable_retry(4), Duration::from_secs(480));
+        assert_eq!(unavailable_retry(7), Duration::from_secs(3600));
+        assert_eq!(unavailable_retry(u32::MAX), Duration::from_secs(3600));
     }
 
     #[test]

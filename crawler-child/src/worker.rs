@@ -1,9 +1,10 @@
-//! Per-domain queues, each drained by its own task.
+//! Per-domain queues, each drained by its own tasks.
 //!
-//! One task per domain with work means a slow or heavily paced domain only
-//! ever blocks itself; domains run side by side up to the child's fetch
-//! concurrency. A domain's task exits when its queue is empty and is
-//! started again by the next URL, keeping the domain's state.
+//! Tasks per domain (one by default, up to `max_domain_connections`) mean
+//! a slow or heavily paced domain only ever blocks itself; domains run
+//! side by side up to the child's fetch concurrency. A domain's tasks exit
+//! when its queue is empty and are started again by the next URL, keeping
+//! the domain's state.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,12 +13,12 @@ use std::sync::{Arc, Mutex};
 use shared::protocol::WorkItem;
 use tokio::sync::Notify;
 
-use crate::pipeline::{self, Ctx, DomainState};
+use crate::pipeline::{self, Ctx, DomainState, SharedDomain};
 
 struct Domain {
-    /// Queue and "a task is draining it", changed together under one lock.
-    queue: Mutex<(VecDeque<WorkItem>, bool)>,
-    state: tokio::sync::Mutex<DomainState>,
+    /// Queue and the number of tasks draining it, changed together under one lock.
+    queue: Mutex<(VecDeque<WorkItem>, u32)>,
+    state: SharedDomain,
 }
 
 pub struct Worker {
@@ -46,16 +47,21 @@ impl Worker {
                 .entry(item.domain.clone())
                 .or_insert_with(|| {
                     Arc::new(Domain {
-                        queue: Mutex::new((VecDeque::new(), false)),
+                        queue: Mutex::new((VecDeque::new(), 0)),
                         state: tokio::sync::Mutex::new(DomainState::new(&item.domain)),
                     })
                 })
                 .clone()
         };
+        let max_tasks = self.ctx.policy.max_domain_connections.max(1);
         let start = {
             let mut q = domain.queue.lock().unwrap_or_else(|e| e.into_inner());
             q.0.push_back(item);
-            !std::mem::replace(&mut q.1, true)
+            let start = q.1 < max_tasks;
+            if start {
+                q.1 += 1;
+            }
+            start
         };
         if start {
             let me = self.clone();
@@ -64,19 +70,18 @@ impl Worker {
     }
 
     async fn drain(self: Arc<Self>, domain: Arc<Domain>) {
-        let mut state = domain.state.lock().await;
         loop {
             let item = {
                 let mut q = domain.queue.lock().unwrap_or_else(|e| e.into_inner());
                 match q.0.pop_front() {
                     Some(item) => item,
                     None => {
-                        q.1 = false;
+                        q.1 -= 1;
                         return;
                     }
                 }
             };
-            pipeline::crawl(&self.ctx, &mut state, item).await;
+            pipeline::crawl(&self.ctx, &domain.state, item).await;
             if self.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
                 self.idle.notify_waiters();
             }

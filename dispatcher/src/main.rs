@@ -99,9 +99,15 @@ pub struct Args {
     /// Product token matched against robots.txt User-agent lines.
     #[arg(long, default_value = "synthcrawler")]
     pub robots_agent: String,
-    /// Minimum gap between two requests to one domain.
+    /// Minimum gap between two requests to one domain: from the end of
+    /// one response to the next request, and between two request starts.
     #[arg(long, default_value_t = 1000)]
     pub min_delay_ms: u64,
+    /// Requests to one domain in flight at once. More than 1 only helps
+    /// sites that answer slower than the delay; every start still keeps
+    /// the delay from the previous start and from the last response.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub max_domain_connections: u32,
     /// Optional ceiling on requests per second to one domain (0 = none).
     #[arg(long, default_value_t = 0.0)]
     pub max_domain_rps: f64,
@@ -151,6 +157,7 @@ impl Args {
             user_agent: self.user_agent.clone(),
             robots_agent: self.robots_agent.clone(),
             min_delay_ms: self.min_delay_ms,
+            max_domain_connections: self.max_domain_connections,
             max_domain_rps: self.max_domain_rps,
             max_crawl_delay_ms: self.max_crawl_delay_ms,
             robots_ttl_secs: self.robots_ttl_secs,

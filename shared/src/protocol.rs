@@ -64,6 +64,8 @@ pub struct CrawlPolicy {
     /// Product token matched against robots.txt `User-agent` lines.
     pub robots_agent: String,
     pub min_delay_ms: u64,
+    /// Requests to one domain in flight at once (1 = one after another).
+    pub max_domain_connections: u32,
     /// Requests per second ceiling per domain (0 = none).
     pub max_domain_rps: f64,
     pub max_crawl_delay_ms: u64,

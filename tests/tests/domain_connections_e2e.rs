@@ -1,0 +1,93 @@
+//! `--max-domain-connections`: a slow site may be asked by several
+//! connections at once, never more than allowed, and every request still
+//! starts at least the minimum delay after the previous one.
+
+use std::time::{Duration, SystemTime};
+
+use crawl_tests::harness::{run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::verify;
+use crawl_tests::web::{WebExtras, WebServer, WebSpec};
+
+const SLOW_MS: u64 = 400;
+const MIN_DELAY_MS: u64 = 100;
+const CONNECTIONS: usize = 3;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_site_gets_parallel_connections_up_to_the_limit_and_spaced_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreServer::start().unwrap();
+    let spec = WebSpec {
+        seed: 9,
+        hosts: 3,
+        pages_per_host: 15,
+        ..WebSpec::default()
+    };
+    let extras = WebExtras {
+        slow_hosts: 1,
+        slow_ms: SLOW_MS,
+        slow_host_pages: 15,
+        ..WebExtras::default()
+    };
+    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let web = server.web();
+    let expected = web.expected_crawl();
+    let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
+    cluster.supervisors = 1;
+    cluster.children = 1;
+    cluster.dispatcher_args = [
+        "--min-delay-ms",
+        &MIN_DELAY_MS.to_string(),
+        "--max-domain-connections",
+        &CONNECTIONS.to_string(),
+        "--max-depth",
+        "100",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let run = run_crawl(&cluster, Duration::from_secs(120)).await.unwrap();
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    let db = store.client().await.unwrap().database("crawler");
+    verify::assert_pages_match(&verify::stored_statuses(&db).await.unwrap(), &expected);
+
+    // The log has when each answer was ready; the slow host slept SLOW_MS
+    // before it, so the request arrived SLOW_MS earlier (a little later in
+    // truth, as sleeps overrun: the estimate errs towards less overlap).
+    let slow = web.in_scope_host_names()[0].clone();
+    let mut spans: Vec<(SystemTime, SystemTime)> = server
+        .requests()
+        .iter()
+        .filter(|r| r.host == slow)
+        .map(|r| (r.at - Duration::from_millis(SLOW_MS), r.at))
+        .collect();
+    spans.sort();
+    assert!(
+        spans.len() >= 10,
+        "only {} requests to the slow host",
+        spans.len()
+    );
+    let most_at_once = spans
+        .iter()
+        .map(|(start, _)| spans.iter().filter(|(s, e)| s <= start && start < e).count())
+        .max()
+        .unwrap_or(0);
+    let gaps: Vec<Duration> = spans
+        .windows(2)
+        .map(|w| w[1].0.duration_since(w[0].0).unwrap_or_default())
+        .collect();
+    let closest = gaps.iter().min().copied().unwrap_or_default();
+    eprintln!(
+        "{} requests to the slow host: at most {most_at_once} at once, starts at least {closest:?} apart",
+        spans.len()
+    );
+    assert!(most_at_once <= CONNECTIONS, "{most_at_once} requests at once");
+    assert!(most_at_once >= 2, "the connections were never used in parallel");
+    // 10 ms of slack for the sleep overruns in the estimate.
+    assert!(
+        closest >= Duration::from_millis(MIN_DELAY_MS - 10),
+        "two requests started {closest:?} apart"
+    );
+    server.stop(Duration::from_secs(5)).await;
+}
