@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/store.sh install
+scripts/ansible.sh install
 # One release build: the end-to-end tests run these binaries.
 cargo build --release --workspace --bins
 log=$(mktemp)
