@@ -61,6 +61,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     stores.ping().await?;
     stores.ensure_indexes().await?;
 
+    let mut d = Dispatcher::new(&args, stores.clone(), view, timing, admin_rx);
+    d.load(&args).await?;
+
+    // Bound only now: a supervisor connecting while a big frontier loads
+    // is refused and retries, instead of waiting unanswered for a Welcome.
     let mut socket = RouterSocket::new();
     let endpoint = socket
         .bind(&args.bind)
@@ -82,9 +87,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         }
     });
-
-    let mut d = Dispatcher::new(&args, stores.clone(), send, view, timing, admin_rx);
-    d.load(&args).await?;
+    d.send = Some(send);
     d.serve(&mut inbox).await?;
     d.finish(&args, &mut inbox).await
 }
@@ -103,7 +106,8 @@ struct Dispatcher {
     frontier: Frontier,
     writer: FrontierWriter,
     stores: Stores,
-    send: RouterSendHalf,
+    /// The ROUTER socket's sending half, once bound (after `load`).
+    send: Option<RouterSendHalf>,
     sups: Vec<SupState>,
     view: SharedView,
     timing: TimingLog,
@@ -128,7 +132,6 @@ impl Dispatcher {
     fn new(
         args: &Args,
         stores: Stores,
-        send: RouterSendHalf,
         view: SharedView,
         timing: TimingLog,
         admin: mpsc::Receiver<AdminCmd>,
@@ -143,7 +146,7 @@ impl Dispatcher {
             writer: FrontierWriter::spawn(stores.clone(), policy.crawl_id.clone(), timing.clone()),
             policy,
             stores,
-            send,
+            send: None,
             sups: Vec::new(),
             view,
             timing,
@@ -706,7 +709,10 @@ impl Dispatcher {
         let mut m = ZmqMessage::from(protocol::encode(msg));
         m.push_front(identity.clone());
         metrics::counter!("crawler_zmq_messages_sent_total").increment(1);
-        if let Err(e) = self.send.send(m).await {
+        let Some(send) = self.send.as_mut() else {
+            return Ok(());
+        };
+        if let Err(e) = send.send(m).await {
             // The peer is gone; heartbeats will notice and re-queue its work.
             eprintln!("dispatcher: send failed: {e}");
         }
