@@ -92,15 +92,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     d.finish(&args, &mut inbox).await
 }
 
-/// A supervisor's introduction (see [`ToDispatcher::Hello`]).
-struct Hello {
-    version: u32,
-    id: String,
-    capacity: u32,
-    process: ProcessInfo,
-    holding: Vec<WorkItem>,
-}
-
 struct Dispatcher {
     policy: CrawlPolicy,
     frontier: Frontier,
@@ -365,25 +356,7 @@ impl Dispatcher {
             self.sups[s].last_heard = Instant::now();
         }
         match (msg, sup) {
-            (
-                ToDispatcher::Hello {
-                    version,
-                    supervisor_id,
-                    capacity,
-                    process,
-                    holding,
-                },
-                _,
-            ) => {
-                let hello = Hello {
-                    version,
-                    id: supervisor_id,
-                    capacity,
-                    process,
-                    holding,
-                };
-                self.on_hello(identity, hello).await?;
-            }
+            (hello @ ToDispatcher::Hello { .. }, _) => self.on_hello(identity, hello).await?,
             // Results are never thrown away, whoever sends them: their
             // pages are stored and their links are new work.
             (ToDispatcher::Results(results), s) => {
@@ -418,14 +391,18 @@ impl Dispatcher {
         Ok(())
     }
 
-    async fn on_hello(&mut self, identity: Bytes, hello: Hello) -> anyhow::Result<()> {
-        let Hello {
+    /// A supervisor (re)joins. `hello` is a [`ToDispatcher::Hello`].
+    async fn on_hello(&mut self, identity: Bytes, hello: ToDispatcher) -> anyhow::Result<()> {
+        let ToDispatcher::Hello {
             version,
-            id,
+            supervisor_id: id,
             capacity,
             process,
             holding,
-        } = hello;
+        } = hello
+        else {
+            return Ok(());
+        };
         if version != PROTOCOL_VERSION {
             eprintln!(
                 "dispatcher: supervisor {id} speaks protocol {version}, we speak {PROTOCOL_VERSION}; refused"

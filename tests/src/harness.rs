@@ -446,6 +446,11 @@ pub async fn all_docs(db: &mongodb::Database, coll: &str) -> anyhow::Result<Vec<
     Ok(cursor.try_collect().await?)
 }
 
+/// Command-line arguments from string literals.
+pub fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
 /// Writes lines to a file in `dir` and returns its path.
 pub fn write_lines(dir: &Path, name: &str, lines: &[String]) -> anyhow::Result<PathBuf> {
     let p = dir.join(name);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::IntoResponse;
 use bson::doc;
-use crawl_tests::harness::{all_docs, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{all_docs, args, run_crawl, write_lines, ClusterSpec, StoreServer};
 
 const PAGES: usize = 40;
 const HALT_AFTER: usize = 5;
@@ -81,7 +81,7 @@ async fn a_failing_domain_is_halted_until_unhalted() {
     spec.supervisors = 1;
     spec.children = 1;
     let broken = format!("broken.test:{port}");
-    let base_args: Vec<String> = [
+    let base_args: Vec<String> = args(&[
         "--min-delay-ms",
         "10",
         "--breaker-halt-after",
@@ -93,10 +93,7 @@ async fn a_failing_domain_is_halted_until_unhalted() {
         "1",
         "--progress-secs",
         "0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    ]);
     spec.dispatcher_args = base_args.clone();
 
     // Run 1: broken.test is halted after HALT_AFTER failures in a row.

@@ -11,7 +11,7 @@ use std::io::Read as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crawl_tests::harness::{bin, free_port, spawn_crawl, ClusterSpec, StoreServer};
+use crawl_tests::harness::{args, bin, free_port, spawn_crawl, ClusterSpec, StoreServer};
 use crawl_tests::web::{WebServer, WebSpec};
 use pprof::protos::Message as _;
 
@@ -255,17 +255,14 @@ async fn cluster_profile_pprof_and_metrics_during_a_crawl() {
     spec.supervisors = SUPERVISORS;
     spec.children = CHILDREN;
     let debug_addr = format!("127.0.0.1:{}", free_port());
-    spec.dispatcher_args = [
+    spec.dispatcher_args = args(&[
         "--min-delay-ms",
         MIN_DELAY_MS,
         "--max-depth",
         "100",
         "--debug-addr",
         &debug_addr,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    ]);
 
     let started = Instant::now();
     let crawl = spawn_crawl(&spec).await.unwrap();

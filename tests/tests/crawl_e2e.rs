@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, UNIX_EPOCH};
 
-use crawl_tests::harness::{all_docs, run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::harness::{all_docs, args, run_crawl, ClusterSpec, StoreServer};
 use crawl_tests::verify;
 use crawl_tests::web::{WebServer, WebSpec};
 
@@ -24,17 +24,14 @@ fn web_spec() -> WebSpec {
 }
 
 fn policy_args() -> Vec<String> {
-    [
+    args(&[
         "--min-delay-ms",
         &MIN_DELAY_MS.to_string(),
         "--max-depth",
         "100",
         "--progress-secs",
         "5",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    ])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crawl_tests::harness::{run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::harness::{args, run_crawl, ClusterSpec, StoreServer};
 use crawl_tests::verify;
 use crawl_tests::web::{WebExtras, WebServer, WebSpec};
 
@@ -36,17 +36,14 @@ async fn a_slow_site_gets_parallel_connections_up_to_the_limit_and_spaced_starts
     let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
     cluster.supervisors = 1;
     cluster.children = 1;
-    cluster.dispatcher_args = [
+    cluster.dispatcher_args = args(&[
         "--min-delay-ms",
         &MIN_DELAY_MS.to_string(),
         "--max-domain-connections",
         &CONNECTIONS.to_string(),
         "--max-depth",
         "100",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    ]);
     let run = run_crawl(&cluster, Duration::from_secs(120)).await.unwrap();
     assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
     let db = store.client().await.unwrap().database("crawler");

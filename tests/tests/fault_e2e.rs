@@ -11,7 +11,9 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use bson::doc;
-use crawl_tests::harness::{run_crawl, signal, spawn_crawl, ClusterSpec, RunningCrawl, StoreServer};
+use crawl_tests::harness::{
+    args, free_port, run_crawl, signal, spawn_crawl, ClusterSpec, RunningCrawl, StoreServer,
+};
 use crawl_tests::verify;
 use crawl_tests::web::{Expected, WebServer, WebSpec};
 use rand::{Rng, SeedableRng};
@@ -19,13 +21,10 @@ use rand::{Rng, SeedableRng};
 const SUPERVISORS: usize = 2;
 const CHILDREN: usize = 2;
 
-fn args(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| s.to_string()).collect()
-}
-
 /// Short timeouts so that a death is noticed in seconds, not the
 /// production defaults' tens of seconds.
-fn fast_failover(spec: &mut ClusterSpec, min_delay_ms: u64, debug_port: u16) {
+fn fast_failover(spec: &mut ClusterSpec, min_delay_ms: u64) {
+    let debug_port = free_port();
     spec.supervisors = SUPERVISORS;
     spec.children = CHILDREN;
     spec.dispatcher_args = args(&[
@@ -45,12 +44,32 @@ fn fast_failover(spec: &mut ClusterSpec, min_delay_ms: u64, debug_port: u16) {
     spec.supervisor_args = args(&["--dispatcher-silence-secs", "3", "--connect-timeout-secs", "60"]);
 }
 
-async fn start_web(spec: WebSpec) -> (WebServer, Expected) {
-    let server = WebServer::start(spec, "127.0.0.1:0".parse().unwrap())
+/// A synthetic web, its ground truth, and a 2×2 cluster spec with fast
+/// failover crawling it into `store`.
+struct Setup {
+    server: WebServer,
+    expected: Expected,
+    store: StoreServer,
+    spec: ClusterSpec,
+    /// Holds the seeds and hosts files.
+    _dir: tempfile::TempDir,
+}
+
+async fn setup(web: WebSpec, store: StoreServer, min_delay_ms: u64) -> Setup {
+    let server = WebServer::start(web, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
     let expected = server.web().expected_crawl();
-    (server, expected)
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
+    fast_failover(&mut spec, min_delay_ms);
+    Setup {
+        server,
+        expected,
+        store,
+        spec,
+        _dir: dir,
+    }
 }
 
 /// The end state every fault test demands: the finished crawl stored the
@@ -186,24 +205,30 @@ enum Victim {
 async fn chaos_kills_lose_nothing_and_store_nothing_twice() {
     const HOSTS: usize = 24;
     const KEEP_KILLING_WHILE_QUEUED: u64 = 600;
-    let (server, expected) = start_web(WebSpec {
-        seed: 21,
-        hosts: HOSTS,
-        outside_hosts: 2,
-        pages_per_host: 90,
-        crawl_delay_every: 0,
-        ..WebSpec::default()
-    })
+    let Setup {
+        server,
+        expected,
+        store,
+        spec,
+        _dir,
+    } = setup(
+        WebSpec {
+            seed: 21,
+            hosts: HOSTS,
+            outside_hosts: 2,
+            pages_per_host: 90,
+            crawl_delay_every: 0,
+            ..WebSpec::default()
+        },
+        StoreServer::start().unwrap(),
+        80,
+    )
     .await;
     assert!(
         expected.pages.len() >= 5000,
         "web too small: {}",
         expected.pages.len()
     );
-    let store = StoreServer::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
-    fast_failover(&mut spec, 80, crawl_tests::harness::free_port());
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let mut crawl = spawn_crawl(&spec).await.unwrap();
     let started = Instant::now();
@@ -302,17 +327,23 @@ async fn chaos_kills_lose_nothing_and_store_nothing_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_outage_of_30_seconds_loses_nothing() {
     const HOSTS: usize = 12;
-    let (server, expected) = start_web(WebSpec {
-        seed: 22,
-        hosts: HOSTS,
-        pages_per_host: 80,
-        ..WebSpec::default()
-    })
+    let Setup {
+        server,
+        expected,
+        mut store,
+        spec,
+        _dir,
+    } = setup(
+        WebSpec {
+            seed: 22,
+            hosts: HOSTS,
+            pages_per_host: 80,
+            ..WebSpec::default()
+        },
+        StoreServer::start_persistent().unwrap(),
+        50,
+    )
     .await;
-    let mut store = StoreServer::start_persistent().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
-    fast_failover(&mut spec, 50, crawl_tests::harness::free_port());
     let started = Instant::now();
     let crawl = spawn_crawl(&spec).await.unwrap();
     wait_for_pages(&store, 200, Duration::from_secs(60)).await;
@@ -350,17 +381,23 @@ async fn a_store_outage_of_30_seconds_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_everything_then_the_same_command_finishes_the_crawl() {
     const HOSTS: usize = 12;
-    let (server, expected) = start_web(WebSpec {
-        seed: 23,
-        hosts: HOSTS,
-        pages_per_host: 100,
-        ..WebSpec::default()
-    })
+    let Setup {
+        server,
+        expected,
+        store,
+        spec,
+        _dir,
+    } = setup(
+        WebSpec {
+            seed: 23,
+            hosts: HOSTS,
+            pages_per_host: 100,
+            ..WebSpec::default()
+        },
+        StoreServer::start().unwrap(),
+        50,
+    )
     .await;
-    let store = StoreServer::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
-    fast_failover(&mut spec, 50, crawl_tests::harness::free_port());
     let crawl = spawn_crawl(&spec).await.unwrap();
     wait_for_pages(&store, 300, Duration::from_secs(60)).await;
     let mut everyone: Vec<u32> = crawl.dispatcher_pid().into_iter().collect();
@@ -411,17 +448,23 @@ async fn sigterm_everything_then_the_same_command_finishes_the_crawl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_looping_child_takes_its_supervisor_out_of_the_crawl() {
     const HOSTS: usize = 8;
-    let (server, expected) = start_web(WebSpec {
-        seed: 24,
-        hosts: HOSTS,
-        pages_per_host: 20,
-        ..WebSpec::default()
-    })
+    let Setup {
+        server,
+        expected,
+        store,
+        mut spec,
+        _dir: dir,
+    } = setup(
+        WebSpec {
+            seed: 24,
+            hosts: HOSTS,
+            pages_per_host: 20,
+            ..WebSpec::default()
+        },
+        StoreServer::start().unwrap(),
+        20,
+    )
     .await;
-    let store = StoreServer::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
-    fast_failover(&mut spec, 20, crawl_tests::harness::free_port());
     let missing = dir.path().join("no-such-crawler-child");
     spec.per_supervisor_args = vec![args(&[
         "--child-bin",

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use bson::{Bson, Document};
-use crawl_tests::harness::{all_docs, run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::harness::{all_docs, args, run_crawl, ClusterSpec, StoreServer};
 use crawl_tests::web::hostile::{self, RobotsCase, HOSTILE_HOST, ROBOTS_CASE_LINKS};
 use crawl_tests::web::{RequestRecord, WebExtras, WebServer, WebSpec};
 
@@ -21,7 +21,7 @@ const MAX_BODY: i64 = 1 << 20;
 const SLOW_MS: u64 = 2000;
 
 fn dispatcher_args(request_timeout_ms: u64) -> Vec<String> {
-    [
+    args(&[
         "--min-delay-ms",
         &MIN_DELAY_MS.to_string(),
         "--request-timeout-ms",
@@ -35,10 +35,7 @@ fn dispatcher_args(request_timeout_ms: u64) -> Vec<String> {
         // The traps trip the circuit breaker; a short pause keeps the test short.
         "--breaker-pause-secs",
         "5",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    ])
 }
 
 /// A number field, whatever integer or float type the store gave back.

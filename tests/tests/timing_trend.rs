@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use crawl_tests::harness::{repo_root, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{args, repo_root, run_crawl, write_lines, ClusterSpec, StoreServer};
 use crawl_tests::web::{WebServer, WebSpec};
 use serde_json::Value;
 
@@ -168,17 +168,14 @@ async fn trend_names_parse_when_parse_slows_down_in_a_real_crawl() {
     spec.timing_dir = Some(logs.clone());
     // Every parse sleeps 300 µs more for each second its child has run.
     spec.env = vec![("CRAWLER_FAULT_SLOW_PARSE_US_PER_SEC".into(), "300".into())];
-    spec.dispatcher_args = [
+    spec.dispatcher_args = args(&[
         "--min-delay-ms",
         "5",
         "--max-depth",
         "100",
         "--progress-secs",
         "5",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    ]);
     let run = run_crawl(&spec, Duration::from_secs(600)).await.unwrap();
     eprintln!("crawl took {:?}: {}", run.wall, run.summary);
     assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
