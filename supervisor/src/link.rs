@@ -81,15 +81,24 @@ impl DispatcherLink {
     }
 
     /// Waits for the dispatcher's Welcome, which carries the crawl policy.
+    /// A dispatcher that dies between our Hello and its Welcome must not
+    /// leave us waiting forever: after the silence limit this fails (and
+    /// the service manager restarts us).
     pub async fn welcome(&mut self) -> anyhow::Result<CrawlPolicy> {
-        loop {
-            match self.recv().await {
-                Some(ToSupervisor::Welcome { policy }) => return Ok(policy),
-                Some(ToSupervisor::Stop) => bail!("dispatcher said stop before welcome"),
-                Some(_) => {}
-                None => bail!("lost the dispatcher before its welcome"),
+        let limit = self.silence_limit;
+        let wait = async {
+            loop {
+                match self.recv().await {
+                    Some(ToSupervisor::Welcome { policy }) => return Ok(policy),
+                    Some(ToSupervisor::Stop) => bail!("dispatcher said stop before welcome"),
+                    Some(_) => {}
+                    None => bail!("lost the dispatcher before its welcome"),
+                }
             }
-        }
+        };
+        tokio::time::timeout(limit, wait)
+            .await
+            .map_err(|_| anyhow::anyhow!("no Welcome from the dispatcher within {limit:?}"))?
     }
 
     /// How long [`DispatcherLink::maintain`] keeps reconnecting before it gives up.

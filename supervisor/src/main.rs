@@ -119,12 +119,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "supervisor {id}: connected to {}, debug on http://{}",
         args.dispatcher, debug.addr
     );
-    // A dispatcher that dies between our Hello and its Welcome must not
-    // leave us waiting forever (the service manager restarts us instead).
-    let silence = Duration::from_secs(args.dispatcher_silence_secs.max(2));
-    let policy = tokio::time::timeout(silence, link.welcome())
-        .await
-        .map_err(|_| anyhow::anyhow!("no Welcome from the dispatcher within {silence:?}"))??;
+    let policy = link.welcome().await?;
 
     let program = match &args.child_bin {
         Some(p) => p.clone(),
