@@ -1,10 +1,16 @@
 //! Test-only fault injection.
 //!
-//! `CRAWLER_FAULT_SLOW_PARSE_US_PER_SEC=N` makes every `parse` take N µs
-//! longer for each second the child has been running: a slowdown that grows
-//! over the run, like the one this project's profiling exists to find. The
-//! end-to-end tests use it to check that the trend report names `parse`.
-//! Unset (always, outside tests) it costs one relaxed load per page.
+//! - `CRAWLER_FAULT_SLOW_PARSE_US_PER_SEC=N` makes every `parse` take N µs
+//!   longer for each second the child has been running: a slowdown that
+//!   grows over the run, like the one this project's profiling exists to
+//!   find. The end-to-end tests use it to check that the trend report names
+//!   `parse`.
+//! - `CRAWLER_FAULT_FREEZE_ON_URL=S` makes the child stop itself (SIGSTOP)
+//!   when it starts a URL containing `S`: a child that is stuck for good,
+//!   deaf to SIGTERM and silent. The stop test uses it to check that every
+//!   process still exits within its bound.
+//!
+//! Unset (always, outside tests) each costs one load per page.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -36,5 +42,27 @@ pub fn slow_parse() {
     if let Some(f) = fault() {
         let us = f.started.elapsed().as_secs_f64() * f.growth_us_per_sec;
         std::thread::sleep(Duration::from_micros(us as u64));
+    }
+}
+
+/// Freezes this process if `url` matches `CRAWLER_FAULT_FREEZE_ON_URL`.
+pub fn freeze_on(url: &str) {
+    static FREEZE: OnceLock<Option<String>> = OnceLock::new();
+    let Some(pattern) = FREEZE
+        .get_or_init(|| {
+            std::env::var("CRAWLER_FAULT_FREEZE_ON_URL")
+                .ok()
+                .filter(|p| !p.is_empty())
+        })
+        .as_ref()
+    else {
+        return;
+    };
+    if url.contains(pattern.as_str()) {
+        eprintln!("crawler-child: FAULT INJECTION: freezing (SIGSTOP) on {url}");
+        // SAFETY: raise has no memory-safety preconditions.
+        unsafe {
+            libc::raise(libc::SIGSTOP);
+        }
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use reqwest::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER};
 use reqwest::redirect::Policy;
-use shared::protocol::CrawlPolicy;
+use shared::protocol::{CrawlPolicy, FailureKind};
 use shared::resolve::HostOverrides;
 use url::Url;
 
@@ -44,12 +44,11 @@ pub enum FetchError {
 }
 
 impl FetchError {
-    /// Bounded label for metrics and results.
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> FailureKind {
         match self {
-            FetchError::Timeout => "timeout",
-            FetchError::Connect(_) => "connect",
-            FetchError::Other(_) => "http",
+            FetchError::Timeout => FailureKind::Timeout,
+            FetchError::Connect(_) => FailureKind::Connect,
+            FetchError::Other(_) => FailureKind::Http,
         }
     }
 

@@ -47,9 +47,19 @@ struct Args {
     hosts_file: Vec<std::path::PathBuf>,
 }
 
+/// How long a stopping child works on the URLs it holds before it leaves
+/// the rest to be handed out again (they are leased, nothing is lost).
+/// A domain with a long Crawl-delay could otherwise keep it for minutes;
+/// the supervisor kills a child still there after 15 s.
+const DRAIN: Duration = Duration::from_secs(10);
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    shared::runtime()?.block_on(run(args))
+    let runtime = shared::runtime()?;
+    let res = runtime.block_on(run(args));
+    // A URL stuck in synchronous code must not keep the process alive.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    res
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
@@ -134,14 +144,29 @@ async fn run(args: Args) -> anyhow::Result<()> {
             }
         }
     }
-    // Drain: finish what we hold, store it, report it.
-    worker.wait_idle().await;
+    // Drain: finish what we hold, store it, report it, within DRAIN.
+    let deadline = tokio::time::Instant::now() + DRAIN;
+    if tokio::time::timeout_at(deadline, worker.wait_idle())
+        .await
+        .is_err()
+    {
+        eprintln!(
+            "crawler-child: {} URLs unfinished after {DRAIN:?}; leaving them to be crawled again",
+            worker.pending()
+        );
+    }
     drop(worker);
-    drop(ctx); // drops the last PageWriter, so the writer flushes and ends
-    writer_done.await.context("page writer")?;
-    times.flush(&timing).await;
+    drop(ctx); // drops the last PageWriter (unless a URL is stuck), so the writer flushes and ends
+    let grace = Duration::from_secs(2);
+    match tokio::time::timeout_at(deadline + grace, writer_done).await {
+        Ok(res) => res.context("page writer")?,
+        Err(_) => eprintln!(
+            "crawler-child: pages still unwritten at the stop deadline; their URLs will be crawled again"
+        ),
+    }
+    let _ = tokio::time::timeout(grace, times.flush(&timing)).await;
     timing.flush();
-    let _ = tokio::time::timeout(Duration::from_secs(10), writer).await;
+    let _ = tokio::time::timeout(grace, writer).await;
     Ok(())
 }
 

@@ -11,12 +11,14 @@
 //! paces it.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bson::{doc, DateTime, Document};
+use futures::FutureExt;
 use shared::extract::{extract, ExtractOptions};
-use shared::protocol::{now_ms, CrawlPolicy, CrawlResult, Outcome, WorkItem};
+use shared::protocol::{now_ms, CrawlPolicy, CrawlResult, FailureKind, Outcome, WorkItem};
 use shared::timing::{Op, TimingLog};
 use shared::urls::{self, domain_of, origin_of};
 use tokio::sync::{mpsc, Semaphore};
@@ -77,36 +79,51 @@ impl DomainState {
             .get_or_insert_with(|| Pace::resume(None, Duration::ZERO, 0.0))
     }
 
-    /// The robots rules for `url`'s origin: memory, then the second store,
-    /// then the web.
-    async fn robots_for(&mut self, ctx: &Ctx, url: &Url) -> Arc<RobotsEntry> {
-        let origin = origin_of(url);
-        if let Some(entry) = self.robots.get(&origin).filter(|e| !e.expired()) {
-            return entry.clone();
-        }
-        let entry = match ctx.robots.load(&origin, &self.domain).await {
-            Some(entry) => entry,
-            None => {
-                let domain = self.domain.clone();
-                let min = Duration::from_millis(ctx.policy.min_delay_ms);
-                self.pace(ctx).await.wait(min, &ctx.timing, &domain).await;
-                let failures = self.robots_failures.get(&origin).copied().unwrap_or(0);
-                let entry = ctx.robots.fetch(&ctx.http, &origin, &domain, failures).await;
-                if entry.is_unavailable() {
-                    self.robots_failures.insert(origin.clone(), failures + 1);
-                } else {
-                    self.robots_failures.remove(&origin);
-                }
-                let delay = delay_for(&ctx.policy, Some(&entry));
-                self.pace(ctx).await.request_done(delay);
-                ctx.times.touch(&domain, delay);
-                entry
-            }
-        };
-        let entry = Arc::new(entry);
-        self.robots.insert(origin, entry.clone());
-        entry
+    /// The cached rules for `origin`, while they have not expired.
+    fn cached_robots(&self, origin: &str) -> Option<Arc<RobotsEntry>> {
+        self.robots.get(origin).filter(|e| !e.expired()).cloned()
     }
+}
+
+/// The robots rules for `url`'s origin: memory, then the second store,
+/// then the web. Fetching robots.txt is a request like any other: it takes
+/// all of the domain's connections, so it never overlaps a page request.
+async fn robots_for(ctx: &Ctx, st: &SharedDomain, url: &Url) -> Arc<RobotsEntry> {
+    let origin = origin_of(url);
+    {
+        let mut s = st.state.lock().await;
+        if let Some(entry) = s.cached_robots(&origin) {
+            return entry;
+        }
+        if let Some(entry) = ctx.robots.load(&origin, &s.domain).await {
+            let entry = Arc::new(entry);
+            s.robots.insert(origin, entry.clone());
+            return entry;
+        }
+    }
+    let _alone = st.connections.acquire_many(st.max_connections).await.ok();
+    let mut s = st.state.lock().await;
+    // Another task may have fetched it while this one waited.
+    if let Some(entry) = s.cached_robots(&origin) {
+        return entry;
+    }
+    let domain = s.domain.clone();
+    let min = Duration::from_millis(ctx.policy.min_delay_ms);
+    s.pace(ctx).await.wait(min, &ctx.timing, &domain).await;
+    let failures = s.robots_failures.get(&origin).copied().unwrap_or(0);
+    let entry = ctx.robots.fetch(&ctx.http, &origin, &domain, failures).await;
+    if entry.is_unavailable() {
+        s.robots_failures
+            .insert(origin.clone(), failures.saturating_add(1));
+    } else {
+        s.robots_failures.remove(&origin);
+    }
+    let delay = delay_for(&ctx.policy, Some(&entry));
+    s.pace(ctx).await.request_done(delay);
+    ctx.times.touch(&domain, delay);
+    let entry = Arc::new(entry);
+    s.robots.insert(origin, entry.clone());
+    entry
 }
 
 impl DomainState {
@@ -118,8 +135,10 @@ impl DomainState {
             self.throttles = 0;
             return None;
         }
-        self.throttles += 1;
-        let backoff = delay.max(Duration::from_secs(1)) * 2u32.saturating_pow(self.throttles - 1);
+        self.throttles = self.throttles.saturating_add(1);
+        let backoff = delay
+            .max(Duration::from_secs(1))
+            .saturating_mul(2u32.saturating_pow(self.throttles - 1));
         let wait = http::retry_after(resp.retry_after.as_deref())
             .unwrap_or(backoff)
             .min(MAX_THROTTLE_WAIT);
@@ -139,13 +158,50 @@ fn delay_for(policy: &CrawlPolicy, robots: Option<&RobotsEntry>) -> Duration {
     robots.and_then(|r| r.crawl_delay).map_or(min, |d| d.max(min))
 }
 
-/// A domain's state, shared by its tasks.
-pub type SharedDomain = tokio::sync::Mutex<DomainState>;
+/// A domain's state, shared by its tasks, and its connections.
+pub struct SharedDomain {
+    state: tokio::sync::Mutex<DomainState>,
+    /// One permit per connection the policy allows the domain. A request
+    /// to a domain with a delay takes all of them: with a delay, requests
+    /// go one at a time and the next starts at least the delay after the
+    /// last response ended, so no two requests reach the server closer
+    /// than the delay, whenever the server logs them (arrival or end) and
+    /// however long each one takes. Parallel requests would each keep the
+    /// delay from the previous start, yet arrive or end closer than it.
+    connections: tokio::sync::Semaphore,
+    max_connections: u32,
+}
+
+impl SharedDomain {
+    pub fn new(domain: &str, max_connections: u32) -> SharedDomain {
+        let max_connections = max_connections.clamp(1, tokio::sync::Semaphore::MAX_PERMITS as u32);
+        SharedDomain {
+            state: tokio::sync::Mutex::new(DomainState::new(domain)),
+            connections: tokio::sync::Semaphore::new(max_connections as usize),
+            max_connections,
+        }
+    }
+}
 
 /// Crawls one URL and hands its result on (to the page writer, which
-/// reports after storing, or straight to the report channel).
+/// reports after storing, or straight to the report channel). A panic
+/// while crawling it fails this URL alone (kind `internal`): the domain's
+/// task, its other URLs and the child go on.
 pub async fn crawl(ctx: &Ctx, st: &SharedDomain, item: WorkItem) {
-    match crawl_url(ctx, st, &item).await {
+    crate::fault::freeze_on(&item.url);
+    let done = match AssertUnwindSafe(crawl_url(ctx, st, &item)).catch_unwind().await {
+        Ok(done) => done,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            eprintln!("crawler-child: BUG: crawling {} panicked: {what}", item.url);
+            failed(&item, FailureKind::Internal, format!("panic: {what}"))
+        }
+    };
+    match done {
         Done::Page(page, result) => ctx.pages.submit(page, result).await,
         Done::NoPage(result) => {
             let _ = ctx.report.send(result);
@@ -169,31 +225,24 @@ fn result(item: &WorkItem, outcome: Outcome, outlinks: Vec<String>) -> CrawlResu
     }
 }
 
-fn failed(item: &WorkItem, kind: &str, message: impl Into<String>) -> Done {
-    metrics::counter!("crawler_fetch_failures_total", "kind" => kind.to_string()).increment(1);
-    Done::NoPage(result(
-        item,
-        Outcome::Failed {
-            kind: kind.to_string(),
-            message: message.into(),
-        },
-        Vec::new(),
-    ))
+fn failed(item: &WorkItem, kind: FailureKind, message: impl Into<String>) -> Done {
+    metrics::counter!("crawler_fetch_failures_total", "kind" => kind.as_str()).increment(1);
+    Done::NoPage(result(item, Outcome::failed(kind, message), Vec::new()))
 }
 
 async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
     let url = match urls::parse(&item.url) {
         Ok(u) => u,
-        Err(reason) => return failed(item, "bad_url", reason.as_str()),
+        Err(reason) => return failed(item, FailureKind::BadUrl, reason.as_str()),
     };
     let mut current = url.clone();
     let mut hops: Vec<Url> = vec![url.clone()];
     loop {
-        let robots = st.lock().await.robots_for(ctx, &current).await;
+        let robots = robots_for(ctx, st, &current).await;
         if robots.is_unavailable() {
             return failed(
                 item,
-                "robots_unavailable",
+                FailureKind::RobotsUnavailable,
                 "robots.txt could not be fetched; retry later",
             );
         }
@@ -204,7 +253,7 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
             }
             return failed(
                 item,
-                "redirect_disallowed",
+                FailureKind::RedirectDisallowed,
                 format!("redirect to {current} is disallowed by robots.txt"),
             );
         }
@@ -214,9 +263,9 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
             Ok(r) => r,
             Err(e) => return failed(item, e.kind(), e.to_string()),
         };
-        if let Some(wait) = st.lock().await.throttled(ctx, &resp, delay).await {
+        if let Some(wait) = st.state.lock().await.throttled(ctx, &resp, delay).await {
             let msg = format!("HTTP {}; domain waits {wait:?}", resp.status);
-            return failed(item, "throttled", msg);
+            return failed(item, FailureKind::Throttled, msg);
         }
         if (300..400).contains(&resp.status) {
             if let Some(target) = resp
@@ -228,12 +277,16 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
                     return cross_domain_redirect(ctx, item, &current, &resp, target);
                 }
                 if hops.contains(&target) {
-                    return failed(item, "redirect_loop", format!("redirect loop at {target}"));
+                    return failed(
+                        item,
+                        FailureKind::RedirectLoop,
+                        format!("redirect loop at {target}"),
+                    );
                 }
                 if hops.len() > ctx.policy.max_redirects as usize {
                     return failed(
                         item,
-                        "too_many_redirects",
+                        FailureKind::TooManyRedirects,
                         format!("more than {} redirects", ctx.policy.max_redirects),
                     );
                 }
@@ -246,16 +299,19 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
     }
 }
 
-/// Waits for the domain's turn (holding its lock, so its tasks start one
-/// by one), then fetches without the lock.
+/// Takes the domain's connections (all of them when it has a delay, see
+/// [`SharedDomain`]), waits for its turn (holding its lock, so its tasks
+/// start one by one), then fetches without the lock.
 async fn fetch(
     ctx: &Ctx,
     st: &SharedDomain,
     url: &Url,
     delay: Duration,
 ) -> Result<Fetched, http::FetchError> {
+    let permits = if delay.is_zero() { 1 } else { st.max_connections };
+    let _connections = st.connections.acquire_many(permits).await.ok();
     let domain = {
-        let mut s = st.lock().await;
+        let mut s = st.state.lock().await;
         let domain = s.domain.clone();
         s.pace(ctx).await.wait(delay, &ctx.timing, &domain).await;
         domain
@@ -264,11 +320,11 @@ async fn fetch(
     let start = Instant::now();
     let res = ctx.http.get(url).await;
     drop(permit);
-    st.lock().await.pace(ctx).await.request_done(delay);
+    st.state.lock().await.pace(ctx).await.request_done(delay);
     ctx.times.touch(&domain, delay);
     let outcome = match &res {
         Ok(_) => "ok",
-        Err(e) => e.kind(),
+        Err(e) => e.kind().as_str(),
     };
     ctx.timing.record(
         Op::Fetch,
@@ -282,6 +338,25 @@ async fn fetch(
         metrics::counter!("crawler_fetched_bytes_total").increment(r.body.len() as u64);
     }
     res
+}
+
+/// Most bytes of decoded HTML kept in a page document. MongoDB refuses
+/// documents over 16 MiB, and decoding can triple a body (every invalid
+/// byte becomes a 3-byte U+FFFD): 10 MiB of bad UTF-8 is 30 MiB of text.
+/// 12 MiB leaves room for the other fields, which are all small.
+pub const MAX_HTML_BYTES: usize = 12 * 1024 * 1024;
+
+/// Cuts `html` to [`MAX_HTML_BYTES`] on a character boundary; true if cut.
+fn clip_html(html: &mut String) -> bool {
+    if html.len() <= MAX_HTML_BYTES {
+        return false;
+    }
+    let mut end = MAX_HTML_BYTES;
+    while !html.is_char_boundary(end) {
+        end -= 1;
+    }
+    html.truncate(end);
+    true
 }
 
 fn status_class(status: u16) -> &'static str {
@@ -347,17 +422,27 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
         let encoding = http::charset(resp.content_type.as_deref(), &resp.body);
         let options = ExtractOptions {
             skip_nofollow: ctx.policy.skip_nofollow,
+            max_links: ctx.policy.max_outlinks_per_page as usize,
         };
         let f = extract(&resp.body, final_url, encoding, options);
         crate::fault::slow_parse();
         for reason in &f.rejected {
             metrics::counter!("crawler_links_dropped_total", "reason" => reason.as_str()).increment(1);
         }
-        let text = encoding
+        if f.over_cap > 0 {
+            metrics::counter!("crawler_links_dropped_total", "reason" => "over_page_cap")
+                .increment(f.over_cap as u64);
+            d.insert("outlinks_dropped", f.over_cap as i64);
+        }
+        let mut text = encoding
             .unwrap_or(encoding_rs::UTF_8)
             .decode_without_bom_handling(&resp.body)
             .0
             .into_owned();
+        if clip_html(&mut text) {
+            metrics::counter!("crawler_html_clipped_total").increment(1);
+            d.insert("html_truncated", true);
+        }
         d.insert("html", text);
         for (k, v) in [
             ("title", f.title),

@@ -15,10 +15,14 @@ use tokio::time::Instant;
 
 use bson::doc;
 use shared::protocol::now_ms;
-use shared::store::Stores;
+use shared::store::{self, Stores};
 use shared::timing::{Op, TimingLog};
 
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// The longest any one wait may be: a delay from a flag, a stored
+/// last-crawled time in the future (a clock step, a bad record) or a rate
+/// ceiling near zero is clamped to it, so instant arithmetic cannot overflow.
+const MAX_WAIT: Duration = Duration::from_secs(3600);
 
 /// When the next request to one domain may start.
 pub struct Pace {
@@ -46,7 +50,8 @@ impl Bucket {
         if self.tokens >= 1.0 {
             now
         } else {
-            now + Duration::from_secs_f64((1.0 - self.tokens) / self.per_sec)
+            let wait = Duration::try_from_secs_f64((1.0 - self.tokens) / self.per_sec).unwrap_or(MAX_WAIT);
+            now + wait.min(MAX_WAIT)
         }
     }
 }
@@ -58,8 +63,9 @@ impl Pace {
         let now = Instant::now();
         let next_allowed = match last_crawled_ms {
             Some(last) => {
-                let due = last + delay.as_millis() as u64;
-                now + Duration::from_millis(due.saturating_sub(now_ms()))
+                // From the store: clamped, a wild value must not overflow.
+                let due = last.saturating_add(delay.as_millis() as u64);
+                now + Duration::from_millis(due.saturating_sub(now_ms())).min(MAX_WAIT)
             }
             None => now,
         };
@@ -89,19 +95,19 @@ impl Pace {
             b.refill(start);
             b.tokens -= 1.0;
         }
-        self.next_allowed = self.next_allowed.max(start + delay);
+        self.next_allowed = self.next_allowed.max(start + delay.min(MAX_WAIT));
     }
 
     /// Called when a request has completed: the gap is measured from the
     /// end of one response to the start of the next request, so the server
     /// sees at least `delay` between two requests however long each took.
     pub fn request_done(&mut self, delay: Duration) {
-        self.next_allowed = self.next_allowed.max(Instant::now() + delay);
+        self.next_allowed = self.next_allowed.max(Instant::now() + delay.min(MAX_WAIT));
     }
 
     /// Pushes the next request at least `wait` into the future (429/503).
     pub fn hold(&mut self, wait: Duration) {
-        self.next_allowed = self.next_allowed.max(Instant::now() + wait);
+        self.next_allowed = self.next_allowed.max(Instant::now() + wait.min(MAX_WAIT));
     }
 }
 
@@ -123,11 +129,10 @@ impl DomainTimes {
     /// The stored last-crawled time of `domain` (Unix ms) and the delay
     /// that was in force then, if the domain was crawled before.
     pub async fn load(&self, domain: &str) -> Option<(u64, Duration)> {
-        let d = self
-            .stores
-            .domains()
-            .find_one(doc! {"_id": domain})
-            .await
+        // A store that fails or does not answer costs the stored pace, not
+        // the domain: it is crawled with the configured delay from now.
+        let d = store::deadline(self.stores.domains().find_one(doc! {"_id": domain}))
+            .await?
             .ok()??;
         let last = d.get_i64("last_crawled_ms").ok()?.max(0) as u64;
         let delay = d.get_i64("crawl_delay_ms").unwrap_or(0).max(0) as u64;
@@ -165,13 +170,14 @@ impl DomainTimes {
                 "last_crawled_ms": last as i64,
                 "crawl_delay_ms": delay as i64,
             }};
-            let res = domains
-                .update_one(doc! {"_id": &domain}, update)
-                .upsert(true)
-                .await;
-            let outcome = if res.is_ok() { "ok" } else { "error" };
+            let res = store::deadline(domains.update_one(doc! {"_id": &domain}, update).upsert(true)).await;
+            let outcome = match &res {
+                Some(Ok(_)) => "ok",
+                Some(Err(_)) => "error",
+                None => "timeout",
+            };
             timing.record(Op::Store, start.elapsed(), outcome, Some(&domain), None);
-            if res.is_err() {
+            if !matches!(res, Some(Ok(_))) {
                 // Put it back (unless a newer time arrived) so the next flush retries.
                 if let Ok(mut d) = self.dirty.lock() {
                     d.entry(domain).or_insert((last, delay));

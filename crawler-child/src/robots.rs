@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, Document};
 use shared::protocol::{now_ms, CrawlPolicy};
-use shared::store::Stores;
+use shared::store::{self, Stores};
 use shared::timing::{Op, TimingLog};
 use texting_robots::Robot;
 use url::Url;
@@ -36,6 +36,18 @@ pub fn unavailable_retry(failures: u32) -> Duration {
         .min(MAX_UNAVAILABLE_RETRY)
 }
 
+/// A site's `Crawl-delay` (seconds, as the file says) as a wait, capped at
+/// `max_ms`. The value comes from the network: `1e20`, `inf`, `NaN` or a
+/// negative number must neither panic nor overflow (`Duration::from_secs_f32`
+/// panics past its range), so anything unrepresentable counts as the cap.
+pub fn crawl_delay(secs: f32, max_ms: u64) -> Option<Duration> {
+    if secs.is_nan() || secs <= 0.0 {
+        return None;
+    }
+    let max = Duration::from_millis(max_ms);
+    Some(Duration::try_from_secs_f32(secs).map_or(max, |d| d.min(max)))
+}
+
 /// The rules in force for one origin.
 pub enum Rules {
     AllowAll,
@@ -54,7 +66,7 @@ pub struct RobotsEntry {
 impl RobotsEntry {
     /// Builds the rules from a robots.txt response (`status` 0 = unreachable).
     pub fn from_response(status: u16, body: &[u8], policy: &CrawlPolicy, fetched_ms: u64) -> RobotsEntry {
-        let ttl_ms = policy.robots_ttl_secs * 1000;
+        let ttl_ms = policy.robots_ttl_secs.saturating_mul(1000);
         let (rules, ttl_ms) = match status {
             200..=299 => match Robot::new(&policy.robots_agent, body) {
                 Ok(robot) => (Rules::Parsed(Box::new(robot)), ttl_ms),
@@ -65,16 +77,13 @@ impl RobotsEntry {
             _ => (Rules::Unavailable, UNAVAILABLE_RETRY.as_millis() as u64),
         };
         let crawl_delay = match &rules {
-            Rules::Parsed(r) => r
-                .delay
-                .filter(|d| d.is_finite() && *d > 0.0)
-                .map(|d| Duration::from_secs_f32(d).min(Duration::from_millis(policy.max_crawl_delay_ms))),
+            Rules::Parsed(r) => r.delay.and_then(|d| crawl_delay(d, policy.max_crawl_delay_ms)),
             _ => None,
         };
         RobotsEntry {
             rules,
             crawl_delay,
-            expires_ms: fetched_ms + ttl_ms,
+            expires_ms: fetched_ms.saturating_add(ttl_ms),
         }
     }
 
@@ -106,13 +115,18 @@ impl RobotsSource {
     /// The stored copy, if there is one that has not expired.
     pub async fn load(&self, origin: &str, domain: &str) -> Option<RobotsEntry> {
         let start = Instant::now();
-        let found = self.stores.robots().find_one(doc! {"_id": origin}).await;
-        let outcome = if found.is_ok() { "ok" } else { "error" };
+        let found = store::deadline(self.stores.robots().find_one(doc! {"_id": origin})).await;
+        let outcome = match &found {
+            Some(Ok(_)) => "ok",
+            Some(Err(_)) => "error",
+            None => "timeout",
+        };
         self.timing
             .record(Op::RobotsLookup, start.elapsed(), outcome, Some(domain), None);
-        let d = found.ok()??;
+        // Not found, or the store failed: fetch it from the web instead.
+        let d = found?.ok()??;
         let fetched = d.get_i64("fetched_at_ms").ok()?.max(0) as u64;
-        let status = d.get_i32("status").ok()? as u16;
+        let status = u16::try_from(d.get_i32("status").ok()?).unwrap_or(0);
         let body = match d.get("body") {
             Some(bson::Bson::String(s)) => s.as_bytes(),
             _ => b"",
@@ -142,7 +156,8 @@ impl RobotsSource {
         let fetched = now_ms();
         let mut entry = RobotsEntry::from_response(status, &body, &self.policy, fetched);
         if entry.is_unavailable() {
-            entry.expires_ms = fetched + unavailable_retry(failures + 1).as_millis() as u64;
+            let retry = unavailable_retry(failures.saturating_add(1)).as_millis() as u64;
+            entry.expires_ms = fetched.saturating_add(retry);
         }
         // Times are Unix milliseconds (see `politeness` for why not dates).
         let record = doc! {
@@ -160,12 +175,12 @@ impl RobotsSource {
         let origin = origin.to_string();
         tokio::spawn(async move {
             let update = doc! {"$set": record};
-            if let Err(e) = robots
-                .update_one(doc! {"_id": &origin}, update)
-                .upsert(true)
-                .await
-            {
-                eprintln!("crawler-child: storing robots.txt of {origin} failed: {e}");
+            let write = robots.update_one(doc! {"_id": &origin}, update).upsert(true);
+            // Losing it costs one robots.txt fetch by the next child, no more.
+            match store::deadline(write).await {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => eprintln!("crawler-child: storing robots.txt of {origin} failed: {e}"),
+                None => eprintln!("crawler-child: storing robots.txt of {origin} timed out"),
             }
         });
     }
@@ -216,6 +231,7 @@ mod tests {
             max_body_bytes: 1 << 20,
             max_redirects: 10,
             skip_nofollow: false,
+            max_outlinks_per_page: 100,
             child_concurrency: 8,
         }
     }
@@ -242,6 +258,33 @@ mod tests {
         assert!(broken.is_unavailable());
         let unreachable = RobotsEntry::from_response(0, b"", &p, now_ms());
         assert!(!unreachable.allowed(&u("http://a.test/")));
+    }
+
+    #[test]
+    fn hostile_crawl_delays_are_clamped_not_fatal() {
+        let cap = Some(Duration::from_secs(2));
+        for delay in ["1e20", "inf", "99999999999", "3.4e38"] {
+            let body = format!("User-agent: *\nCrawl-delay: {delay}\nDisallow: /x\n");
+            let e = RobotsEntry::from_response(200, body.as_bytes(), &policy(), now_ms());
+            assert_eq!(e.crawl_delay, cap, "Crawl-delay: {delay}");
+        }
+        for delay in ["-5", "0", "NaN", "abc"] {
+            let body = format!("User-agent: *\nCrawl-delay: {delay}\n");
+            let e = RobotsEntry::from_response(200, body.as_bytes(), &policy(), now_ms());
+            assert_eq!(e.crawl_delay, None, "Crawl-delay: {delay}");
+        }
+        assert_eq!(crawl_delay(0.25, 2000), Some(Duration::from_millis(250)));
+        assert_eq!(crawl_delay(f32::INFINITY, 2000), cap);
+        assert_eq!(crawl_delay(f32::NAN, 2000), None);
+        // A TTL from a hostile or mistaken setting saturates, never wraps.
+        let p = CrawlPolicy {
+            robots_ttl_secs: u64::MAX,
+            ..policy()
+        };
+        assert_eq!(
+            RobotsEntry::from_response(404, b"", &p, now_ms()).expires_ms,
+            u64::MAX
+        );
     }
 
     #[test]

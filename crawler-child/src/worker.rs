@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use shared::protocol::WorkItem;
 use tokio::sync::Notify;
 
-use crate::pipeline::{self, Ctx, DomainState, SharedDomain};
+use crate::pipeline::{self, Ctx, SharedDomain};
 
 struct Domain {
     /// Queue and the number of tasks draining it, changed together under one lock.
@@ -41,6 +41,7 @@ impl Worker {
 
     pub fn enqueue(self: &Arc<Self>, item: WorkItem) {
         self.pending.fetch_add(1, Ordering::SeqCst);
+        let max_tasks = self.ctx.policy.max_domain_connections.max(1);
         let domain = {
             let mut domains = self.domains.lock().unwrap_or_else(|e| e.into_inner());
             domains
@@ -48,12 +49,11 @@ impl Worker {
                 .or_insert_with(|| {
                     Arc::new(Domain {
                         queue: Mutex::new((VecDeque::new(), 0)),
-                        state: tokio::sync::Mutex::new(DomainState::new(&item.domain)),
+                        state: SharedDomain::new(&item.domain, max_tasks),
                     })
                 })
                 .clone()
         };
-        let max_tasks = self.ctx.policy.max_domain_connections.max(1);
         let start = {
             let mut q = domain.queue.lock().unwrap_or_else(|e| e.into_inner());
             q.0.push_back(item);

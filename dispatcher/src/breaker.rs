@@ -64,8 +64,8 @@ pub struct Breakers {
     domains: HashMap<String, Health>,
 }
 
-/// Whether an outcome counts against the domain's health.
-pub fn is_error(outcome: &Outcome) -> Option<&str> {
+/// Whether an outcome counts against the domain's health, and as what.
+pub fn is_error(outcome: &Outcome) -> Option<&'static str> {
     match outcome {
         Outcome::Fetched { status, .. } => match status {
             403 => Some("http_403"),
@@ -74,10 +74,7 @@ pub fn is_error(outcome: &Outcome) -> Option<&str> {
             _ => None,
         },
         Outcome::Disallowed => None,
-        Outcome::Failed { kind, .. } => match kind.as_str() {
-            "timeout" | "connect" | "http" | "throttled" | "robots_unavailable" => Some(kind),
-            _ => None,
-        },
+        Outcome::Failed { kind, .. } => kind.counts_against_domain().then(|| kind.as_str()),
     }
 }
 
@@ -207,10 +204,7 @@ mod tests {
             ..BreakerConfig::default()
         };
         let mut b = Breakers::new(cfg);
-        let timeout = Outcome::Failed {
-            kind: "timeout".into(),
-            message: String::new(),
-        };
+        let timeout = Outcome::failed(shared::protocol::FailureKind::Timeout, "");
         for i in 0..4 {
             assert_eq!(b.record("a", &timeout, i), None);
         }

@@ -15,8 +15,8 @@ use crate::frontier::SupId;
 pub struct SupState {
     pub id: String,
     pub identity: Bytes,
+    /// URLs it may hold at once; what it holds is [`crate::frontier::Frontier::held`].
     pub capacity: u32,
-    pub outstanding: u32,
     pub last_heard: Instant,
     pub live: bool,
     pub said_bye: bool,

@@ -9,8 +9,8 @@ use bson::doc;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use shared::protocol::{
-    self, now_ms, CrawlPolicy, CrawlResult, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem,
-    PROTOCOL_VERSION,
+    self, now_ms, CrawlPolicy, CrawlResult, FailureKind, Outcome, ProcessInfo, ToDispatcher, ToSupervisor,
+    WorkItem, PROTOCOL_VERSION,
 };
 use shared::store::{state, Stores};
 use shared::timing::{Op, TimingLog};
@@ -27,19 +27,15 @@ use crate::persist::FrontierWriter;
 use crate::stats::{Stats, Summary};
 use crate::{seeds, Args, Scope, ROLE};
 
-/// How many tries a URL gets after a failure of this kind.
-fn max_attempts(kind: &str) -> u32 {
-    match kind {
-        // The site asked us to come back later; the domain already waits.
-        "throttled" => 10,
-        "timeout" | "connect" | "robots_unavailable" | "child_crashed" | "http" => 3,
-        _ => 1,
-    }
-}
 /// Pause before a retry, times the attempt number.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 /// Most URLs sent in one Work message.
 const MAX_BATCH: usize = 512;
+/// How long a stopping dispatcher waits for its supervisors' Byes. A
+/// supervisor gives its children at most 15 s and then kills them, so a
+/// live one answers well within this; a stuck or gone one is not waited
+/// for longer (what it held stays `queued` in the store).
+const STOP_WAIT: Duration = Duration::from_secs(25);
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let view: SharedView = Arc::new(Mutex::new(ClusterView::default()));
@@ -322,6 +318,7 @@ impl Dispatcher {
                 _ = monitor_tick.tick(), if !self.monitor_every.is_zero() => {
                     let (paused, halted) = self.frontier.blocked_domains();
                     let view = FrontierView {
+                        held: (0..self.sups.len()).map(|s| self.frontier.held(s)).collect(),
                         queued: self.frontier.queued(),
                         in_flight: self.frontier.in_flight(),
                         seen: self.frontier.seen_count(),
@@ -376,7 +373,9 @@ impl Dispatcher {
                     }
                 }
             }
-            (ToDispatcher::Heartbeat { .. }, Some(_)) => {}
+            (ToDispatcher::Heartbeat { holding, .. }, Some(s)) => {
+                self.frontier.renew(s, &holding, now_ms());
+            }
             (ToDispatcher::Bye, s) => {
                 if let Some(s) = s {
                     self.sups[s].said_bye = true;
@@ -433,7 +432,6 @@ impl Dispatcher {
             id,
             identity: identity.clone(),
             capacity,
-            outstanding: 0,
             last_heard: Instant::now(),
             live: true,
             said_bye: false,
@@ -464,7 +462,6 @@ impl Dispatcher {
         }
         let held = holding.len();
         let adopted = self.frontier.adopt(s, holding, now_ms());
-        self.sups[s].outstanding += adopted as u32;
         eprintln!(
             "dispatcher: supervisor {} holds {held} URLs from before; adopted {adopted} leases",
             self.sups[s].id
@@ -501,11 +498,9 @@ impl Dispatcher {
         let start = Instant::now();
         let n = results.len();
         for r in results {
-            let known = self.frontier.complete(r.lease).is_some();
+            // Ends the lease (and frees its credit) if it is still current.
+            self.frontier.complete(r.lease);
             if let Some(s) = s {
-                if known {
-                    self.sups[s].outstanding = self.sups[s].outstanding.saturating_sub(1);
-                }
                 self.sups[s].results += 1;
             }
             self.stats.record(&r.outcome);
@@ -525,7 +520,7 @@ impl Dispatcher {
             let final_state = match &r.outcome {
                 Outcome::Fetched { .. } => Some(state::DONE),
                 Outcome::Disallowed => Some(state::DISALLOWED),
-                Outcome::Failed { kind, .. } => self.retry_or_fail(&r, kind),
+                Outcome::Failed { kind, .. } => self.retry_or_fail(&r, *kind),
             };
             if let Some(st) = final_state {
                 self.attempts.remove(&r.url);
@@ -597,10 +592,10 @@ impl Dispatcher {
     }
 
     /// Retryable failures go back in the queue after a pause, a few times.
-    fn retry_or_fail(&mut self, r: &CrawlResult, kind: &str) -> Option<&'static str> {
+    fn retry_or_fail(&mut self, r: &CrawlResult, kind: FailureKind) -> Option<&'static str> {
         let attempts = self.attempts.entry(r.url.clone()).or_insert(0);
-        *attempts += 1;
-        if *attempts < max_attempts(kind) {
+        *attempts = attempts.saturating_add(1);
+        if *attempts < kind.max_attempts() {
             self.stats.counts.retried += 1;
             let due = now_ms() + RETRY_AFTER.as_millis() as u64 * *attempts as u64;
             self.delayed.push((due, r.url.clone(), r.domain.clone(), r.depth));
@@ -639,7 +634,7 @@ impl Dispatcher {
             if !sup.live {
                 continue;
             }
-            let credit = sup.capacity.saturating_sub(sup.outstanding) as usize;
+            let credit = sup.capacity.saturating_sub(self.frontier.held(s)) as usize;
             if credit == 0 {
                 continue;
             }
@@ -648,7 +643,6 @@ impl Dispatcher {
             if items.is_empty() {
                 continue;
             }
-            self.sups[s].outstanding += items.len() as u32;
             let identity = self.sups[s].identity.clone();
             self.send_to(&identity, &ToSupervisor::Work(items)).await?;
             self.timing
@@ -736,9 +730,9 @@ impl Dispatcher {
     }
 
     /// Keeps handling messages (last results, Byes) until every live
-    /// supervisor has said Bye, or two minutes pass.
+    /// supervisor has said Bye, or [`STOP_WAIT`] passes.
     async fn await_byes(&mut self, live: &[SupId], inbox: &mut mpsc::Receiver<(Bytes, Bytes)>) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        let deadline = tokio::time::Instant::now() + STOP_WAIT;
         while live.iter().any(|s| !self.sups[*s].said_bye) {
             match tokio::time::timeout_at(deadline, inbox.recv()).await {
                 Ok(Some((identity, payload))) => {

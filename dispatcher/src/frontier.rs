@@ -49,6 +49,10 @@ struct Sup {
     live: bool,
     domains: usize,
     ready: VecDeque<u32>,
+    /// Leases this supervisor holds: what its credit is measured against.
+    /// Kept here, beside the leases, so that every way a lease ends
+    /// (result, expiry, the supervisor leaving) gives its credit back.
+    held: u32,
 }
 
 pub struct Frontier {
@@ -262,6 +266,7 @@ impl Frontier {
             live: true,
             domains: 0,
             ready: VecDeque::new(),
+            held: 0,
         });
         self.assign_unowned();
         id
@@ -332,9 +337,10 @@ impl Frontier {
             let Some(q) = d.queue.pop_front() else { continue };
             d.in_flight += 1;
             self.queued -= 1;
+            self.sups[sup].held += 1;
             let lease = self.next_lease;
             self.next_lease += 1;
-            let expires_ms = now_ms + self.lease_ms;
+            let expires_ms = now_ms.saturating_add(self.lease_ms);
             out.push(WorkItem {
                 lease,
                 lease_expires_ms: expires_ms,
@@ -361,6 +367,7 @@ impl Frontier {
     /// duplicate) lease.
     pub fn complete(&mut self, lease: u64) -> Option<Lease> {
         let l = self.leases.remove(&lease)?;
+        self.release_credit(l.sup);
         let d = &mut self.domains[l.domain_id as usize];
         d.in_flight = d.in_flight.saturating_sub(1);
         self.make_ready(l.domain_id);
@@ -383,8 +390,9 @@ impl Frontier {
             let id = self.domain_id(&item.domain);
             self.give_domain(id, sup);
             self.domains[id as usize].in_flight += 1;
+            self.sups[sup].held += 1;
             // New leases must not collide with adopted ones.
-            self.next_lease = self.next_lease.max(item.lease + 1);
+            self.next_lease = self.next_lease.max(item.lease.saturating_add(1));
             held.entry(id).or_default().insert(item.url.clone());
             self.leases.insert(
                 item.lease,
@@ -392,7 +400,7 @@ impl Frontier {
                     url: item.url,
                     depth: item.depth,
                     sup,
-                    expires_ms: now_ms + self.lease_ms,
+                    expires_ms: now_ms.saturating_add(self.lease_ms),
                     domain_id: id,
                 },
             );
@@ -421,10 +429,37 @@ impl Frontier {
         self.sups[sup].domains += 1;
     }
 
+    fn release_credit(&mut self, sup: SupId) {
+        if let Some(s) = self.sups.get_mut(sup) {
+            s.held = s.held.saturating_sub(1);
+        }
+    }
+
+    /// Leases `sup` holds now (its credit in use).
+    pub fn held(&self, sup: SupId) -> u32 {
+        self.sups.get(sup).map_or(0, |s| s.held)
+    }
+
+    /// Extends the leases `sup` says it still holds by a full lease period
+    /// from `now_ms` (its heartbeat). Lease ids it does not hold are
+    /// ignored: a supervisor can keep only its own leases alive. Returns
+    /// how many were renewed.
+    pub fn renew(&mut self, sup: SupId, leases: &[u64], now_ms: u64) -> usize {
+        let mut renewed = 0;
+        for id in leases {
+            if let Some(l) = self.leases.get_mut(id).filter(|l| l.sup == sup) {
+                l.expires_ms = l.expires_ms.max(now_ms.saturating_add(self.lease_ms));
+                renewed += 1;
+            }
+        }
+        renewed
+    }
+
     fn requeue_lease(&mut self, lease: u64) {
         let Some(l) = self.leases.remove(&lease) else {
             return;
         };
+        self.release_credit(l.sup);
         let d = &mut self.domains[l.domain_id as usize];
         d.in_flight = d.in_flight.saturating_sub(1);
         d.queue.push_front(Queued {
@@ -578,6 +613,60 @@ mod tests {
     }
 
     #[test]
+    fn credit_comes_back_however_a_lease_ends() {
+        let mut f = Frontier::new(100, 1000, 1);
+        f.start_assigning();
+        let s = f.add_supervisor();
+        for i in 0..6 {
+            f.push(format!("http://a/{i}"), "a", 0);
+        }
+        let t = f.take(s, 6, 0);
+        assert_eq!(f.held(s), 6);
+        // A result gives one back, once: a duplicate result gives nothing.
+        assert!(f.complete(t[0].lease).is_some());
+        assert!(f.complete(t[0].lease).is_none());
+        assert_eq!(f.held(s), 5);
+        // Expiry gives back what expired.
+        assert_eq!(f.expire(1000), 5);
+        assert_eq!(f.held(s), 0);
+        // A late result for an expired lease gives nothing back twice.
+        assert!(f.complete(t[1].lease).is_none());
+        assert_eq!(f.held(s), 0);
+        // The re-queued URLs are leased again, and the supervisor leaving
+        // gives their credit back too.
+        assert_eq!(f.take(s, 10, 2000).len(), 5);
+        assert_eq!(f.held(s), 5);
+        assert_eq!(f.remove_supervisor(s), 5);
+        assert_eq!(f.held(s), 0);
+    }
+
+    #[test]
+    fn heartbeats_renew_only_the_holders_leases() {
+        let mut f = Frontier::new(100, 1000, 1);
+        f.start_assigning();
+        let s1 = f.add_supervisor();
+        let s2 = f.add_supervisor();
+        f.push("http://a/0".into(), "a", 0);
+        f.push("http://b/0".into(), "b", 0);
+        let t1 = f.take(s1, 10, 0);
+        let t2 = f.take(s2, 10, 0);
+        assert_eq!((t1.len(), t2.len()), (1, 1));
+        // s1 renews its lease at 900; s2 tries to renew s1's and its own
+        // unknown lease id 999 (a peer that lies changes nothing).
+        assert_eq!(f.renew(s1, &[t1[0].lease], 900), 1);
+        assert_eq!(f.renew(s2, &[t1[0].lease, 999], 900), 0);
+        // At 1000 only s2's unrenewed lease expires.
+        assert_eq!(f.expire(1000), 1);
+        assert_eq!(f.held(s1), 1);
+        assert_eq!(f.held(s2), 0);
+        // Renewal never shortens a lease, and s1's runs to 1900.
+        assert_eq!(f.renew(s1, &[t1[0].lease], 0), 1);
+        assert_eq!(f.expire(1899), 0);
+        assert_eq!(f.expire(1900), 1);
+        assert_eq!(f.held(s1), 0);
+    }
+
+    #[test]
     fn a_restarted_dispatcher_adopts_what_a_supervisor_still_holds() {
         // The old dispatcher leased a/0, a/1 and b/0 (lease ids 500..502);
         // the new one read all of a/0..a/2 and b/0 back as queued.
@@ -602,6 +691,7 @@ mod tests {
         assert_eq!(f.adopt(s1, held, 10), 0);
         assert_eq!(f.queued(), 1);
         assert_eq!(f.in_flight(), 3);
+        assert_eq!(f.held(s1), 3);
         // Another supervisor joins; the adopted domains stay with s1.
         let s2 = f.add_supervisor();
         f.start_assigning();

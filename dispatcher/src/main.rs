@@ -103,9 +103,11 @@ pub struct Args {
     /// one response to the next request, and between two request starts.
     #[arg(long, default_value_t = 1000)]
     pub min_delay_ms: u64,
-    /// Requests to one domain in flight at once. More than 1 only helps
-    /// sites that answer slower than the delay; every start still keeps
-    /// the delay from the previous start and from the last response.
+    /// Requests to one domain in flight at once, for domains crawled with
+    /// no delay (`--min-delay-ms 0` and no Crawl-delay). A domain with a
+    /// delay gets one request at a time, the next starting at least the
+    /// delay after the last response ended, so the server never sees two
+    /// requests closer than the delay.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub max_domain_connections: u32,
     /// Optional ceiling on requests per second to one domain (0 = none).
@@ -130,6 +132,13 @@ pub struct Args {
     /// Do not follow rel=nofollow links.
     #[arg(long)]
     pub skip_nofollow: bool,
+    /// Links kept per page (the first ones, in page order); the rest are
+    /// counted in the page's `outlinks_dropped`. 2,000 keeps every link of
+    /// nearly all pages, long navigation and list pages included (Nutch's
+    /// default of 100 cuts those), while a hostile page of a million links
+    /// costs at most 2,000 × 2 KiB in a result.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_outlinks_per_page: u32,
     /// Fetches one child runs at once.
     #[arg(long, default_value_t = 64)]
     pub child_concurrency: u32,
@@ -166,6 +175,7 @@ impl Args {
             max_body_bytes: self.max_body_bytes,
             max_redirects: self.max_redirects,
             skip_nofollow: self.skip_nofollow,
+            max_outlinks_per_page: self.max_outlinks_per_page,
             child_concurrency: self.child_concurrency,
         }
     }

@@ -48,6 +48,8 @@ struct SupReport {
 
 /// What the frontier looks like at the moment of the report.
 pub struct FrontierView<'a> {
+    /// Leases held, by supervisor index (the order of `sups`).
+    pub held: Vec<u32>,
     pub queued: usize,
     pub in_flight: usize,
     pub seen: usize,
@@ -69,14 +71,14 @@ impl Monitor {
         let dt = self.last_at.elapsed().as_secs_f64().max(1e-3);
         let errors = stats.errors();
         let mut per_sup = BTreeMap::new();
-        for s in sups {
+        for (i, s) in sups.iter().enumerate() {
             let before = self.last_by_sup.insert(s.id.clone(), s.results).unwrap_or(0);
             per_sup.insert(
                 s.id.as_str(),
                 SupReport {
                     live: s.live,
                     results_per_sec: round((s.results - before) as f64 / dt),
-                    outstanding: s.outstanding,
+                    outstanding: f.held.get(i).copied().unwrap_or(0),
                 },
             );
         }

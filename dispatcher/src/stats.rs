@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde::Serialize;
-use shared::protocol::Outcome;
+use shared::protocol::{FailureKind, Outcome};
 
 #[derive(Default, Serialize)]
 pub struct Counts {
@@ -60,8 +60,8 @@ impl Stats {
         }
     }
 
-    pub fn failed_for_good(&mut self, kind: &str) {
-        *self.counts.failed.entry(kind.to_string()).or_default() += 1;
+    pub fn failed_for_good(&mut self, kind: FailureKind) {
+        *self.counts.failed.entry(kind.as_str().to_string()).or_default() += 1;
     }
 
     /// Error outcomes so far (including those retried).

@@ -23,6 +23,10 @@ pub struct ExtractOptions {
     /// Drop `<a rel="nofollow">` links (kept by default: nofollow is about
     /// ranking, not crawling).
     pub skip_nofollow: bool,
+    /// Links kept, the first ones in page order (0 = no limit). A page
+    /// can carry hundreds of thousands of links; each becomes an absolute
+    /// URL of up to 2 KiB, so the cap bounds what one page costs.
+    pub max_links: usize,
 }
 
 /// What a page tells us about itself and where it links.
@@ -36,6 +40,9 @@ pub struct PageFeatures {
     pub links: Vec<String>,
     /// Links dropped, by reason, so they can be counted.
     pub rejected: Vec<Rejected>,
+    /// Links not kept because of [`ExtractOptions::max_links`] (counted
+    /// without being resolved: past the cap nothing more is spent on them).
+    pub over_cap: usize,
 }
 
 #[derive(Default)]
@@ -129,19 +136,25 @@ pub fn extract(
     // collected up to that point is still useful.
     let _ = rewriter.write(body);
     let _ = rewriter.end();
-    finish(raw.into_inner(), page_url)
+    finish(raw.into_inner(), page_url, options.max_links)
 }
 
-fn finish(raw: Raw, page_url: &Url) -> PageFeatures {
+fn finish(raw: Raw, page_url: &Url, max_links: usize) -> PageFeatures {
     let base = raw
         .base
         .as_deref()
         .and_then(|b| page_url.join(b.trim()).ok())
         .unwrap_or_else(|| page_url.clone());
-    let mut seen = HashSet::with_capacity(raw.hrefs.len());
-    let mut links = Vec::with_capacity(raw.hrefs.len());
+    let cap = if max_links == 0 { usize::MAX } else { max_links };
+    let mut seen = HashSet::with_capacity(raw.hrefs.len().min(cap));
+    let mut links = Vec::with_capacity(raw.hrefs.len().min(cap));
     let mut rejected = Vec::new();
-    for href in &raw.hrefs {
+    let mut over_cap = 0;
+    for (i, href) in raw.hrefs.iter().enumerate() {
+        if links.len() >= cap {
+            over_cap = raw.hrefs.len() - i;
+            break;
+        }
         match urls::resolve(&base, href) {
             Ok(url) => {
                 let s: String = url.into();
@@ -163,6 +176,7 @@ fn finish(raw: Raw, page_url: &Url) -> PageFeatures {
         lang: raw.lang.filter(|l| !l.is_empty()),
         links,
         rejected,
+        over_cap,
     }
 }
 
@@ -244,9 +258,39 @@ mod tests {
             br#"<a rel="NoFollow ugc" href="/nf">nf</a><a href="/f">f</a>"#,
             &page(),
             None,
-            ExtractOptions { skip_nofollow: true },
+            ExtractOptions {
+                skip_nofollow: true,
+                ..ExtractOptions::default()
+            },
         );
         assert_eq!(f.links, vec!["http://site.test:8080/f"]);
+    }
+
+    #[test]
+    fn links_are_capped_in_page_order_and_the_rest_counted() {
+        // A long <base> under 100,000 short links: without the cap, 100,000
+        // URLs of 1.5 KB each.
+        let mut html = format!(r#"<base href="http://site.test/{}/">"#, "d".repeat(1500));
+        html.push_str(r#"<a href="/dup">a</a><a href="/dup">again</a><a href="mailto:x">m</a>"#);
+        for i in 0..100_000 {
+            html.push_str(&format!("<a href=l{i}>"));
+        }
+        let f = extract(
+            html.as_bytes(),
+            &page(),
+            None,
+            ExtractOptions {
+                max_links: 500,
+                ..ExtractOptions::default()
+            },
+        );
+        assert_eq!(f.links.len(), 500);
+        assert_eq!(f.links[0], "http://site.test/dup");
+        assert!(f.links[1].ends_with("/l0"), "{}", f.links[1]);
+        assert!(f.links[499].ends_with("/l498"), "{}", f.links[499]);
+        // Three raw links before the 499 kept l-links: 100,000 - 499 are cut.
+        assert_eq!(f.over_cap, 100_000 - 499);
+        assert_eq!(f.rejected.len(), 1);
     }
 
     #[test]

@@ -9,13 +9,24 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::protocol::{self, MAX_MESSAGE_BYTES};
 
 /// Writes one message as a frame (not flushed: callers batch, then flush).
+/// A message over [`MAX_MESSAGE_BYTES`] is an error, not a frame the other
+/// side would refuse (and it could not say so).
 pub async fn write_frame<W, T>(w: &mut W, msg: &T) -> std::io::Result<()>
 where
     W: AsyncWrite + Unpin,
     T: Serialize,
 {
     let bytes = protocol::encode(msg);
-    w.write_all(&(bytes.len() as u32).to_le_bytes()).await?;
+    let len = u32::try_from(bytes.len())
+        .ok()
+        .filter(|len| u64::from(*len) <= MAX_MESSAGE_BYTES)
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("message of {} bytes exceeds the frame limit", bytes.len()),
+            )
+        })?;
+    w.write_all(&len.to_le_bytes()).await?;
     w.write_all(&bytes).await
 }
 

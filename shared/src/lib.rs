@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod extract;
+pub mod failure;
 pub mod framing;
 pub mod protocol;
 pub mod resolve;

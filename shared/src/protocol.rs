@@ -12,8 +12,10 @@
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
+pub use crate::failure::FailureKind;
+
 /// Bumped whenever a message changes shape; peers with another version are refused.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// One URL to crawl, leased to whoever holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,7 +42,27 @@ pub enum Outcome {
     /// robots.txt forbids it; nothing was requested.
     Disallowed,
     /// No usable answer (connect error, timeout, too many redirects, ...).
-    Failed { kind: String, message: String },
+    /// `message` is at most [`MAX_FAILURE_MESSAGE`] bytes (see [`Outcome::failed`]).
+    Failed { kind: FailureKind, message: String },
+}
+
+/// Longest failure message carried; error texts can quote whole URLs or
+/// server answers, and a message must stay small.
+pub const MAX_FAILURE_MESSAGE: usize = 1024;
+
+impl Outcome {
+    /// A failure, its message clipped to [`MAX_FAILURE_MESSAGE`] bytes.
+    pub fn failed(kind: FailureKind, message: impl Into<String>) -> Outcome {
+        let mut message = message.into();
+        if message.len() > MAX_FAILURE_MESSAGE {
+            let mut end = MAX_FAILURE_MESSAGE;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+        }
+        Outcome::Failed { kind, message }
+    }
 }
 
 /// The result of one [`WorkItem`].
@@ -75,6 +97,9 @@ pub struct CrawlPolicy {
     pub max_body_bytes: u64,
     pub max_redirects: u32,
     pub skip_nofollow: bool,
+    /// Links kept per page, in page order; the rest are counted as dropped.
+    /// Bounds a result's size (at most this many URLs of at most 2 KiB).
+    pub max_outlinks_per_page: u32,
     /// Fetches a child runs at once (across its domains).
     pub child_concurrency: u32,
 }
@@ -113,9 +138,11 @@ pub enum ToDispatcher {
         process: ProcessInfo,
         alive: bool,
     },
-    Heartbeat {
-        in_flight: u32,
-    },
+    /// Every second. `holding` lists the leases the supervisor still holds
+    /// (with its children or waiting to be reported): the dispatcher renews
+    /// them, so a URL held back by a long Crawl-delay or Retry-After is not
+    /// handed out a second time while its holder is alive.
+    Heartbeat { in_flight: u32, holding: Vec<u64> },
     /// Children have exited; the supervisor is leaving.
     Bye,
 }
@@ -162,8 +189,40 @@ pub enum FromChild {
 pub struct DecodeError(#[from] bincode::Error);
 
 /// Upper bound on one decoded message, so a corrupt length cannot make us
-/// allocate gigabytes.
+/// allocate gigabytes. A single result is well below it (outlinks are
+/// capped per page and each is at most 2 KiB); senders split batches of
+/// results to [`RESULTS_MESSAGE_BYTES`].
 pub const MAX_MESSAGE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Target size of one `Results` message: batches are split at this size so
+/// that no message nears [`MAX_MESSAGE_BYTES`].
+pub const RESULTS_MESSAGE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Encoded size of a message (what [`encode`] would produce).
+pub fn encoded_len<T: Serialize>(msg: &T) -> u64 {
+    bincode::serialized_size(msg).unwrap_or(u64::MAX)
+}
+
+/// Splits results into batches of at most [`RESULTS_MESSAGE_BYTES`] encoded
+/// bytes each (a single larger result travels alone), keeping their order.
+pub fn split_results(results: Vec<CrawlResult>) -> Vec<Vec<CrawlResult>> {
+    let mut batches = Vec::new();
+    let mut batch = Vec::new();
+    let mut size = 0u64;
+    for r in results {
+        let len = encoded_len(&r);
+        if !batch.is_empty() && size.saturating_add(len) > RESULTS_MESSAGE_BYTES {
+            batches.push(std::mem::take(&mut batch));
+            size = 0;
+        }
+        size = size.saturating_add(len);
+        batch.push(r);
+    }
+    if !batch.is_empty() {
+        batches.push(batch);
+    }
+    batches
+}
 
 pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
     // Serialising plain structs into a Vec cannot fail.
@@ -225,6 +284,51 @@ mod tests {
             outlinks: vec!["http://a.test/y".into()],
         }]);
         assert_eq!(decode::<ToDispatcher>(&encode(&r)).unwrap(), r);
+    }
+
+    fn result_with_links(n: usize) -> CrawlResult {
+        CrawlResult {
+            lease: 1,
+            url: "http://a.test/".into(),
+            domain: "a.test".into(),
+            depth: 0,
+            outcome: Outcome::Disallowed,
+            outlinks: (0..n).map(|i| format!("http://a.test/{i:01000}")).collect(),
+        }
+    }
+
+    #[test]
+    fn results_are_split_under_the_message_target() {
+        // 40 results of ~1 MB each: no batch over the target, order kept.
+        let results: Vec<_> = (0..40u64)
+            .map(|i| CrawlResult {
+                lease: i,
+                ..result_with_links(1000)
+            })
+            .collect();
+        let batches = split_results(results);
+        assert!(batches.len() >= 5, "{} batches", batches.len());
+        let mut next = 0;
+        for b in &batches {
+            assert!(encoded_len(&ToDispatcher::Results(b.clone())) <= RESULTS_MESSAGE_BYTES + 64);
+            for r in b {
+                assert_eq!(r.lease, next);
+                next += 1;
+            }
+        }
+        assert_eq!(next, 40);
+        // One result bigger than the target travels alone.
+        let big = split_results(vec![result_with_links(10_000), result_with_links(1)]);
+        assert_eq!(big.len(), 2);
+    }
+
+    #[test]
+    fn failure_messages_are_clipped_on_a_char_boundary() {
+        let Outcome::Failed { message, .. } = Outcome::failed(FailureKind::Http, "é".repeat(2000)) else {
+            panic!("not a failure");
+        };
+        assert!(message.len() <= MAX_FAILURE_MESSAGE);
+        assert!(message.len() >= MAX_FAILURE_MESSAGE - 1);
     }
 
     #[test]

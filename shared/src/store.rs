@@ -119,6 +119,16 @@ async fn client(uri: &str, app_name: &str) -> anyhow::Result<Client> {
     Client::with_options(opts).context("creating MongoDB client")
 }
 
+/// Longest one store operation may take before it counts as failed. The
+/// driver bounds connecting and server selection, not a server that takes
+/// a request and never answers; every store call is wrapped in this.
+pub const OP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs a store operation under [`OP_TIMEOUT`]; `None` when it timed out.
+pub async fn deadline<F: std::future::IntoFuture>(op: F) -> Option<F::Output> {
+    tokio::time::timeout(OP_TIMEOUT, op.into_future()).await.ok()
+}
+
 /// True when every error of a failed insert is a duplicate key (E11000):
 /// the documents are already stored, which is success for an idempotent write.
 pub fn only_duplicates(err: &mongodb::error::Error) -> bool {
@@ -148,8 +158,13 @@ impl Default for Backoff {
 impl Backoff {
     /// Counts and reports the error, then sleeps (100 ms doubling to 10 s).
     pub async fn wait(&mut self, what: &str, err: &mongodb::error::Error) {
+        self.note(what, &err.to_string()).await
+    }
+
+    /// [`Backoff::wait`] for an error already put in words.
+    pub async fn note(&mut self, what: &str, why: &str) {
         metrics::counter!("crawler_store_errors_total").increment(1);
-        eprintln!("{what} failed, retrying in {:?}: {err}", self.0);
+        eprintln!("{what} failed, retrying in {:?}: {why}", self.0);
         tokio::time::sleep(self.0).await;
         self.0 = (self.0 * 2).min(Duration::from_secs(10));
     }

@@ -53,6 +53,11 @@ pub enum SlotEvent {
 }
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long a stopping child may take to finish, report and exit before
+/// it is killed. Part of the supervisor's stop bound (see `main`).
+pub const STOP_GRACE: Duration = Duration::from_secs(15);
+/// See [`send`].
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A child that lived this long counts as healthy again.
 const HEALTHY_AFTER: Duration = Duration::from_secs(30);
 
@@ -206,14 +211,23 @@ async fn supervise(
                     let _ = events.send(SlotEvent::Message(slot, msg)).await;
                 }
                 None => {
-                    let status = child.wait().await;
-                    return Incarnation::Lost(format!("exited: {status:?}"));
+                    // Its stdout closed: it exited or is about to; a child
+                    // that closed stdout and lives on is killed.
+                    let status = match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
+                        Ok(status) => format!("{status:?}"),
+                        Err(_) => {
+                            let _ = child.start_kill();
+                            "closed its output, killed".to_string()
+                        }
+                    };
+                    return Incarnation::Lost(format!("exited: {status}"));
                 }
             },
             cmd = cmds.recv() => match cmd {
                 Some(SlotCmd::Work(items)) => {
                     if let Err(e) = send(&mut stdin, &ToChild::Work(items)).await {
                         let _ = child.start_kill();
+                        let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
                         return Incarnation::Lost(format!("write failed: {e}"));
                     }
                 }
@@ -222,7 +236,7 @@ async fn supervise(
             _ = watchdog.tick() => {
                 if last_heard.elapsed() > spec.hang_timeout {
                     let _ = child.start_kill();
-                    let _ = child.wait().await;
+                    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
                     return Incarnation::Lost(format!("silent for {:?}, killed", spec.hang_timeout));
                 }
             }
@@ -230,7 +244,10 @@ async fn supervise(
     }
 }
 
-/// Asks the child to finish, relays its last results, waits for it to exit.
+/// Asks the child to finish, relays its last results, waits for it to exit;
+/// a child still there after [`STOP_GRACE`] (stuck, frozen, or ignoring
+/// Stop) is killed. The child itself drains for at most 10 s, so a healthy
+/// one is never killed here.
 async fn stop(
     slot: usize,
     mut child: Child,
@@ -238,19 +255,37 @@ async fn stop(
     mut frames: Frames,
     events: &mpsc::Sender<SlotEvent>,
 ) -> Incarnation {
-    let _ = send(&mut stdin, &ToChild::Stop).await;
+    let deadline = tokio::time::Instant::now() + STOP_GRACE;
+    let _ = tokio::time::timeout_at(deadline, send(&mut stdin, &ToChild::Stop)).await;
     drop(stdin);
-    while let Some(msg) = frames.recv().await {
-        let _ = events.send(SlotEvent::Message(slot, msg)).await;
-    }
-    match tokio::time::timeout(Duration::from_secs(60), child.wait()).await {
+    let relay = async {
+        while let Some(msg) = frames.recv().await {
+            let _ = events.send(SlotEvent::Message(slot, msg)).await;
+        }
+        child.wait().await
+    };
+    match tokio::time::timeout_at(deadline, relay).await {
         Ok(Ok(status)) if status.success() => {}
-        other => eprintln!("supervisor: child slot {slot} ended badly on stop: {other:?}"),
+        Ok(other) => eprintln!("supervisor: child slot {slot} ended badly on stop: {other:?}"),
+        Err(_) => {
+            eprintln!("supervisor: child slot {slot} did not stop within {STOP_GRACE:?}; killing it");
+            let _ = child.start_kill();
+            let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+        }
     }
     Incarnation::Stopped
 }
 
+/// Writes one message to the child. Its stdin is read by a task that does
+/// nothing else, so a child that takes no frame for [`WRITE_TIMEOUT`] is
+/// stuck (or frozen): the error makes the slot kill and replace it instead
+/// of waiting on a full pipe forever.
 async fn send(stdin: &mut ChildStdin, msg: &ToChild) -> std::io::Result<()> {
-    write_frame(stdin, msg).await?;
-    stdin.flush().await
+    let write = async {
+        write_frame(stdin, msg).await?;
+        stdin.flush().await
+    };
+    tokio::time::timeout(WRITE_TIMEOUT, write)
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "child took no input for 10 s"))?
 }

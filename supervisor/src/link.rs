@@ -19,6 +19,8 @@ use zeromq::{DealerSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// A Hello not answered within this long may be sent again.
 const HELLO_PATIENCE: Duration = Duration::from_secs(2);
+/// Longest a message to the dispatcher may take to leave.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -180,13 +182,23 @@ impl DispatcherLink {
             return false;
         };
         let bytes = protocol::encode(msg);
-        match socket.send(ZmqMessage::from(bytes)).await {
-            Ok(()) => {
+        // A dispatcher that stops reading (frozen, or its host gone) must
+        // not hold this supervisor: past the deadline the link goes down
+        // and is re-established like any other broken link.
+        match tokio::time::timeout(SEND_TIMEOUT, socket.send(ZmqMessage::from(bytes))).await {
+            Ok(Ok(())) => {
                 metrics::counter!("crawler_zmq_messages_sent_total").increment(1);
                 true
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 eprintln!("supervisor: sending to the dispatcher failed ({e}); reconnecting");
+                self.go_down();
+                false
+            }
+            Err(_) => {
+                eprintln!(
+                    "supervisor: sending to the dispatcher timed out after {SEND_TIMEOUT:?}; reconnecting"
+                );
                 self.go_down();
                 false
             }

@@ -14,7 +14,8 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use shared::cli::{ObsArgs, StoreArgs};
 use shared::protocol::{
-    CrawlResult, FromChild, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem, PROTOCOL_VERSION,
+    self, CrawlResult, FailureKind, FromChild, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem,
+    PROTOCOL_VERSION,
 };
 use tokio::sync::mpsc;
 
@@ -23,6 +24,11 @@ use child::{ChildSpec, SlotCmd, SlotEvent};
 const ROLE: &str = "supervisor";
 /// Attempts a URL gets when its child keeps dying on it.
 const MAX_CHILD_ATTEMPTS: u32 = 3;
+/// Longest a stopping supervisor waits for its child slots: each kills its
+/// child after [`child::STOP_GRACE`], so this only ends a slot that is
+/// itself stuck. With the Farewell wait (5 s) a SIGTERM ends a supervisor
+/// within 25 s, whatever its children do.
+const STOP_WAIT: Duration = Duration::from_secs(18);
 
 #[derive(Parser, Debug)]
 #[command(version, about = "Runs crawler-child processes on this node for a dispatcher")]
@@ -253,10 +259,10 @@ impl Supervisor {
                     url: item.url,
                     domain: item.domain,
                     depth: item.depth,
-                    outcome: Outcome::Failed {
-                        kind: "child_crashed".into(),
-                        message: format!("crawler-child died {MAX_CHILD_ATTEMPTS} times holding it: {why}"),
-                    },
+                    outcome: Outcome::failed(
+                        FailureKind::ChildCrashed,
+                        format!("crawler-child died {MAX_CHILD_ATTEMPTS} times holding it: {why}"),
+                    ),
                     outlinks: Vec::new(),
                 });
             } else {
@@ -272,12 +278,27 @@ impl Supervisor {
         let mut flush = tokio::time::interval(Duration::from_millis(20));
         let mut beat = tokio::time::interval(Duration::from_secs(1));
         let mut stopping = false;
+        // Set when stopping starts; see STOP_WAIT.
+        let mut stop_by: Option<tokio::time::Instant> = None;
         let mut gave_up: Option<anyhow::Error> = None;
         let mut stopped_slots = 0;
         let signalled = shared::shutdown::signalled();
         tokio::pin!(signalled);
         loop {
+            if stopping && stop_by.is_none() {
+                stop_by = Some(tokio::time::Instant::now() + STOP_WAIT);
+            }
+            let stop_deadline =
+                stop_by.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
             tokio::select! {
+                _ = tokio::time::sleep_until(stop_deadline), if stop_by.is_some() => {
+                    eprintln!(
+                        "supervisor: {} of {} child slots still running {STOP_WAIT:?} after the stop; leaving anyway",
+                        self.slots.len() - stopped_slots,
+                        self.slots.len()
+                    );
+                    return self.leave(link, gave_up).await;
+                }
                 _ = &mut signalled, if !stopping => {
                     eprintln!("supervisor: signalled; draining children");
                     stopping = true;
@@ -340,7 +361,11 @@ impl Supervisor {
                 _ = beat.tick() => {
                     metrics::gauge!("crawler_supervisor_in_flight").set(self.in_flight.len() as f64);
                     if link.is_up() {
-                        link.send(&ToDispatcher::Heartbeat { in_flight: self.in_flight.len() as u32 }).await;
+                        let beat = ToDispatcher::Heartbeat {
+                            in_flight: self.in_flight.len() as u32,
+                            holding: self.held_leases(),
+                        };
+                        link.send(&beat).await;
                     }
                     if gave_up.is_none() {
                         if let Err(e) = link.maintain(|| self.hello()).await {
@@ -357,9 +382,20 @@ impl Supervisor {
         }
     }
 
+    /// Every lease this supervisor holds: with its children, or finished
+    /// and waiting in the outbox. Heartbeats carry them so the dispatcher
+    /// renews them.
+    fn held_leases(&self) -> Vec<u64> {
+        let mut held: Vec<u64> = self.in_flight.keys().copied().collect();
+        held.extend(self.outbox.iter().map(|r| r.lease));
+        held
+    }
+
+    /// Tells every slot to stop. A slot too busy to take the command soon
+    /// is left to the stop deadline.
     async fn stop_slots(&self) {
         for s in &self.slots {
-            let _ = s.send(SlotCmd::Stop).await;
+            let _ = tokio::time::timeout(Duration::from_secs(1), s.send(SlotCmd::Stop)).await;
         }
     }
 
@@ -397,18 +433,25 @@ impl Supervisor {
         gave_up.map_or(Ok(()), Err)
     }
 
-    /// Sends the outbox; keeps it when the link is down.
+    /// Sends the outbox, in messages of bounded size; keeps what could not
+    /// be sent when the link is down.
     async fn flush(&mut self, link: &mut link::DispatcherLink) {
         if self.outbox.is_empty() || !link.is_up() {
             return;
         }
-        let results = std::mem::take(&mut self.outbox);
-        let n = results.len();
-        let msg = ToDispatcher::Results(results);
-        if link.send(&msg).await {
-            metrics::counter!("crawler_supervisor_results_total").increment(n as u64);
-        } else if let ToDispatcher::Results(results) = msg {
-            self.outbox = results;
+        let mut batches = protocol::split_results(std::mem::take(&mut self.outbox)).into_iter();
+        while let Some(results) = batches.next() {
+            let n = results.len();
+            let msg = ToDispatcher::Results(results);
+            if link.send(&msg).await {
+                metrics::counter!("crawler_supervisor_results_total").increment(n as u64);
+                continue;
+            }
+            if let ToDispatcher::Results(results) = msg {
+                self.outbox = results;
+            }
+            self.outbox.extend(batches.flatten());
+            return;
         }
     }
 }

@@ -1,0 +1,119 @@
+//! Why the crawl of one URL failed, and what follows from it.
+//!
+//! The kind travels in the protocol (child → supervisor → dispatcher), so
+//! every crate agrees on it by type instead of matching strings. Each kind
+//! says how many tries a URL gets and whether the failure counts against
+//! its domain's circuit breaker: the two questions the dispatcher asks of
+//! every failure.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum FailureKind {
+    /// The URL does not parse (a peer or an old frontier sent garbage).
+    BadUrl,
+    /// Connect or whole-request timeout.
+    Timeout,
+    /// The connection could not be made (refused, reset, DNS).
+    Connect,
+    /// Any other HTTP-level error (protocol error, bad headers, body error).
+    Http,
+    /// 429 or 503: the site asked us to come back later; the domain waits.
+    Throttled,
+    /// robots.txt answered 5xx or not at all: the site is not crawled blind.
+    RobotsUnavailable,
+    RedirectLoop,
+    TooManyRedirects,
+    /// A same-domain redirect led to a path robots.txt forbids.
+    RedirectDisallowed,
+    /// The child crawling it died several times while holding it: the
+    /// supervisor gives up on the URL rather than lose the child again.
+    ChildCrashed,
+    /// The crawler itself failed on this URL (a panic): a bug, reported and
+    /// contained to the URL.
+    Internal,
+    /// The store refused the page for good (e.g. over its size limit); a
+    /// retry would be refused the same way.
+    StoreRejected,
+}
+
+impl FailureKind {
+    /// Bounded label for metrics, logs and the stored frontier.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::BadUrl => "bad_url",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Connect => "connect",
+            FailureKind::Http => "http",
+            FailureKind::Throttled => "throttled",
+            FailureKind::RobotsUnavailable => "robots_unavailable",
+            FailureKind::RedirectLoop => "redirect_loop",
+            FailureKind::TooManyRedirects => "too_many_redirects",
+            FailureKind::RedirectDisallowed => "redirect_disallowed",
+            FailureKind::ChildCrashed => "child_crashed",
+            FailureKind::Internal => "internal",
+            FailureKind::StoreRejected => "store_rejected",
+        }
+    }
+
+    /// How many tries a URL gets in all when it fails this way (1 = it is
+    /// failed at once: a retry cannot change the answer).
+    pub fn max_attempts(self) -> u32 {
+        match self {
+            // The site asked us to come back later; the domain already waits.
+            FailureKind::Throttled => 10,
+            FailureKind::Timeout
+            | FailureKind::Connect
+            | FailureKind::Http
+            | FailureKind::RobotsUnavailable
+            | FailureKind::ChildCrashed => 3,
+            FailureKind::BadUrl
+            | FailureKind::RedirectLoop
+            | FailureKind::TooManyRedirects
+            | FailureKind::RedirectDisallowed
+            | FailureKind::Internal
+            | FailureKind::StoreRejected => 1,
+        }
+    }
+
+    /// Whether the failure says something about the site's health (and so
+    /// counts towards pausing or halting its domain), rather than about one
+    /// URL or about us.
+    pub fn counts_against_domain(self) -> bool {
+        matches!(
+            self,
+            FailureKind::Timeout
+                | FailureKind::Connect
+                | FailureKind::Http
+                | FailureKind::Throttled
+                | FailureKind::RobotsUnavailable
+        )
+    }
+}
+
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_retry_cannot_fix_is_tried_once() {
+        for k in [
+            FailureKind::BadUrl,
+            FailureKind::RedirectLoop,
+            FailureKind::Internal,
+            FailureKind::StoreRejected,
+        ] {
+            assert_eq!(k.max_attempts(), 1, "{k}");
+            assert!(!k.counts_against_domain(), "{k}");
+        }
+        assert!(FailureKind::Timeout.max_attempts() > 1);
+        assert!(FailureKind::Timeout.counts_against_domain());
+        assert!(!FailureKind::ChildCrashed.counts_against_domain());
+    }
+}
