@@ -68,6 +68,9 @@ def main():
     ap.add_argument("--children", type=int, default=2)
     ap.add_argument("--timing-log", action="store_true", help="also write timing logs (to measure their cost)")
     ap.add_argument("--dispatcher-arg", action="append", default=[])
+    ap.add_argument("--supervisor-arg", action="append", default=[])
+    ap.add_argument("--web-arg", action="append", default=[], help="extra synthweb flag (e.g. --web-arg=--page-bytes=18000)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (timing logs) and print it")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="crawler-bench-")
@@ -80,7 +83,7 @@ def main():
         seeds, hosts = os.path.join(work, "seeds.txt"), os.path.join(work, "hosts")
         web = subprocess.Popen(
             [os.path.join(BIN, "synthweb"), "--hosts", str(args.hosts), "--pages-per-host", str(args.pages_per_host),
-             "--write-seeds", seeds, "--write-hosts", hosts],
+             "--write-seeds", seeds, "--write-hosts", hosts] + args.web_arg,
             stdout=subprocess.PIPE, text=True)
         procs.append(web)
         print(web.stdout.readline().strip(), file=sys.stderr)
@@ -96,7 +99,7 @@ def main():
             + common + args.dispatcher_arg, stdout=subprocess.DEVNULL)
         sups = [subprocess.Popen(
             [os.path.join(BIN, "supervisor"), "--dispatcher", endpoint, "--id", f"sup{i}",
-             "--children", str(args.children), "--hosts-file", hosts] + common) for i in range(args.supervisors)]
+             "--children", str(args.children), "--hosts-file", hosts] + common + args.supervisor_arg) for i in range(args.supervisors)]
         procs += [dispatcher] + sups
 
         peak = {}  # role -> max VmHWM KiB

@@ -567,12 +567,19 @@ impl Dispatcher {
         let domain = domain.to_string();
         tokio::spawn(async move {
             let mut backoff = shared::store::Backoff::default();
-            while let Err(e) = domains
-                .update_one(doc! {"_id": &domain}, update.clone())
-                .upsert(true)
-                .await
-            {
-                backoff.wait("dispatcher: recording a domain halt", &e).await;
+            loop {
+                let write = domains
+                    .update_one(doc! {"_id": &domain}, update.clone())
+                    .upsert(true);
+                match shared::store::deadline(write).await {
+                    Some(Ok(_)) => break,
+                    Some(Err(e)) => backoff.wait("dispatcher: recording a domain halt", &e).await,
+                    None => {
+                        backoff
+                            .note("dispatcher: recording a domain halt", "no answer in time")
+                            .await
+                    }
+                }
             }
         });
     }

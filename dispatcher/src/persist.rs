@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use bson::{doc, Document};
-use shared::store::{only_duplicates, state, Backoff, Stores};
+use shared::store::{self, only_duplicates, state, Backoff, Stores};
 use shared::timing::{Op, TimingLog};
 use tokio::sync::{mpsc, oneshot};
 
@@ -98,8 +98,11 @@ async fn write_inserts(
     let mut backoff = Backoff::default();
     loop {
         let start = Instant::now();
-        let res = frontier.insert_many(docs.iter()).ordered(false).await;
-        let ok = res.as_ref().map_or_else(only_duplicates, |_| true);
+        let res = store::deadline(frontier.insert_many(docs.iter()).ordered(false)).await;
+        let ok = match &res {
+            Some(r) => r.as_ref().map_or_else(only_duplicates, |_| true),
+            None => false,
+        };
         timing.record(
             Op::FrontierInsert,
             start.elapsed(),
@@ -108,8 +111,13 @@ async fn write_inserts(
             None,
         );
         match res {
-            Err(e) if !ok => backoff.wait("dispatcher: frontier insert", &e).await,
-            _ => break,
+            _ if ok => break,
+            Some(Err(e)) => backoff.wait("dispatcher: frontier insert", &e).await,
+            _ => {
+                backoff
+                    .note("dispatcher: frontier insert", "no answer in time")
+                    .await
+            }
         }
     }
     docs.clear();
@@ -132,14 +140,18 @@ async fn write_marks(
         let mut backoff = Backoff::default();
         loop {
             let start = Instant::now();
-            let res = frontier
-                .update_many(doc! {"_id": {"$in": &urls}}, doc! {"$set": {"state": s}})
-                .await;
-            let outcome = if res.is_ok() { "ok" } else { "error" };
+            let update = frontier.update_many(doc! {"_id": {"$in": &urls}}, doc! {"$set": {"state": s}});
+            let res = store::deadline(update).await;
+            let outcome = if matches!(res, Some(Ok(_))) { "ok" } else { "error" };
             timing.record(Op::Store, start.elapsed(), outcome, None, None);
             match res {
-                Ok(_) => break,
-                Err(e) => backoff.wait("dispatcher: frontier state update", &e).await,
+                Some(Ok(_)) => break,
+                Some(Err(e)) => backoff.wait("dispatcher: frontier state update", &e).await,
+                None => {
+                    backoff
+                        .note("dispatcher: frontier state update", "no answer in time")
+                        .await
+                }
             }
         }
     }
