@@ -29,8 +29,8 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 const BATCH_DOCS: usize = 256;
 const BATCH_WAIT: Duration = Duration::from_millis(20);
 const QUEUE: usize = 1024;
-/// Page bytes (KiB) queued for writing at most. Pages are 5–30 KB as a
-/// rule but can be 12 MiB; a bound in count alone let one child hold
+/// Page bytes (KiB) queued for writing at most. Stored pages are a few KB
+/// as a rule but can be 12 MiB; a bound in count alone let one child hold
 /// gigabytes while the store was refusing or slow.
 const QUEUE_KIB: u32 = 64 * 1024;
 /// Tries for an error that is neither an outage nor a refusal.
@@ -81,9 +81,13 @@ impl PageWriter {
     }
 }
 
-/// A page document's size, near enough: its HTML and a little for the rest.
+/// A page document's size, near enough: its body and a little for the rest.
 fn approx_bytes(doc: &Document) -> usize {
-    doc.get_str("html").map_or(0, str::len) + 512
+    let body = match doc.get("body") {
+        Some(bson::Bson::Binary(b)) => b.bytes.len(),
+        _ => 0,
+    };
+    body + 512
 }
 
 async fn run(

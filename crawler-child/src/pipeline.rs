@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use bson::{doc, DateTime, Document};
 use futures::FutureExt;
 use shared::extract::{extract, ExtractOptions};
+use shared::page_body;
 use shared::protocol::{now_ms, CrawlPolicy, CrawlResult, FailureKind, Outcome, WorkItem};
 use shared::timing::{Op, TimingLog};
 use shared::urls::{self, domain_of, origin_of};
@@ -340,25 +341,6 @@ async fn fetch(
     res
 }
 
-/// Most bytes of decoded HTML kept in a page document. MongoDB refuses
-/// documents over 16 MiB, and decoding can triple a body (every invalid
-/// byte becomes a 3-byte U+FFFD): 10 MiB of bad UTF-8 is 30 MiB of text.
-/// 12 MiB leaves room for the other fields, which are all small.
-pub const MAX_HTML_BYTES: usize = 12 * 1024 * 1024;
-
-/// Cuts `html` to [`MAX_HTML_BYTES`] on a character boundary; true if cut.
-fn clip_html(html: &mut String) -> bool {
-    if html.len() <= MAX_HTML_BYTES {
-        return false;
-    }
-    let mut end = MAX_HTML_BYTES;
-    while !html.is_char_boundary(end) {
-        end -= 1;
-    }
-    html.truncate(end);
-    true
-}
-
 fn status_class(status: u16) -> &'static str {
     match status {
         200 => "200",
@@ -434,16 +416,10 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
                 .increment(f.over_cap as u64);
             d.insert("outlinks_dropped", f.over_cap as i64);
         }
-        let mut text = encoding
-            .unwrap_or(encoding_rs::UTF_8)
-            .decode_without_bom_handling(&resp.body)
-            .0
-            .into_owned();
-        if clip_html(&mut text) {
-            metrics::counter!("crawler_html_clipped_total").increment(1);
-            d.insert("html_truncated", true);
-        }
-        d.insert("html", text);
+        // The bytes as sent, compressed; read back with `pages get` or
+        // `shared::page_body::html_of` (decompress, decode with `charset`).
+        let charset = encoding.unwrap_or(encoding_rs::UTF_8).name();
+        page_body::store(&mut d, &resp.body, Some(charset));
         for (k, v) in [
             ("title", f.title),
             ("description", f.description),

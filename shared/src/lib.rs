@@ -8,6 +8,7 @@ pub mod cli;
 pub mod extract;
 pub mod failure;
 pub mod framing;
+pub mod page_body;
 pub mod protocol;
 pub mod resolve;
 pub mod shutdown;

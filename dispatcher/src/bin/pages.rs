@@ -1,0 +1,73 @@
+//! pages: reads stored pages back.
+//!
+//! Page bodies are stored zstd-compressed, as the bytes the server sent
+//! (see `shared::page_body`); this is the documented way to read one:
+//!
+//!     pages get http://site.test/p/1          # the HTML, decoded with its charset
+//!     pages get --raw http://site.test/p/1    # the bytes as sent
+//!     pages get --doc http://site.test/p/1    # the page document, body left out, as JSON
+
+use std::io::Write;
+
+use anyhow::{bail, Context};
+use bson::doc;
+use clap::{Parser, Subcommand};
+use shared::cli::StoreArgs;
+use shared::page_body;
+use shared::store::Stores;
+
+#[derive(Parser, Debug)]
+#[command(version, about = "Reads stored pages back")]
+struct Args {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Prints one stored page.
+    Get {
+        /// The page's URL as crawled (its `_id`).
+        url: String,
+        /// The body bytes as the server sent them, not decoded.
+        #[arg(long, conflicts_with = "doc")]
+        raw: bool,
+        /// The page document (status, features, ...) as JSON, without the body.
+        #[arg(long)]
+        doc: bool,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    shared::runtime()?.block_on(run(args))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let stores = Stores::connect(&args.store, "pages").await?;
+    match args.cmd {
+        Cmd::Get { url, raw, doc } => {
+            let found = shared::store::deadline(stores.pages().find_one(doc! {"_id": &url}))
+                .await
+                .context("the store did not answer in time")?
+                .context("reading the page")?;
+            let Some(mut page) = found else {
+                bail!("no stored page {url}");
+            };
+            let mut out = std::io::stdout().lock();
+            if doc {
+                page.remove("body");
+                let json = serde_json::to_string_pretty(&bson::Bson::Document(page).into_relaxed_extjson())?;
+                writeln!(out, "{json}")?;
+            } else if raw {
+                out.write_all(&page_body::raw_of(&page)?)?;
+            } else {
+                out.write_all(page_body::html_of(&page)?.as_bytes())?;
+            }
+            out.flush()?;
+        }
+    }
+    Ok(())
+}
