@@ -536,7 +536,8 @@ async fn sigterm_with_a_frozen_child_ends_every_process_within_the_bound() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let mut everyone: Vec<u32> = crawl.dispatcher_pid().into_iter().collect();
-    for (i, sup) in crawl.supervisor_pids().into_iter().enumerate() {
+    let supervisors = crawl.supervisor_pids();
+    for (i, &sup) in supervisors.iter().enumerate() {
         everyone.push(sup);
         everyone.extend(crawl.child_pids(i));
     }
@@ -553,10 +554,8 @@ async fn sigterm_with_a_frozen_child_ends_every_process_within_the_bound() {
     for pid in &everyone {
         signal(*pid, libc::SIGTERM);
     }
-    // The dispatcher and the supervisors (reaped by the harness) ...
-    let first = crawl.wait(BOUND).await;
-    // ... and every child, the frozen one included (reaped by their
-    // supervisor, or by init once orphaned).
+    // Every process, the frozen child included, has exited (a zombie not yet
+    // reaped by its parent, the harness or init, has exited too).
     while started.iter().any(|&(pid, start)| still_running(pid, start)) && signalled.elapsed() < BOUND {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -570,11 +569,24 @@ async fn sigterm_with_a_frozen_child_ends_every_process_within_the_bound() {
     for &pid in &left {
         signal(pid, libc::SIGKILL);
     }
-    let first = first.unwrap_or_else(|e| panic!("after SIGTERM: {e} (still running: {left:?})"));
+    let first = crawl.wait(Duration::from_secs(10)).await;
+    let role = |pid: &u32| {
+        if Some(*pid) == everyone.first().copied() {
+            "dispatcher"
+        } else if *pid == frozen {
+            "frozen child"
+        } else if supervisors.contains(pid) {
+            "supervisor"
+        } else {
+            "child"
+        }
+    };
     assert!(
         left.is_empty(),
-        "{left:?} still running {stop_took:?} after SIGTERM (frozen child: {frozen})"
+        "still running {stop_took:?} after SIGTERM: {:?}",
+        left.iter().map(|p| (*p, role(p))).collect::<Vec<_>>()
     );
+    let first = first.expect("reaping the dispatcher and the supervisors");
     eprintln!(
         "stopped in {:.1}s: dispatcher {:?}, supervisors {:?}",
         stop_took.as_secs_f64(),
