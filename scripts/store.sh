@@ -28,8 +28,52 @@ install() {
   "$venv/bin/pip" install --quiet --disable-pip-version-check "nx-27017==$NX_VERSION"
 }
 
+# A port for the store when none is given (scripts/crawl-local.sh; the test
+# harness always passes its own). Not one the kernel picks (bind to port 0):
+# that comes from the ephemeral range (ip_local_port_range), from which every
+# other process's port-0 servers and outgoing connections also take ports, so
+# the kernel may hand it to someone else before the store binds it, and
+# wait_port would then talk to the wrong server. Instead a random port below
+# that range, [20000, low), that is bindable now.
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  python3 - <<'PY'
+import random, socket
+try:
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
+start = 20000 if low > 20000 else 1024
+ports = list(range(start, low))
+random.shuffle(ports)
+for port in ports:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+else:
+    raise SystemExit("store.sh: no free port below the ephemeral range")
+PY
+}
+
+# Whether nothing listens on 127.0.0.1:PORT (SO_REUSEADDR, as servers bind:
+# connections of a previous server in TIME_WAIT do not count).
+port_free() {
+  python3 - "$1" <<'PY'
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)
+PY
 }
 
 wait_port() {
@@ -46,6 +90,8 @@ start() {
   local dir=${1:?state dir}; local port=${2:-}; local persist=${3:-}
   [ "$port" = "--persist" ] && { persist=--persist; port=; }
   [ -n "$port" ] || port=$(free_port)
+  # Something already on the port would answer wait_port in the store's place.
+  port_free "$port" || die "port $port on 127.0.0.1 is already in use"
   mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
   install
   local kind pid

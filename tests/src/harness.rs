@@ -38,8 +38,57 @@ pub fn bin(name: &str) -> anyhow::Result<PathBuf> {
     Ok(p)
 }
 
-/// A free TCP port on 127.0.0.1 (racy in theory, fine for tests).
+/// Lowest port of the kernel's ephemeral range (`ip_local_port_range`).
+const EPHEMERAL_LOW_DEFAULT: u16 = 32768;
+/// [`free_port`] hands out ports from here up to the ephemeral range.
+const TEST_PORTS_FROM: u16 = 20000;
+
+/// The first port of the kernel's ephemeral range, from which `bind(port 0)`
+/// and outgoing connections take their ports (32768 when it cannot be read).
+pub fn ephemeral_port_low() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(EPHEMERAL_LOW_DEFAULT)
+}
+
+/// A TCP port on 127.0.0.1 that is free now and that nobody else will be
+/// handed by the kernel meanwhile: for a server the test starts later.
+///
+/// Asking the kernel (`bind` to port 0, read it, close it) is not enough:
+/// the dispatcher binds its port only seconds later (after loading the
+/// store), and meanwhile every other process of the tests running in
+/// parallel binds its debug server to port 0, and every outgoing
+/// connection takes a local port, all from the same ephemeral range. The
+/// kernel can give our port to one of them, and the dispatcher then fails
+/// to bind it (or a client connects to the wrong server). So ports come
+/// from *below* the ephemeral range (`[20000, low)`), which the kernel
+/// never hands out by itself. Each test process starts at an offset
+/// derived from its pid (so parallel test binaries spread out) and walks
+/// the range with a process-wide counter, so one process never hands out
+/// the same port twice; a candidate something already holds is skipped.
+/// Falls back to asking the kernel only if that range is empty or full.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+
+    let low = ephemeral_port_low();
+    let from = if low > TEST_PORTS_FROM {
+        TEST_PORTS_FROM
+    } else {
+        1024
+    };
+    let span = u32::from(low.saturating_sub(from));
+    if span > 0 {
+        let offset = std::process::id().wrapping_mul(2_654_435_761) % span;
+        for _ in 0..span {
+            let k = NEXT.fetch_add(1, Ordering::Relaxed);
+            let port = from + ((offset + k) % span) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -57,29 +106,38 @@ pub struct StoreServer {
 impl StoreServer {
     /// A store that keeps its data in memory (nx-27017) or in the state dir (mongod).
     pub fn start() -> anyhow::Result<StoreServer> {
-        Self::launch(tempfile::tempdir()?, None)
+        Self::launch(tempfile::tempdir()?, free_port(), false)
     }
 
     /// A store whose data survives [`StoreServer::stop`] and [`StoreServer::restart`].
     pub fn start_persistent() -> anyhow::Result<StoreServer> {
-        Self::launch(tempfile::tempdir()?, Some(free_port()))
+        Self::launch(tempfile::tempdir()?, free_port(), true)
     }
 
     /// Starts a stopped persistent store again on the same port, with its data.
     pub fn restart(&mut self) -> anyhow::Result<()> {
-        let port = self.uri.rsplit(':').next().and_then(|p| p.parse().ok());
+        let port = self
+            .uri
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .with_context(|| format!("no port in {}", self.uri))?;
         let state = std::mem::replace(&mut self.state, tempfile::tempdir()?);
-        *self = Self::launch(state, port)?;
+        *self = Self::launch(state, port, true)?;
         Ok(())
     }
 
-    fn launch(state: tempfile::TempDir, persist_on_port: Option<u16>) -> anyhow::Result<StoreServer> {
+    /// Always hands store.sh a port from [`free_port`] (below the ephemeral
+    /// range, never the same twice in this process) rather than letting it
+    /// pick one, so the store's port cannot collide with the dispatcher's.
+    fn launch(state: tempfile::TempDir, port: u16, persist: bool) -> anyhow::Result<StoreServer> {
         let mut cmd = std::process::Command::new("bash");
         cmd.arg(repo_root().join("scripts/store.sh"))
             .arg("start")
-            .arg(state.path());
-        if let Some(port) = persist_on_port {
-            cmd.arg(port.to_string()).arg("--persist");
+            .arg(state.path())
+            .arg(port.to_string());
+        if persist {
+            cmd.arg("--persist");
         }
         let out = cmd
             .stderr(Stdio::inherit())
@@ -456,4 +514,27 @@ pub fn write_lines(dir: &Path, name: &str, lines: &[String]) -> anyhow::Result<P
     let p = dir.join(name);
     std::fs::write(&p, lines.join("\n") + "\n")?;
     Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn free_ports_are_below_the_ephemeral_range_and_never_repeat() {
+        let low = ephemeral_port_low();
+        let mut seen = HashSet::new();
+        for _ in 0..500 {
+            let port = free_port();
+            assert!(
+                port > 0 && port < low,
+                "port {port} is not below the ephemeral range ({low}..)"
+            );
+            assert!(seen.insert(port), "port {port} handed out twice");
+            // Free when handed out.
+            assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_ok());
+        }
+    }
 }

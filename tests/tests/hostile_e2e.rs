@@ -1,7 +1,9 @@
 //! End-to-end against a hostile web: the real dispatcher, supervisor and
 //! children crawl the synthetic web's hostile hosts (hangs, drips, huge and
 //! gzip-bomb bodies, odd charsets, redirect loops, bad links, 429/503, and
-//! robots.txt edge cases), and a web with one slow host (fair scheduling).
+//! robots.txt edge cases), answers too big for the crawler (a `Crawl-delay:
+//! 1e20`, a page decoding past the store's document limit, 300,000 outlinks
+//! on one page), and a web with one slow host (fair scheduling).
 //!
 //! Findings are collected and reported together, so one run shows every
 //! behaviour that is off, not just the first.
@@ -11,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use bson::{Bson, Document};
 use crawl_tests::harness::{all_docs, args, run_crawl, ClusterSpec, StoreServer};
-use crawl_tests::web::hostile::{self, RobotsCase, HOSTILE_HOST, ROBOTS_CASE_LINKS};
+use crawl_tests::web::hostile::{self, Oversized, RobotsCase, HOSTILE_HOST, ROBOTS_CASE_LINKS};
 use crawl_tests::web::{RequestRecord, WebExtras, WebServer, WebSpec};
 
 const MIN_DELAY_MS: u64 = 20;
@@ -399,6 +401,256 @@ async fn survives_a_hostile_web() {
             .count();
         f.check(n == 1, || format!("{host}/robots.txt requested {n} times"));
     }
+
+    server.stop(Duration::from_secs(5)).await;
+    f.assert_none();
+}
+
+/// `--max-crawl-delay-ms` of the oversized crawl: what `Crawl-delay: 1e20` is clamped to.
+const MAX_CRAWL_DELAY_MS: u64 = 300;
+/// `--max-outlinks-per-page` of the oversized crawl.
+const MAX_OUTLINKS: i64 = 500;
+/// The longest `html` a page document may keep (the rest of 16 MiB is for the other fields).
+const MAX_STORED_HTML: usize = 12 * 1024 * 1024;
+/// Bodies up to this size are read whole (/wide and /many are below it).
+const OVERSIZED_MAX_BODY: u64 = 16 << 20;
+
+/// Answers too big for a naive crawler, beside a few ordinary hosts: a
+/// `Crawl-delay: 1e20` (must be clamped to `--max-crawl-delay-ms`, not
+/// panic), a page whose decoded HTML exceeds MongoDB's 16 MiB document limit
+/// (must be stored with its `html` cut to 12 MiB and `html_truncated: true`,
+/// not retried forever), and a page with 300,000 outlinks of 1.5 KB each
+/// (only the first `--max-outlinks-per-page` are kept, the rest counted in
+/// `outlinks_dropped`). The crawl ends by itself and the ordinary hosts are
+/// crawled exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survives_answers_too_big_for_the_crawler() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreServer::start().unwrap();
+    let spec = WebSpec {
+        seed: 12,
+        hosts: 3,
+        outside_hosts: 1,
+        pages_per_host: 20,
+        ..WebSpec::default()
+    };
+    let extras = WebExtras {
+        oversized: true,
+        ..WebExtras::default()
+    };
+    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let web = server.web();
+    let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
+    cluster.supervisors = 1;
+    cluster.children = 2;
+    cluster.dispatcher_args = args(&[
+        "--min-delay-ms",
+        &MIN_DELAY_MS.to_string(),
+        "--max-crawl-delay-ms",
+        &MAX_CRAWL_DELAY_MS.to_string(),
+        "--max-outlinks-per-page",
+        &MAX_OUTLINKS.to_string(),
+        "--max-body-bytes",
+        &OVERSIZED_MAX_BODY.to_string(),
+        "--request-timeout-ms",
+        "20000",
+        "--max-depth",
+        "10",
+        "--progress-secs",
+        "5",
+    ]);
+    // A crawl that does not end by itself is a finding too; what it stored
+    // until then shows which answer stalled it.
+    let run = run_crawl(&cluster, Duration::from_secs(240)).await;
+    let log = server.requests();
+    let got = stored(&store).await;
+    let mut f = Findings::default();
+    match &run {
+        Err(e) => f.check(false, || format!("the crawl did not end by itself: {e}")),
+        Ok(run) => {
+            eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
+            f.check(run.dispatcher.success(), || {
+                format!("dispatcher exited {:?}", run.dispatcher)
+            });
+            for s in &run.supervisors {
+                f.check(s.success(), || format!("supervisor exited {s:?}"));
+            }
+            f.check(run.summary["frontier_left"] == 0, || {
+                format!("frontier left: {}", run.summary)
+            });
+        }
+    }
+
+    // The ordinary hosts: exactly the ground truth, nothing cut.
+    let expected = web.expected_crawl();
+    let oversized: BTreeSet<&str> = Oversized::ALL.iter().map(|c| c.host()).collect();
+    let on_oversized = |u: &str| oversized.iter().any(|h| u.starts_with(&web.url_on(h, "/")));
+    let ordinary: BTreeMap<&String, Option<i64>> = got
+        .pages
+        .iter()
+        .filter(|(u, _)| !on_oversized(u))
+        .map(|(u, d)| (u, num(d, "status")))
+        .collect();
+    let want: BTreeMap<&String, Option<i64>> = expected
+        .pages
+        .iter()
+        .map(|(u, s)| (u, Some(i64::from(*s))))
+        .collect();
+    f.check(ordinary == want, || {
+        let missing: Vec<_> = want
+            .keys()
+            .filter(|u| !ordinary.contains_key(*u))
+            .take(5)
+            .collect();
+        let extra: Vec<_> = ordinary
+            .keys()
+            .filter(|u| !want.contains_key(*u))
+            .take(5)
+            .collect();
+        format!(
+            "ordinary hosts: {} pages stored, {} expected; missing e.g. {missing:?}, extra e.g. {extra:?}",
+            ordinary.len(),
+            want.len()
+        )
+    });
+    for (u, d) in got.pages.iter().filter(|(u, _)| !on_oversized(u)) {
+        f.check(d.get_bool("html_truncated") != Ok(true), || {
+            format!("{u}: html_truncated on an ordinary page")
+        });
+    }
+
+    // Every oversized host: its pages stored with 200, robots.txt once.
+    for case in Oversized::ALL {
+        let host = case.host();
+        let reqs = to_host(&log, host);
+        for path in case.fetched_paths() {
+            let u = web.url_on(host, &path);
+            let status = got.pages.get(&u).and_then(|d| num(d, "status"));
+            f.check(status == Some(200), || {
+                format!(
+                    "{u}: stored status {status:?} (state {}), expected 200",
+                    got.state(&u)
+                )
+            });
+        }
+        let robots = reqs.iter().filter(|r| r.path == "/robots.txt").count();
+        f.check(robots == 1, || {
+            format!("{host}/robots.txt requested {robots} times")
+        });
+    }
+
+    // Crawl-delay: 1e20 is clamped to --max-crawl-delay-ms: the pages come,
+    // one at least the cap after the other.
+    let host = Oversized::CrawlDelay.host();
+    let mut arrivals: Vec<SystemTime> = to_host(&log, host).iter().map(|r| r.arrived).collect();
+    arrivals.sort();
+    let gaps: Vec<f64> = arrivals.windows(2).map(|w| secs_between(w[0], w[1])).collect();
+    eprintln!("{host}: {} requests, gaps {gaps:.3?} s", arrivals.len());
+    let cap = (MAX_CRAWL_DELAY_MS as f64 - 1.0) / 1000.0;
+    f.check(arrivals.len() > hostile::CRAWL_DELAY_PAGES, || {
+        format!("{host}: only {} requests", arrivals.len())
+    });
+    f.check(gaps.iter().all(|&g| g >= cap), || {
+        format!("{host}: requests {gaps:.3?} s apart, want >= {MAX_CRAWL_DELAY_MS} ms (the clamped delay)")
+    });
+
+    // /wide: stored, its html cut to fit the document, and marked so.
+    let wide_url = web.url_on(Oversized::WideUtf8.host(), "/wide");
+    if let Some(d) = got.pages.get(&wide_url) {
+        let html = d.get_str("html").ok();
+        eprintln!(
+            "/wide: bytes {:?}, html {:?} bytes, html_truncated {:?}, truncated {:?}",
+            num(d, "bytes"),
+            html.map(str::len),
+            d.get("html_truncated"),
+            d.get("truncated")
+        );
+        // A BSON string is valid UTF-8 by construction; get_str checks it again.
+        f.check(
+            html.is_some_and(|h| h.len() <= MAX_STORED_HTML && h.starts_with(hostile::WIDE_HEAD)),
+            || {
+                format!(
+                    "/wide: html {:?} bytes, starts with the page head: {:?} (want at most {MAX_STORED_HTML})",
+                    html.map(str::len),
+                    html.map(|h| h.starts_with(hostile::WIDE_HEAD))
+                )
+            },
+        );
+        f.check(
+            html.is_some_and(|h| h.len() > 1 << 20 && h.contains('\u{FFFD}')),
+            || "/wide: html is not the decoded page (no U+FFFD or too short)".to_string(),
+        );
+        f.check(d.get_bool("html_truncated") == Ok(true), || {
+            format!(
+                "/wide: html_truncated = {:?}, expected true",
+                d.get("html_truncated")
+            )
+        });
+    }
+
+    // /many: the first --max-outlinks-per-page links kept, the rest counted;
+    // the kept ones (under the disallowed /trap/) never requested.
+    let many = Oversized::ManyLinks.host();
+    let many_url = web.url_on(many, "/many");
+    if let Some(d) = got.pages.get(&many_url) {
+        eprintln!(
+            "/many: bytes {:?}, outlinks {:?}, outlinks_dropped {:?}",
+            num(d, "bytes"),
+            d.get("outlinks"),
+            d.get("outlinks_dropped")
+        );
+        f.check(num(d, "outlinks") == Some(MAX_OUTLINKS), || {
+            format!(
+                "/many: outlinks = {:?}, expected {MAX_OUTLINKS}",
+                d.get("outlinks")
+            )
+        });
+        let dropped = match d.get("outlinks_dropped") {
+            Some(Bson::Int32(v)) => Some(i64::from(*v)),
+            Some(Bson::Int64(v)) => Some(*v),
+            _ => None,
+        };
+        f.check(dropped.is_some_and(|n| n > 0), || {
+            format!(
+                "/many: outlinks_dropped = {:?}, expected an integer > 0",
+                d.get("outlinks_dropped")
+            )
+        });
+    }
+    let trap = web.url_on(many, hostile::MANY_LINKS_DISALLOWED);
+    let queued_traps: BTreeMap<&String, &String> = got
+        .frontier
+        .iter()
+        .filter(|(u, _)| u.starts_with(&trap))
+        .collect();
+    let first: BTreeSet<String> = (0..MAX_OUTLINKS as usize)
+        .map(|n| web.url_on(many, &hostile::many_links_target(n)))
+        .collect();
+    let kept: BTreeSet<String> = queued_traps.keys().map(|u| u.to_string()).collect();
+    f.check(kept == first, || {
+        format!(
+            "/many: {} of its links reached the frontier, expected the first {MAX_OUTLINKS} \
+             (l0..l{}); e.g. unexpected {:?}",
+            kept.len(),
+            MAX_OUTLINKS - 1,
+            kept.difference(&first)
+                .next()
+                .map(|u| &u[u.len().saturating_sub(12)..])
+        )
+    });
+    f.check(queued_traps.values().all(|s| *s == "disallowed"), || {
+        let states: BTreeSet<&&String> = queued_traps.values().collect();
+        format!("/many: its links ended in states {states:?}, expected disallowed")
+    });
+    let trap_requests = to_host(&log, many)
+        .iter()
+        .filter(|r| r.path.starts_with(hostile::MANY_LINKS_DISALLOWED))
+        .count();
+    f.check(trap_requests == 0, || {
+        format!("{trap_requests} requests under the disallowed {many}/trap/")
+    });
 
     server.stop(Duration::from_secs(5)).await;
     f.assert_none();

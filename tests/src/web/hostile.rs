@@ -9,6 +9,11 @@
 //! - one host per [`RobotsCase`], whose home page links to [`ROBOTS_CASE_LINKS`]
 //!   (all 200 HTML when requested).
 //!
+//! - with [`WebExtras::oversized`](super::WebExtras) (separately), one host
+//!   per [`Oversized`] case: answers too big for a crawler's arithmetic, its
+//!   store or its memory (a `Crawl-delay: 1e20`, a page that decodes past
+//!   MongoDB's 16 MiB document limit, a page with 300,000 long outlinks).
+//!
 //! These hosts are in scope (seeds) but not part of
 //! [`expected_crawl`](super::SyntheticWeb::expected_crawl): what a crawler
 //! stores for a trap depends on its limits, so tests assert them one by one.
@@ -220,11 +225,12 @@ pub fn binary_robots() -> &'static Bytes {
     })
 }
 
-/// A host served only with `extras.hostile`.
+/// A host served only with `extras.hostile` or `extras.oversized`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SpecialHost {
     Hostile,
     Robots(RobotsCase),
+    Oversized(Oversized),
 }
 
 /// Every hostile host, in in-scope order.
@@ -242,26 +248,182 @@ pub(crate) const SPECIAL_HOSTS: [SpecialHost; 11] = [
     SpecialHost::Robots(RobotsCase::Groups),
 ];
 
+/// Every oversized host, in in-scope order (after the hostile ones when both are on).
+pub(crate) const OVERSIZED_HOSTS: [SpecialHost; 3] = [
+    SpecialHost::Oversized(Oversized::CrawlDelay),
+    SpecialHost::Oversized(Oversized::WideUtf8),
+    SpecialHost::Oversized(Oversized::ManyLinks),
+];
+
 impl SpecialHost {
     pub fn name(self) -> &'static str {
         match self {
             SpecialHost::Hostile => HOSTILE_HOST,
             SpecialHost::Robots(c) => c.host(),
+            SpecialHost::Oversized(c) => c.host(),
         }
     }
 
-    /// From a `Host` header (any case, optional port and trailing dot).
-    pub(crate) fn parse(raw: &str) -> Option<SpecialHost> {
+    /// From a `Host` header (any case, optional port and trailing dot), among
+    /// the hosts `served`.
+    pub(crate) fn parse(raw: &str, served: &[SpecialHost]) -> Option<SpecialHost> {
         let name = match raw.rsplit_once(':') {
             Some((name, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
             _ => raw,
         };
         let name = name.strip_suffix('.').unwrap_or(name);
-        SPECIAL_HOSTS
+        served
             .iter()
             .copied()
             .find(|h| h.name().eq_ignore_ascii_case(name))
     }
+}
+
+// ---- oversized answers -------------------------------------------------------
+
+/// One answer too big for a crawler, each on its own in-scope host whose
+/// home page links to [`Oversized::links`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Oversized {
+    /// robots.txt says `Crawl-delay: 1e20` (no other rule); the home page
+    /// links to [`CRAWL_DELAY_PAGES`] pages `/d/0..`, all 200. A crawler
+    /// must clamp the delay (to its maximum), not overflow on it.
+    CrawlDelay,
+    /// `/wide`: [`WIDE_BYTES`] of HTML that is [`WIDE_HEAD`] and then 0xFF
+    /// bytes, served as UTF-8. Each 0xFF decodes to U+FFFD (3 bytes), so the
+    /// decoded text is about three times [`WIDE_BYTES`]: more than MongoDB's
+    /// 16 MiB document limit. No robots.txt.
+    WideUtf8,
+    /// `/many`: `<base href="http://HOST/trap/aaa…/">` ([`MANY_LINKS_BASE_LEN`]
+    /// bytes of path) and then [`MANY_LINKS`] short relative links
+    /// `<a href=l0>` … in that order, so every link resolves to a URL of
+    /// about 1.5 KB under `/trap/`, which robots.txt disallows: a crawler
+    /// that kept them all would hold hundreds of MB of outlinks, and none
+    /// of them may be requested.
+    ManyLinks,
+}
+
+/// Pages `/d/0..` on the [`Oversized::CrawlDelay`] host.
+pub const CRAWL_DELAY_PAGES: usize = 4;
+/// The `Crawl-delay` of the [`Oversized::CrawlDelay`] host.
+pub const HUGE_CRAWL_DELAY: &str = "1e20";
+/// Size of `/wide` on the [`Oversized::WideUtf8`] host (about 9.5 MB).
+pub const WIDE_BYTES: usize = 9_500_000;
+/// What `/wide` starts with; 0xFF bytes follow.
+pub const WIDE_HEAD: &str = "<!DOCTYPE html>\n<html><head><title>wide</title></head><body>\n<p>";
+/// Links on `/many`.
+pub const MANY_LINKS: usize = 300_000;
+/// Bytes of the `<base href>` path of `/many`: `/trap/`, `a`s and a final `/`.
+pub const MANY_LINKS_BASE_LEN: usize = 1500;
+/// What the [`Oversized::ManyLinks`] host's robots.txt disallows (all the links of `/many`).
+pub const MANY_LINKS_DISALLOWED: &str = "/trap/";
+
+impl Oversized {
+    pub const ALL: [Oversized; 3] = [Oversized::CrawlDelay, Oversized::WideUtf8, Oversized::ManyLinks];
+
+    pub fn host(self) -> &'static str {
+        match self {
+            Oversized::CrawlDelay => "crawl-delay-1e20.test",
+            Oversized::WideUtf8 => "wide-utf8.test",
+            Oversized::ManyLinks => "many-links.test",
+        }
+    }
+
+    /// What the home page links to: every page of the host but `/` itself.
+    pub fn links(self) -> Vec<String> {
+        match self {
+            Oversized::CrawlDelay => (0..CRAWL_DELAY_PAGES).map(|n| format!("/d/{n}")).collect(),
+            Oversized::WideUtf8 => vec!["/wide".to_string()],
+            Oversized::ManyLinks => vec!["/many".to_string()],
+        }
+    }
+
+    /// The page paths (not robots.txt) a correct crawl requests and stores
+    /// with status 200, sorted: `/` and [`Oversized::links`].
+    pub fn fetched_paths(self) -> Vec<String> {
+        let mut v: Vec<String> = std::iter::once("/".to_string()).chain(self.links()).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// robots.txt: status and body.
+    fn robots(self) -> Reply {
+        match self {
+            Oversized::CrawlDelay => reply(
+                200,
+                "text/plain",
+                format!("User-agent: *\nCrawl-delay: {HUGE_CRAWL_DELAY}\n"),
+            ),
+            Oversized::WideUtf8 => not_found(),
+            Oversized::ManyLinks => reply(
+                200,
+                "text/plain",
+                format!("User-agent: *\nDisallow: {MANY_LINKS_DISALLOWED}\n"),
+            ),
+        }
+    }
+
+    /// The answer to `GET path_and_query` with `Host: host_header`.
+    fn respond(self, host_header: &str, path_and_query: &str) -> Reply {
+        let path = path_and_query.split(['?', '#']).next().unwrap_or("");
+        if path == "/robots.txt" {
+            return self.robots();
+        }
+        if path == "/" {
+            let links = self.links();
+            let links: Vec<&str> = links.iter().map(String::as_str).collect();
+            return page(self.host(), &links);
+        }
+        match (self, path) {
+            (Oversized::CrawlDelay, _) if self.links().iter().any(|l| l == path) => page(path, &["/"]),
+            (Oversized::WideUtf8, "/wide") => reply(200, HTML, wide_body().clone()),
+            (Oversized::ManyLinks, "/many") => reply(200, HTML, many_links_body(host_header)),
+            _ => not_found(),
+        }
+    }
+}
+
+/// `/wide`: [`WIDE_HEAD`], then 0xFF up to [`WIDE_BYTES`].
+pub fn wide_body() -> &'static Bytes {
+    static BODY: OnceLock<Bytes> = OnceLock::new();
+    BODY.get_or_init(|| {
+        let mut v = Vec::with_capacity(WIDE_BYTES);
+        v.extend_from_slice(WIDE_HEAD.as_bytes());
+        v.resize(WIDE_BYTES, 0xFF);
+        Bytes::from(v)
+    })
+}
+
+/// The `<base href>` path of `/many`: `/trap/aaa…a/`, [`MANY_LINKS_BASE_LEN`] bytes.
+pub fn many_links_base_path() -> String {
+    let mut p = String::with_capacity(MANY_LINKS_BASE_LEN);
+    p.push_str(MANY_LINKS_DISALLOWED);
+    p.extend(std::iter::repeat_n(
+        'a',
+        MANY_LINKS_BASE_LEN - MANY_LINKS_DISALLOWED.len() - 1,
+    ));
+    p.push('/');
+    p
+}
+
+/// The path link `n` of `/many` resolves to.
+pub fn many_links_target(n: usize) -> String {
+    format!("{}l{n}", many_links_base_path())
+}
+
+/// `/many`, with its base on `host_header` (the name and port the crawler asked for).
+fn many_links_body(host_header: &str) -> Bytes {
+    let mut s = String::with_capacity(MANY_LINKS * 24 + MANY_LINKS_BASE_LEN + 256);
+    let _ = write!(
+        s,
+        "<!DOCTYPE html>\n<html><head><title>many links</title>\n<base href=\"http://{host_header}{}\"></head><body>\n",
+        many_links_base_path()
+    );
+    for n in 0..MANY_LINKS {
+        let _ = writeln!(s, "<a href=l{n}>{n}</a>");
+    }
+    s.push_str("</body></html>\n");
+    Bytes::from(s)
 }
 
 /// How the body of a [`Reply`] is produced.
@@ -332,11 +494,13 @@ impl HostileState {
             .insert(key)
     }
 
-    /// The answer to `GET path_and_query` on a hostile host.
-    pub(crate) fn respond(&self, host: SpecialHost, path_and_query: &str) -> Reply {
+    /// The answer to `GET path_and_query` on a hostile host (`host_header`:
+    /// the request's `Host`, for answers that name their own origin).
+    pub(crate) fn respond(&self, host: SpecialHost, host_header: &str, path_and_query: &str) -> Reply {
         match host {
             SpecialHost::Hostile => self.hostile(path_and_query),
             SpecialHost::Robots(case) => robots_case(case, path_and_query),
+            SpecialHost::Oversized(case) => case.respond(host_header, path_and_query),
         }
     }
 
@@ -682,6 +846,55 @@ mod tests {
     }
 
     #[test]
+    fn oversized_answers() {
+        let st = HostileState::default();
+        let get = |case: Oversized, path: &str| st.respond(SpecialHost::Oversized(case), "h.test:81", path);
+        let body = |r: Reply| match r.body {
+            ReplyBody::Full(b) => b,
+            other => panic!("{other:?}"),
+        };
+        // Crawl-delay: 1e20 does not fit a Duration (u64 seconds).
+        let robots = body(get(Oversized::CrawlDelay, "/robots.txt"));
+        assert_eq!(&robots[..], b"User-agent: *\nCrawl-delay: 1e20\n");
+        assert!(HUGE_CRAWL_DELAY.parse::<f64>().unwrap() > u64::MAX as f64);
+        for path in Oversized::CrawlDelay.fetched_paths() {
+            assert_eq!(get(Oversized::CrawlDelay, &path).status, 200, "{path}");
+        }
+        assert_eq!(get(Oversized::CrawlDelay, "/d/4").status, 404);
+
+        // /wide decodes to more than 16 MiB of UTF-8.
+        assert_eq!(get(Oversized::WideUtf8, "/robots.txt").status, 404);
+        let wide = body(get(Oversized::WideUtf8, "/wide"));
+        assert_eq!(wide.len(), WIDE_BYTES);
+        assert!(wide.starts_with(WIDE_HEAD.as_bytes()) && wide.ends_with(&[0xFF]));
+        let decoded = String::from_utf8_lossy(&wide);
+        assert!(
+            decoded.len() > 16 << 20 && decoded.len() > 2 * WIDE_BYTES,
+            "{}",
+            decoded.len()
+        );
+
+        // /many: the links resolve under /trap/, which robots.txt disallows.
+        let robots = body(get(Oversized::ManyLinks, "/robots.txt"));
+        assert_eq!(&robots[..], b"User-agent: *\nDisallow: /trap/\n");
+        let many = body(get(Oversized::ManyLinks, "/many"));
+        let html = std::str::from_utf8(&many).unwrap();
+        let base = many_links_base_path();
+        assert_eq!(base.len(), MANY_LINKS_BASE_LEN);
+        assert!(html.contains(&format!("<base href=\"http://h.test:81{base}\">")));
+        assert_eq!(html.matches("<a href=l").count(), MANY_LINKS);
+        assert!(html.contains("<a href=l0>0</a>\n<a href=l1>1</a>"));
+        assert!(many.len() > 5_000_000 && many.len() < 10 << 20, "{}", many.len());
+        assert!(many_links_target(7).starts_with(MANY_LINKS_DISALLOWED));
+        assert!(many_links_target(MANY_LINKS - 1).ends_with("/l299999"));
+        // Resolved, each link is a URL a crawler accepts (well under 2048 bytes) ...
+        let url_len = "http://many-links.test:65535".len() + many_links_target(MANY_LINKS - 1).len();
+        assert!(url_len < 1600, "{url_len}");
+        // ... and all of them together are hundreds of MB.
+        assert!(url_len * MANY_LINKS > 400_000_000);
+    }
+
+    #[test]
     fn robots_cases_agree_with_texting_robots() {
         let agent = super::super::USER_AGENT_TOKEN;
         for case in RobotsCase::ALL {
@@ -719,7 +932,7 @@ mod tests {
     #[test]
     fn hostile_answers() {
         let st = HostileState::default();
-        let status = |p: &str| st.respond(SpecialHost::Hostile, p).status;
+        let status = |p: &str| st.respond(SpecialHost::Hostile, HOSTILE_HOST, p).status;
         assert_eq!(status("/"), 200);
         assert_eq!(status("/hang"), 0);
         assert_eq!(status("/retry-after"), 503);
@@ -730,18 +943,23 @@ mod tests {
         assert_eq!(status("/chain/12"), 200);
         assert_eq!(status("/chain/13"), 404);
         assert_eq!(status("/nope"), 404);
-        let r = st.respond(SpecialHost::Hostile, "/retry-after-date");
+        let r = st.respond(SpecialHost::Hostile, HOSTILE_HOST, "/retry-after-date");
         let date = &r.headers.iter().find(|(k, _)| *k == "retry-after").unwrap().1;
         assert!(date.ends_with(" GMT") && date.len() == 29, "{date}");
         assert_eq!(
-            SpecialHost::parse("Hostile.Test:8080"),
+            SpecialHost::parse("Hostile.Test:8080", &SPECIAL_HOSTS),
             Some(SpecialHost::Hostile)
         );
         assert_eq!(
-            SpecialHost::parse("robots-500.test."),
+            SpecialHost::parse("robots-500.test.", &SPECIAL_HOSTS),
             Some(SpecialHost::Robots(RobotsCase::ServerError))
         );
-        assert_eq!(SpecialHost::parse("site0.test"), None);
+        assert_eq!(SpecialHost::parse("site0.test", &SPECIAL_HOSTS), None);
+        assert_eq!(SpecialHost::parse("many-links.test", &SPECIAL_HOSTS), None);
+        assert_eq!(
+            SpecialHost::parse("Many-Links.test:80", &OVERSIZED_HOSTS),
+            Some(SpecialHost::Oversized(Oversized::ManyLinks))
+        );
         let redirect = robots_case(RobotsCase::Redirect, "/robots.txt");
         assert_eq!(redirect.status, 301);
         assert_eq!(robots_case(RobotsCase::Groups, "/x.php?q=1").status, 200);
@@ -789,6 +1007,7 @@ mod server_tests {
             slow_hosts: 1,
             slow_ms: 300,
             slow_host_pages: 2,
+            ..WebExtras::default()
         };
         let server = WebServer::start_with(spec.clone(), extras, "127.0.0.1:0".parse().unwrap())
             .await
@@ -842,6 +1061,15 @@ mod server_tests {
         let log = server.requests();
         let hang_rec = log.iter().find(|r| r.path == "/hang").expect("hang logged");
         assert_eq!((hang_rec.host.as_str(), hang_rec.status), (HOSTILE_HOST, 0));
+        assert_eq!(hang_rec.done, None);
+        // The slow host slept between arrival and answer; answered requests are done.
+        let slow = log.iter().find(|r| r.host == "site0.test").expect("site0 logged");
+        assert!(slow.at.duration_since(slow.arrived).unwrap() >= Duration::from_millis(300));
+        assert!(slow.served_in().unwrap() >= Duration::from_millis(300));
+        for r in log.iter().filter(|r| r.path != "/hang") {
+            let done = r.done.unwrap_or_else(|| panic!("{r:?} not done"));
+            assert!(r.arrived <= r.at && r.at <= done, "{r:?}");
+        }
         // Stopping ends the held request.
         let t = Instant::now();
         server.stop(Duration::from_secs(5)).await;

@@ -60,6 +60,16 @@ pub struct WebExtras {
     /// Pages `/p/0..` on each slow host (0 = `pages_per_host`). Links to a
     /// slow host only name its pages, so a small slow host stays small.
     pub slow_host_pages: usize,
+    /// Slow hosts answer each path after its own latency instead of
+    /// `slow_ms` every time: about one path in three (robots.txt is a path
+    /// like any other) at once, the others after 3/8 of `slow_ms` up to
+    /// `slow_ms` (150–400 ms for 400), a deterministic function of the seed
+    /// and the path.
+    pub slow_varied: bool,
+    /// Adds the in-scope hosts of [`super::hostile::Oversized`] (after
+    /// `siteN.test` and the hostile hosts): a `Crawl-delay: 1e20`, a page that
+    /// decodes past 16 MiB, a page with 300,000 long outlinks.
+    pub oversized: bool,
 }
 
 /// A served host: in scope (`siteN.test`) or outside (`outN.test`).

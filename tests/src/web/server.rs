@@ -38,6 +38,20 @@ pub struct RequestRecord {
     /// When the response head was ready (after a slow host's sleep); for a
     /// never-answered request, when it arrived.
     pub at: SystemTime,
+    /// When the request arrived (its head was parsed), before any sleep.
+    pub arrived: SystemTime,
+    /// When the server had handed the last byte of the response to the
+    /// connection (the client cannot have seen the end earlier), or the
+    /// response was dropped unfinished. `None` while it is still being sent
+    /// and for a never-answered request.
+    pub done: Option<SystemTime>,
+}
+
+impl RequestRecord {
+    /// How long the server took from arrival to the end of the response.
+    pub fn served_in(&self) -> Option<Duration> {
+        self.done?.duration_since(self.arrived).ok()
+    }
 }
 
 type Log = Arc<Mutex<Vec<RequestRecord>>>;
@@ -160,7 +174,64 @@ fn host_for_log(raw: &str) -> String {
     name.to_ascii_lowercase()
 }
 
+/// Appends a record to the log; returns its index (the log only grows).
+fn log_request(log: &Log, host: &str, path: &str, status: u16, arrived: SystemTime) -> usize {
+    let mut log = lock(log);
+    log.push(RequestRecord {
+        host: host_for_log(host),
+        path: path.to_string(),
+        status,
+        at: SystemTime::now(),
+        arrived,
+        done: None,
+    });
+    log.len() - 1
+}
+
+/// Sets [`RequestRecord::done`] of one record when dropped. hyper drops a
+/// response body as soon as it has queued its last bytes for the socket
+/// (or gave up on it), so this time is never after the client could see
+/// the end of the response.
+struct MarkDone {
+    log: Log,
+    index: usize,
+}
+
+impl MarkDone {
+    /// Leaves the record's `done` unset.
+    fn disarm(mut self) {
+        self.index = usize::MAX;
+    }
+}
+
+impl Drop for MarkDone {
+    fn drop(&mut self) {
+        if let Some(r) = lock(&self.log).get_mut(self.index) {
+            r.done = Some(SystemTime::now());
+        }
+    }
+}
+
+/// `stream` as a response body that marks its record done when it is dropped.
+fn tracked_body<S>(stream: S, done: MarkDone) -> Body
+where
+    S: futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
+{
+    Body::from_stream(futures::StreamExt::map(stream, move |chunk| {
+        let _keep = &done;
+        chunk
+    }))
+}
+
+/// A whole body, with its `Content-Length` (as `Body::from(bytes)` would
+/// send it), that marks its record done when it is dropped.
+fn tracked_full(bytes: Bytes, done: MarkDone, headers: &mut axum::http::HeaderMap) -> Body {
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+    tracked_body(futures::stream::iter([Ok(bytes)]), done)
+}
+
 async fn handle(State(st): State<Arc<AppState>>, req: Request) -> axum::response::Response {
+    let arrived = SystemTime::now();
     let host = req
         .headers()
         .get(header::HOST)
@@ -168,28 +239,27 @@ async fn handle(State(st): State<Arc<AppState>>, req: Request) -> axum::response
         .or_else(|| req.uri().host())
         .unwrap_or("");
     let path = req.uri().path_and_query().map(|pq| pq.as_str()).unwrap_or("/");
-    if let Some(delay) = st.web.slow_delay(host) {
+    if let Some(delay) = st.web.latency(host, path) {
         tokio::time::sleep(delay).await;
     }
     if let Some(special) = st.web.special_host(host) {
-        let reply = st.hostile.respond(special, path);
-        lock(&st.log).push(RequestRecord {
-            host: host_for_log(host),
-            path: path.to_string(),
-            status: reply.status,
-            at: SystemTime::now(),
-        });
-        return hostile_response(reply, st.closing.clone()).await;
+        let reply = st.hostile.respond(special, host, path);
+        let index = log_request(&st.log, host, path, reply.status, arrived);
+        let done = MarkDone {
+            log: st.log.clone(),
+            index,
+        };
+        return hostile_response(reply, st.closing.clone(), done).await;
     }
     let resp = st.web.respond(host, path);
-    lock(&st.log).push(RequestRecord {
-        host: host_for_log(host),
-        path: path.to_string(),
-        status: resp.status,
-        at: SystemTime::now(),
-    });
+    let index = log_request(&st.log, host, path, resp.status, arrived);
+    let done = MarkDone {
+        log: st.log.clone(),
+        index,
+    };
 
-    let mut out = axum::response::Response::new(Body::from(resp.body));
+    let mut out = axum::response::Response::new(Body::empty());
+    *out.body_mut() = tracked_full(resp.body, done, out.headers_mut());
     *out.status_mut() = StatusCode::from_u16(resp.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let headers = out.headers_mut();
     for (name, value) in resp.headers {
@@ -207,9 +277,14 @@ async fn closed(mut closing: watch::Receiver<bool>) {
 
 /// Turns a hostile [`Reply`] into a response, streaming the bodies that
 /// must not be buffered; `/hang` is held until the server stops (or [`hostile::HANG`]).
-async fn hostile_response(reply: Reply, closing: watch::Receiver<bool>) -> axum::response::Response {
+async fn hostile_response(
+    reply: Reply,
+    closing: watch::Receiver<bool>,
+    done: MarkDone,
+) -> axum::response::Response {
+    let mut out = axum::response::Response::new(Body::empty());
     let body = match reply.body {
-        ReplyBody::Full(bytes) => Body::from(bytes),
+        ReplyBody::Full(bytes) => tracked_full(bytes, done, out.headers_mut()),
         ReplyBody::Huge => {
             let head =
                 futures::stream::once(async { Ok::<_, Infallible>(Bytes::from_static(hostile::HUGE_HEAD)) });
@@ -221,11 +296,10 @@ async fn hostile_response(reply: Reply, closing: watch::Receiver<bool>) -> axum:
                     (n > 0).then(|| (Ok::<_, Infallible>(chunk.slice(..n)), left - n))
                 },
             );
-            Body::from_stream(futures::StreamExt::chain(head, filler))
+            tracked_body(futures::StreamExt::chain(head, filler), done)
         }
-        ReplyBody::Drip => Body::from_stream(futures::stream::unfold(
-            (closing, true),
-            |(closing, first)| async move {
+        ReplyBody::Drip => tracked_body(
+            futures::stream::unfold((closing, true), |(closing, first)| async move {
                 if !first {
                     tokio::select! {
                         _ = tokio::time::sleep(Duration::from_secs(1)) => {}
@@ -233,19 +307,21 @@ async fn hostile_response(reply: Reply, closing: watch::Receiver<bool>) -> axum:
                     }
                 }
                 Some((Ok::<_, Infallible>(Bytes::from_static(b" ")), (closing, false)))
-            },
-        )),
+            }),
+            done,
+        ),
         ReplyBody::Hang => {
+            // Never answered: `done` stays unset.
+            done.disarm();
             tokio::select! {
                 _ = tokio::time::sleep(hostile::HANG) => {}
                 _ = closed(closing) => {}
             }
-            let mut out = axum::response::Response::new(Body::empty());
             *out.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
             return out;
         }
     };
-    let mut out = axum::response::Response::new(body);
+    *out.body_mut() = body;
     *out.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let headers = out.headers_mut();
     for (name, value) in reply.headers {

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use super::hostile::{self, SpecialHost};
 use super::html::{MOVED_HTML, NOT_FOUND_HTML};
 use super::model::{parse_host, HostRef, HostRules, Loc, WebExtras, WebSpec};
+use super::rng::{mix, SplitMix};
 
 /// What the server sends for one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,6 +49,8 @@ pub struct SyntheticWeb {
     outside_rules: HostRules,
     robots: Vec<Option<Bytes>>,
     outside_robots: Option<Bytes>,
+    /// The hostile and oversized hosts served, in in-scope order.
+    specials: Vec<SpecialHost>,
 }
 
 const HTML: &str = "text/html; charset=utf-8";
@@ -66,6 +69,13 @@ impl SyntheticWeb {
         let robots = rules.iter().map(|r| r.robots_txt().map(Bytes::from)).collect();
         let outside_rules = HostRules::outside();
         let outside_robots = outside_rules.robots_txt().map(Bytes::from);
+        let mut specials = Vec::new();
+        if extras.hostile {
+            specials.extend(hostile::SPECIAL_HOSTS);
+        }
+        if extras.oversized {
+            specials.extend(hostile::OVERSIZED_HOSTS);
+        }
         let port_suffix = if port == 80 {
             String::new()
         } else {
@@ -80,6 +90,7 @@ impl SyntheticWeb {
             outside_rules,
             robots,
             outside_robots,
+            specials,
         }
     }
 
@@ -124,22 +135,18 @@ impl SyntheticWeb {
         format!("http://{host}{}{path}", self.port_suffix)
     }
 
-    /// The hostile hosts served, in in-scope order (empty unless `extras.hostile`).
-    pub(crate) fn special_hosts(&self) -> &'static [SpecialHost] {
-        if self.extras.hostile {
-            &hostile::SPECIAL_HOSTS
-        } else {
-            &[]
-        }
+    /// The hostile and oversized hosts served, in in-scope order (empty
+    /// unless `extras.hostile` or `extras.oversized`).
+    pub(crate) fn special_hosts(&self) -> &[SpecialHost] {
+        &self.specials
     }
 
-    /// The hostile host a `Host` header names, if the hostile hosts are on.
+    /// The hostile or oversized host a `Host` header names, if it is served.
     pub(crate) fn special_host(&self, host: &str) -> Option<SpecialHost> {
-        if self.extras.hostile {
-            SpecialHost::parse(host)
-        } else {
-            None
+        if self.specials.is_empty() {
+            return None;
         }
+        SpecialHost::parse(host, &self.specials)
     }
 
     /// Index of an in-scope host (`siteN` → N, hostile hosts after them).
@@ -148,18 +155,41 @@ impl SyntheticWeb {
             return Some(i);
         }
         let special = self.special_host(host)?;
-        let k = hostile::SPECIAL_HOSTS.iter().position(|&s| s == special)?;
+        let k = self.specials.iter().position(|&s| s == special)?;
         Some(self.spec.hosts + k)
     }
 
-    /// How long the server sleeps before answering a request to `host`
-    /// (a `Host` header): `slow_ms` for the first `slow_hosts` in-scope hosts.
+    /// How long the server sleeps, at most, before answering a request to
+    /// `host` (a `Host` header): `slow_ms` for the first `slow_hosts` in-scope hosts.
     pub fn slow_delay(&self, host: &str) -> Option<Duration> {
         if self.extras.slow_hosts == 0 || self.extras.slow_ms == 0 {
             return None;
         }
         let i = self.in_scope_index(host)?;
         (i < self.extras.slow_hosts).then(|| Duration::from_millis(self.extras.slow_ms))
+    }
+
+    /// How long the server sleeps before answering `GET path_and_query` on
+    /// `host`: [`SyntheticWeb::slow_delay`], or with `extras.slow_varied` a
+    /// latency of its own for each path (see [`WebExtras::slow_varied`]).
+    pub fn latency(&self, host: &str, path_and_query: &str) -> Option<Duration> {
+        let max = self.slow_delay(host)?;
+        if !self.extras.slow_varied {
+            return Some(max);
+        }
+        // FNV-1a of the path, mixed with the seed.
+        let h = path_and_query.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        let mut rng = SplitMix::new(mix(&[self.spec.seed, 0x1a7e, h]));
+        if rng.chance(1, 3) {
+            return None;
+        }
+        let max_ms = max.as_millis() as usize;
+        let min_ms = max_ms * 3 / 8;
+        Some(Duration::from_millis(
+            (min_ms + rng.below(max_ms - min_ms + 1)) as u64,
+        ))
     }
 
     /// Pages `/p/0..` served by a host: fewer on slow hosts when

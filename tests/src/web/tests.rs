@@ -386,7 +386,13 @@ async fn serves_over_http_and_logs_requests() {
     assert!(head
         .to_ascii_lowercase()
         .contains("content-type: text/html; charset=utf-8"));
-    assert_eq!(body.as_bytes(), &web.respond(&host, "/p/5").body[..]);
+    let want = web.respond(&host, "/p/5").body;
+    assert!(
+        head.to_ascii_lowercase()
+            .contains(&format!("content-length: {}", want.len())),
+        "{head}"
+    );
+    assert_eq!(body.as_bytes(), &want[..]);
 
     let (status, rest) = raw_get(addr, "SITE2.test", "/r/4").await;
     assert_eq!(status, "HTTP/1.1 301 Moved Permanently");
@@ -408,6 +414,11 @@ async fn serves_over_http_and_logs_requests() {
         ]
     );
     assert!(log.windows(2).all(|w| w[0].at <= w[1].at));
+    // Each response was finished (queued to the socket) before the next request came.
+    assert!(log
+        .windows(2)
+        .all(|w| w[0].done.is_some_and(|d| d <= w[1].arrived)));
+    assert!(log.iter().all(|r| r.arrived <= r.at && Some(r.at) <= r.done));
     server.stop(Duration::from_secs(5)).await;
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 }
@@ -435,4 +446,35 @@ fn small_slow_hosts_match_ground_truth() {
     let on = |e: &Expected, h: &str| e.pages.keys().filter(|u| u.starts_with(h)).count();
     assert!(on(&exp, "http://site5.test") >= small_spec().pages_per_host);
     assert!(on(&plain, "http://site0.test") > on_slow);
+}
+
+/// `slow_varied`: per-path latencies, some none, the rest within 3/8..=1 of `slow_ms`.
+#[test]
+fn varied_latencies_are_per_path_and_bounded() {
+    let extras = WebExtras {
+        slow_hosts: 1,
+        slow_ms: 400,
+        slow_varied: true,
+        ..WebExtras::default()
+    };
+    let web = SyntheticWeb::with_extras(small_spec(), extras.clone(), 4000);
+    let paths: Vec<String> = (0..300).map(|n| format!("/p/{n}")).collect();
+    let lat: Vec<Option<Duration>> = paths.iter().map(|p| web.latency("site0.test", p)).collect();
+    let none = lat.iter().filter(|l| l.is_none()).count();
+    assert!((50..150).contains(&none), "{none} of 300 answer at once");
+    for l in lat.iter().flatten() {
+        assert!(
+            (Duration::from_millis(150)..=Duration::from_millis(400)).contains(l),
+            "{l:?}"
+        );
+    }
+    let distinct: HashSet<_> = lat.iter().flatten().collect();
+    assert!(distinct.len() > 50, "{} distinct latencies", distinct.len());
+    // Deterministic, only on slow hosts.
+    let again = SyntheticWeb::with_extras(small_spec(), extras, 4000);
+    assert!(paths
+        .iter()
+        .all(|p| again.latency("site0.test:4000", p) == web.latency("site0.test", p)));
+    assert!(paths.iter().all(|p| web.latency("site1.test", p).is_none()));
+    assert_eq!(web.slow_delay("site0.test"), Some(Duration::from_millis(400)));
 }
