@@ -737,21 +737,42 @@ impl Dispatcher {
     }
 
     /// Keeps handling messages (last results, Byes) until every live
-    /// supervisor has said Bye, or [`STOP_WAIT`] passes.
+    /// supervisor has said Bye, or [`STOP_WAIT`] passes. Heartbeats go on
+    /// meanwhile: a supervisor that heard nothing for its silence limit
+    /// would take us for dead and reconnect as a new peer, and its Bye
+    /// would then come from a stranger.
     async fn await_byes(&mut self, live: &[SupId], inbox: &mut mpsc::Receiver<(Bytes, Bytes)>) {
         let deadline = tokio::time::Instant::now() + STOP_WAIT;
-        while live.iter().any(|s| !self.sups[*s].said_bye) {
-            match tokio::time::timeout_at(deadline, inbox.recv()).await {
-                Ok(Some((identity, payload))) => {
-                    if let Err(e) = self.on_message(identity, &payload).await {
-                        eprintln!("dispatcher: while stopping: {e}");
+        let mut beat = tokio::time::interval(Duration::from_secs(1));
+        while live.iter().any(|s| !self.said_bye(*s)) {
+            tokio::select! {
+                msg = tokio::time::timeout_at(deadline, inbox.recv()) => match msg {
+                    Ok(Some((identity, payload))) => {
+                        if let Err(e) = self.on_message(identity, &payload).await {
+                            eprintln!("dispatcher: while stopping: {e}");
+                        }
                     }
-                }
-                _ => {
-                    eprintln!("dispatcher: some supervisors did not confirm the stop");
-                    return;
+                    _ => {
+                        eprintln!("dispatcher: some supervisors did not confirm the stop");
+                        return;
+                    }
+                },
+                _ = beat.tick() => {
+                    for s in live {
+                        if !self.said_bye(*s) {
+                            let identity = self.sups[*s].identity.clone();
+                            let _ = self.send_to(&identity, &ToSupervisor::Heartbeat).await;
+                        }
+                    }
                 }
             }
         }
+    }
+
+    /// Whether supervisor `s`, or a later incarnation of it (same id, after
+    /// a reconnect), has said Bye.
+    fn said_bye(&self, s: SupId) -> bool {
+        let id = &self.sups[s].id;
+        self.sups.iter().any(|o| o.said_bye && o.id == *id)
     }
 }

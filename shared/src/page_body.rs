@@ -93,7 +93,9 @@ pub fn raw_of(doc: &Document) -> Result<Vec<u8>, BodyError> {
         .read_to_end(&mut out)
         .map_err(corrupt)?;
     if out.len() > MAX_DECOMPRESSED_BYTES {
-        return Err(BodyError::Corrupt(format!("decompresses past {MAX_DECOMPRESSED_BYTES} bytes")));
+        return Err(BodyError::Corrupt(format!(
+            "decompresses past {MAX_DECOMPRESSED_BYTES} bytes"
+        )));
     }
     Ok(out)
 }
