@@ -478,3 +478,83 @@ fn varied_latencies_are_per_path_and_bounded() {
     assert!(paths.iter().all(|p| web.latency("site1.test", p).is_none()));
     assert_eq!(web.slow_delay("site0.test"), Some(Duration::from_millis(400)));
 }
+
+/// FNV-1a over every byte of a web's answers to a fixed set of requests and
+/// of its ground truth: pins down that a small-profile web (the default, and
+/// what the end-to-end tests build) serves exactly what it always served.
+fn web_fingerprint(web: &SyntheticWeb) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325_u64;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+        h = (h ^ 0xff).wrapping_mul(0x100_0000_01b3);
+    };
+    let spec = web.spec().clone();
+    let mut hosts: Vec<String> = web.host_names();
+    hosts.push("nowhere.test".to_string());
+    for host in &hosts {
+        let host = format!("{host}:{}", web.port());
+        let mut paths = vec!["/".to_string(), "/robots.txt".to_string(), "/nope".to_string()];
+        for n in 0..spec.pages_per_host + 2 {
+            paths.push(format!("/p/{n}"));
+        }
+        for n in [0, 3, 17, 999] {
+            for prefix in ["/missing/", "/r/", "/rr/", "/private/"] {
+                paths.push(format!("{prefix}{n}"));
+            }
+            paths.push(format!("/x/{}/{n}", n % (spec.hosts + 1)));
+            paths.push(format!("/p/{n}?ref=nav"));
+            paths.push(format!("/p/{n}?sort=1#top"));
+        }
+        for path in paths {
+            let r = web.respond(&host, &path);
+            eat(host.as_bytes());
+            eat(path.as_bytes());
+            eat(&r.status.to_be_bytes());
+            for (k, v) in &r.headers {
+                eat(k.as_bytes());
+                eat(v.as_bytes());
+            }
+            eat(&r.body);
+        }
+    }
+    let exp = web.expected_crawl();
+    for (url, status) in &exp.pages {
+        eat(url.as_bytes());
+        eat(&status.to_be_bytes());
+    }
+    for url in &exp.must_not_fetch {
+        eat(url.as_bytes());
+    }
+    h
+}
+
+#[test]
+fn small_profile_webs_serve_what_they_always_served() {
+    let got = [
+        web_fingerprint(&SyntheticWeb::new(WebSpec::default(), 4000)),
+        web_fingerprint(&SyntheticWeb::new(small_spec(), 80)),
+        web_fingerprint(&SyntheticWeb::new(
+            WebSpec {
+                seed: 3,
+                hosts: 7,
+                pages_per_host: 30,
+                links_per_page: 25,
+                crawl_delay_every: 3,
+                page_bytes: 18000,
+                ..WebSpec::default()
+            },
+            31337,
+        )),
+    ];
+    assert_eq!(
+        got,
+        [
+            0xab9f_adb6_b9e2_ed09,
+            0x9e85_7bed_e9a7_e759,
+            0x190e_ffb6_e1f3_2b32
+        ],
+        "fingerprints: {got:x?}"
+    );
+}
