@@ -31,6 +31,8 @@ use crate::{seeds, Args, Scope, ROLE};
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 /// Most URLs sent in one Work message.
 const MAX_BATCH: usize = 512;
+/// Longest one message to a supervisor may take to leave.
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a stopping dispatcher waits for its supervisors' Byes. A
 /// supervisor gives its children at most 15 s and then kills them, so a
 /// live one answers well within this; a stuck or gone one is not waited
@@ -690,9 +692,17 @@ impl Dispatcher {
         let Some(send) = self.send.as_mut() else {
             return Ok(());
         };
-        if let Err(e) = send.send(m).await {
+        // A peer that stops reading (frozen, or its host gone) must not
+        // hold the dispatcher: past the deadline the message is dropped
+        // like one to a dead peer, and heartbeats decide its fate.
+        match tokio::time::timeout(SEND_TIMEOUT, send.send(m)).await {
+            Ok(Ok(())) => {}
             // The peer is gone; heartbeats will notice and re-queue its work.
-            eprintln!("dispatcher: send failed: {e}");
+            Ok(Err(e)) => eprintln!("dispatcher: send failed: {e}"),
+            Err(_) => {
+                metrics::counter!("crawler_zmq_send_timeouts_total").increment(1);
+                eprintln!("dispatcher: a send took over {SEND_TIMEOUT:?}; message dropped");
+            }
         }
         Ok(())
     }

@@ -8,7 +8,8 @@
 use std::time::{Duration, Instant};
 
 use bson::{doc, Document};
-use shared::store::{self, only_duplicates, state, Backoff, Stores};
+use shared::store::{self, state, Backoff, Stores};
+use shared::store_write;
 use shared::timing::{Op, TimingLog};
 use tokio::sync::{mpsc, oneshot};
 
@@ -95,30 +96,13 @@ async fn write_inserts(
     if docs.is_empty() {
         return;
     }
-    let mut backoff = Backoff::default();
-    loop {
-        let start = Instant::now();
-        let res = store::deadline(frontier.insert_many(docs.iter()).ordered(false)).await;
-        let ok = match &res {
-            Some(r) => r.as_ref().map_or_else(only_duplicates, |_| true),
-            None => false,
-        };
-        timing.record(
-            Op::FrontierInsert,
-            start.elapsed(),
-            if ok { "ok" } else { "error" },
-            None,
-            None,
-        );
-        match res {
-            _ if ok => break,
-            Some(Err(e)) => backoff.wait("dispatcher: frontier insert", &e).await,
-            _ => {
-                backoff
-                    .note("dispatcher: frontier insert", "no answer in time")
-                    .await
-            }
-        }
+    let what = "dispatcher: frontier insert";
+    for (i, why) in store_write::insert_unordered(frontier, docs, timing, Op::FrontierInsert, what).await {
+        // Cannot happen with URLs of at most 2 KiB, but if the store ever
+        // refuses one, the crawl goes on without it, loudly.
+        metrics::counter!("crawler_frontier_rejected_total").increment(1);
+        let url = docs[i].get_str("_id").unwrap_or("?");
+        eprintln!("dispatcher: the store refused frontier entry {url}: {why}; it will not be resumed");
     }
     docs.clear();
 }

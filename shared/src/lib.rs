@@ -13,6 +13,7 @@ pub mod protocol;
 pub mod resolve;
 pub mod shutdown;
 pub mod store;
+pub mod store_write;
 pub mod timing;
 pub mod urls;
 

@@ -95,6 +95,18 @@ pub fn free_port() -> u16 {
         .unwrap_or(0)
 }
 
+/// Two free ports in a row, `p` and `p + 1`, both reserved like
+/// [`free_port`] (for a process whose second port is its first plus one).
+pub fn free_port_pair() -> u16 {
+    for _ in 0..100 {
+        let p = free_port();
+        if free_port() == p.wrapping_add(1) {
+            return p;
+        }
+    }
+    panic!("no two consecutive free ports below the ephemeral range");
+}
+
 /// A MongoDB-compatible server for one test; stopped on drop.
 pub struct StoreServer {
     state: tempfile::TempDir,

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use crawl_tests::harness::{bin_dir, free_port, repo_root, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{
+    bin_dir, free_port, free_port_pair, repo_root, write_lines, ClusterSpec, StoreServer,
+};
 use crawl_tests::verify;
 use crawl_tests::web::{WebServer, WebSpec};
 use tokio::process::Command;
@@ -89,11 +91,9 @@ async fn the_playbook_installs_a_crawl_that_runs() {
     let expected = server.web().expected_crawl();
     let spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
     let prefix = dir.path().join("opt-crawler");
-    // The supervisor's debug port is the dispatcher's + 1.
-    let debug_port = (0..50)
-        .map(|_| free_port())
-        .find(|p| std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok())
-        .unwrap();
+    // The supervisor's debug port is the dispatcher's + 1: both reserved,
+    // so no other port of this test can be one of them.
+    let debug_port = free_port_pair();
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let inventory = write_lines(
         dir.path(),
