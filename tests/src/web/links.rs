@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use super::model::{HostRef, Loc};
+use super::model::{HostRef, Loc, QUERY_VARIANTS};
 use super::rng::{mix, SplitMix};
 use super::SyntheticWeb;
 
@@ -42,6 +42,8 @@ pub(crate) enum Style {
     RelParent,
     /// `#sec2` alone: the page itself
     FragOnly,
+    /// `//site3.test:PORT/p/7` (realistic profile only)
+    SchemeRel,
 }
 
 /// Attribute quoting of the href.
@@ -94,6 +96,7 @@ pub(crate) fn loc_code(loc: Loc) -> u64 {
         Loc::Chain(n) => (5, n, 0),
         Loc::Cross(h, n) => (6, h, n),
         Loc::Private(n) => (7, n, 0),
+        Loc::Variant(n, k) => (8, n, k),
     };
     mix(&[tag, a as u64, b as u64])
 }
@@ -101,6 +104,15 @@ pub(crate) fn loc_code(loc: Loc) -> u64 {
 impl SyntheticWeb {
     /// The context of an HTML page: which pages carry `<base href="/p/">`.
     pub(crate) fn page_ctx(&self, host: HostRef, loc: Loc) -> PageCtx {
+        if self.spec.is_realistic() {
+            let dir = loc.dir().unwrap_or("/");
+            return PageCtx {
+                host,
+                loc,
+                base: None,
+                dir,
+            };
+        }
         let base = match loc {
             Loc::Home => self.rules(host).home_base.then_some("/p/"),
             Loc::Page(j) => (j % 5 == 3).then_some("/p/"),
@@ -114,6 +126,9 @@ impl SyntheticWeb {
 
     /// Calls `f` for every `<a>` of the page, in document order.
     pub(crate) fn for_each_link(&self, ctx: &PageCtx, f: &mut impl FnMut(&LinkSpec)) {
+        if self.spec.is_realistic() {
+            return self.realistic_links(ctx, f);
+        }
         let spec = &self.spec;
         let m = self.pages_of(ctx.host);
         let mut rng = SplitMix::new(mix(&[spec.seed, 0x11, host_code(ctx.host), loc_code(ctx.loc)]));
@@ -308,11 +323,193 @@ impl SyntheticWeb {
                 loc.write_path(out);
                 out.remove(start);
             }
+            Style::SchemeRel => {
+                self.write_scheme_relative(out, h);
+                loc.write_path(out);
+            }
             Style::FragOnly => {}
         }
         if let Some(n) = l.frag {
             let _ = write!(out, "#sec{n}");
         }
+    }
+}
+
+/// How many links the nav bar of a realistic page has: home and the first
+/// three pages (fewer on a host with fewer pages). They come first.
+pub(crate) fn nav_len(pages: usize) -> usize {
+    1 + pages.min(3)
+}
+
+/// The realistic profile's links ([`super::model::Profile::Realistic`]).
+impl SyntheticWeb {
+    /// The links of a realistic page, in document order: the nav bar, then
+    /// (content pages) the structural tree links and random ones up to the
+    /// page's own link count, (home) the first 20 pages and 5 random links,
+    /// (private pages) two content pages.
+    fn realistic_links(&self, ctx: &PageCtx, f: &mut impl FnMut(&LinkSpec)) {
+        let spec = &self.spec;
+        let m = self.pages_of(ctx.host);
+        let mut rng = SplitMix::new(mix(&[spec.seed, 0x44, host_code(ctx.host), loc_code(ctx.loc)]));
+        let rng = &mut rng;
+        let nav = || std::iter::once(Loc::Home).chain((0..m.min(3)).map(Loc::Page));
+        match ctx.loc {
+            Loc::Home => {
+                for loc in nav().chain((0..m.min(20)).map(Loc::Page)) {
+                    self.emit_realistic(rng, ctx, Target::Url(ctx.host, loc), false, f);
+                }
+                for _ in 0..5 {
+                    let target = self.realistic_target(rng, ctx);
+                    self.emit_realistic(rng, ctx, target, false, f);
+                }
+            }
+            Loc::Private(n) => {
+                for loc in nav() {
+                    self.emit_realistic(rng, ctx, Target::Url(ctx.host, loc), false, f);
+                }
+                if m > 0 {
+                    for k in [n % m, (n * 7 + 3) % m] {
+                        self.emit_realistic(rng, ctx, Target::Url(ctx.host, Loc::Page(k)), false, f);
+                    }
+                }
+            }
+            Loc::Page(j) if j < m => {
+                let count = self.realistic_link_count(rng);
+                let mut emitted = 0;
+                let structural = [2 * j + 1, 2 * j + 2, j + 1];
+                let fixed = nav().chain(structural.into_iter().filter(|&k| k < m).map(Loc::Page));
+                for loc in fixed {
+                    self.emit_realistic(rng, ctx, Target::Url(ctx.host, loc), false, f);
+                    emitted += 1;
+                }
+                while emitted < count {
+                    let target = self.realistic_target(rng, ctx);
+                    // A link to the page itself is an in-page anchor.
+                    let own = target == Target::Url(ctx.host, ctx.loc);
+                    self.emit_realistic(rng, ctx, target, own, f);
+                    emitted += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A content page's number of links: uniform in 2/5..=8/5 of
+    /// `links_per_page` (10..=40 for 25).
+    fn realistic_link_count(&self, rng: &mut SplitMix) -> usize {
+        let lo = self.spec.links_per_page * 2 / 5;
+        let hi = (self.spec.links_per_page * 8 / 5).max(lo);
+        lo + rng.below(hi - lo + 1)
+    }
+
+    /// One random link of a realistic page, per mille: 635 a page of the
+    /// same host, 200 a page of another in-scope host, 40 an outside host,
+    /// 30 one of the host's few missing pages (404), 25 a query-string
+    /// variant of one of its first pages, 20 one of its few `/private/`
+    /// pages, 20 the page itself, 5 one of its few redirects, 10 mailto or
+    /// javascript. The pools of 404s, redirects, private pages and variants
+    /// are small (a few percent of the host's pages), as on real sites.
+    fn realistic_target(&self, rng: &mut SplitMix, ctx: &PageCtx) -> Target {
+        let m = self.spec.pages_per_host;
+        let own_m = self.pages_of(ctx.host);
+        let hosts = self.spec.hosts;
+        let outside = self.spec.outside_hosts;
+        let own = |rng: &mut SplitMix| {
+            if own_m == 0 {
+                Target::Url(ctx.host, Loc::Home)
+            } else {
+                Target::Url(ctx.host, Loc::Page(rng.below(own_m)))
+            }
+        };
+        let pool = |n: usize| (own_m / n).max(1);
+        match rng.below(1000) {
+            0..=634 => own(rng),
+            635..=834 if hosts > 1 => {
+                let mut h = rng.below(hosts);
+                if ctx.host == HostRef::InScope(h) {
+                    h = (h + 1) % hosts;
+                }
+                let h = HostRef::InScope(h);
+                match self.pages_of(h) {
+                    0 => Target::Url(h, Loc::Home),
+                    n => Target::Url(h, Loc::Page(rng.below(n))),
+                }
+            }
+            835..=874 if outside > 0 && m > 0 => {
+                Target::Url(HostRef::Outside(rng.below(outside)), Loc::Page(rng.below(m)))
+            }
+            875..=904 => Target::Url(ctx.host, Loc::Missing(rng.below(pool(25)))),
+            905..=929 if own_m > 0 => Target::Url(
+                ctx.host,
+                Loc::Variant(rng.below(own_m.min(5)), rng.below(QUERY_VARIANTS.len())),
+            ),
+            930..=949 => Target::Url(ctx.host, Loc::Private(rng.below(pool(25)))),
+            950..=969 => Target::Url(ctx.host, ctx.loc),
+            970..=974 if own_m > 0 => {
+                let k = rng.below(pool(80));
+                if self.rules(ctx.host).disallows(&Loc::Page(k).path()) {
+                    own(rng)
+                } else {
+                    Target::Url(ctx.host, Loc::Redirect(k))
+                }
+            }
+            975..=979 => Target::Mailto(rng.below(10)),
+            980..=984 => Target::Javascript,
+            _ => own(rng),
+        }
+    }
+
+    /// Picks the spelling of a realistic link and hands it to `f`;
+    /// `anchor`: always with a `#fragment`.
+    fn emit_realistic(
+        &self,
+        rng: &mut SplitMix,
+        ctx: &PageCtx,
+        target: Target,
+        anchor: bool,
+        f: &mut impl FnMut(&LinkSpec),
+    ) {
+        let url = matches!(target, Target::Url(..));
+        let style = match target {
+            Target::Url(h, loc) => pick_realistic_style(rng, ctx, h, loc),
+            _ => Style::AbsPath,
+        };
+        let frag = (url && (anchor || rng.chance(1, 10))).then(|| rng.below(4) as u8);
+        f(&LinkSpec {
+            target,
+            style,
+            frag,
+            nofollow: rng.chance(1, 25),
+            quote: if rng.chance(1, 10) {
+                Quote::Single
+            } else {
+                Quote::Double
+            },
+            upper_tag: false,
+        });
+    }
+}
+
+/// A realistic spelling: other hosts absolute (3/4) or scheme-relative;
+/// same host root-relative (45%), document-relative (30%: `7`, `./7`,
+/// `../p/7` where they apply), absolute (15%), scheme-relative (5%).
+/// Never a bare `#frag` or `?query`: those resolve against the page's own
+/// URL, and a query-string variant serves its page's bytes.
+fn pick_realistic_style(rng: &mut SplitMix, ctx: &PageCtx, host: HostRef, loc: Loc) -> Style {
+    let r = rng.below(100);
+    if host != ctx.host {
+        return if r < 75 { Style::AbsUrl } else { Style::SchemeRel };
+    }
+    let rel_same = loc != Loc::Home && (ctx.dir == "/" || loc.dir() == Some(ctx.dir));
+    let rel_parent = ctx.dir != "/";
+    match r {
+        45..=64 if rel_same => Style::RelSame,
+        65..=69 if rel_same => Style::RelDot,
+        70..=74 if rel_parent => Style::RelParent,
+        45..=74 if rel_parent => Style::RelParent,
+        75..=89 => Style::AbsUrl,
+        90..=94 => Style::SchemeRel,
+        _ => Style::AbsPath,
     }
 }
 

@@ -12,6 +12,12 @@
 //! - [`expected`]: [`Expected`], the ground truth;
 //! - [`server`]: [`WebServer`], the Host-routed HTTP server with a request log.
 //!
+//! Two shapes ([`Profile`]): `Small`, the default, built by the end-to-end
+//! tests to exercise edge cases, and `Realistic` ([`WebSpec::realistic`]),
+//! for benchmarks: pages of 5–32 KiB, 10–40 links mostly to the same host,
+//! few 404s and redirects. What follows is the small profile's; the
+//! realistic one is described on [`Profile::Realistic`].
+//!
 //! Host rules are a function of the in-scope host index `i` (so tests can
 //! rely on them): `site1` robots has `Disallow: /p/1` (prefix: also /p/10..);
 //! `i % 7 == 3` has no robots.txt (unless it is a crawl-delay host); `i % 7 == 5`
@@ -37,7 +43,7 @@ mod synthetic;
 mod tests;
 
 pub use expected::Expected;
-pub use model::{WebExtras, WebSpec};
+pub use model::{Profile, WebExtras, WebSpec};
 pub use server::{RequestRecord, WebServer};
 pub use synthetic::{Response, SyntheticWeb};
 

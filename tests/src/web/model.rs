@@ -25,7 +25,59 @@ pub struct WebSpec {
     /// The `Crawl-delay` value written into robots.txt.
     pub crawl_delay_secs: f64,
     /// Approximate size of a page's HTML, padded with filler paragraphs.
+    /// [`Profile::Realistic`]: the mean size; each page gets its own.
     pub page_bytes: usize,
+    /// How pages, links and robots.txt files are shaped ([`Profile::Small`]
+    /// unless asked for: the webs the end-to-end tests build).
+    pub profile: Profile,
+}
+
+/// The shape of a generated web.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Profile {
+    /// Every page `page_bytes` long with `links_per_page` random links
+    /// drawn to exercise the crawler's edge cases: about a quarter of the
+    /// stored URLs are 404s and another quarter redirects, hrefs in every
+    /// spelling, `<base>` elements, robots.txt groups and prefix rules.
+    #[default]
+    Small,
+    /// Closer to real sites, for benchmarks ([`WebSpec::realistic`]):
+    /// - page sizes spread over 5/18..32/18 of `page_bytes` (5–32 KiB for the
+    ///   default 18 KiB, mean 18 KiB), a triangular draw per page;
+    /// - `links_per_page` × 2/5..8/5 links per page (10–40 for the default
+    ///   25): a nav bar (home and the first pages), the structural tree
+    ///   links, then random ones; about 80% of them to the same host, as
+    ///   root-relative, document-relative (`7`, `./7`, `../p/7`), absolute
+    ///   and scheme-relative (`//host/p/7`) hrefs, some with a `#fragment`,
+    ///   a few to query-string variants (`/p/3?sort=new`, which serve the
+    ///   same page as `/p/3`);
+    /// - about 3% of stored URLs are 404s and 1% same-host redirects;
+    /// - every host has a robots.txt; one in three disallows `/private/`
+    ///   (which pages link to now and then), the others nothing;
+    /// - `Crawl-delay` on the hosts `crawl_delay_every` picks (3 hosts in
+    ///   [`WebSpec::realistic_sized`]).
+    Realistic,
+}
+
+impl Profile {
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Small => "small",
+            Profile::Realistic => "realistic",
+        }
+    }
+}
+
+impl std::str::FromStr for Profile {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "small" => Ok(Profile::Small),
+            "realistic" => Ok(Profile::Realistic),
+            other => Err(format!("unknown profile {other:?} (small, realistic)")),
+        }
+    }
 }
 
 impl Default for WebSpec {
@@ -39,7 +91,38 @@ impl Default for WebSpec {
             crawl_delay_every: 0,
             crawl_delay_secs: 0.2,
             page_bytes: 4000,
+            profile: Profile::Small,
         }
+    }
+}
+
+impl WebSpec {
+    /// The realistic profile at its benchmark size: 200 hosts × 250 pages.
+    pub fn realistic() -> WebSpec {
+        WebSpec::realistic_sized(200, 250)
+    }
+
+    /// The realistic profile ([`Profile::Realistic`]) with other counts:
+    /// 18 KiB pages on average, 25 links, 20 outside hosts, and
+    /// `Crawl-delay: 0.5` on 3 hosts (every `ceil(hosts / 3)`-th from
+    /// `site0`), whatever the number of hosts.
+    pub fn realistic_sized(hosts: usize, pages_per_host: usize) -> WebSpec {
+        WebSpec {
+            seed: 1,
+            hosts,
+            outside_hosts: 20,
+            pages_per_host,
+            links_per_page: 25,
+            crawl_delay_every: hosts.div_ceil(3).max(1),
+            crawl_delay_secs: 0.5,
+            page_bytes: 18 * 1024,
+            profile: Profile::Realistic,
+        }
+    }
+
+    /// Whether this web has the [`Profile::Realistic`] shape.
+    pub fn is_realistic(&self) -> bool {
+        self.profile == Profile::Realistic
     }
 }
 
@@ -98,7 +181,15 @@ pub(crate) enum Loc {
     Cross(usize, usize),
     /// `/private/{n}`: 200, but disallowed by most robots.txt files.
     Private(usize),
+    /// `/p/{n}?{QUERY_VARIANTS[k]}`: a URL of its own that serves the same
+    /// bytes as `/p/{n}` (as tracking and sort parameters do).
+    Variant(usize, usize),
 }
+
+/// The query strings of [`Loc::Variant`] URLs. One parameter each: an `&`
+/// would have to be written `&amp;` in an href, which not every extractor
+/// decodes.
+pub(crate) const QUERY_VARIANTS: [&str; 3] = ["sort=new", "ref=nav", "utm_source=newsletter"];
 
 impl Loc {
     /// The "directory" of the path, used to decide which relative hrefs resolve
@@ -106,7 +197,7 @@ impl Loc {
     pub(crate) fn dir(self) -> Option<&'static str> {
         match self {
             Loc::Home | Loc::Robots => Some("/"),
-            Loc::Page(_) => Some("/p/"),
+            Loc::Page(_) | Loc::Variant(..) => Some("/p/"),
             Loc::Missing(_) => Some("/missing/"),
             Loc::Redirect(_) => Some("/r/"),
             Loc::Chain(_) => Some("/rr/"),
@@ -126,6 +217,7 @@ impl Loc {
             Loc::Chain(n) => write!(out, "/rr/{n}"),
             Loc::Cross(h, n) => write!(out, "/x/{h}/{n}"),
             Loc::Private(n) => write!(out, "/private/{n}"),
+            Loc::Variant(n, k) => write!(out, "/p/{n}?{}", QUERY_VARIANTS[k % QUERY_VARIANTS.len()]),
         };
     }
 
@@ -135,10 +227,17 @@ impl Loc {
         s
     }
 
-    /// Parses a request target (query and fragment ignored). Numbers must be
-    /// in canonical decimal form so that each resource has exactly one URL.
+    /// Parses a request target (fragment ignored; the query too but for the
+    /// exact ones of [`Loc::Variant`] on `/p/{n}`). Numbers must be in
+    /// canonical decimal form so that each resource has exactly one URL.
     pub(crate) fn parse(path_and_query: &str) -> Option<Loc> {
-        let path = path_and_query.split(['?', '#']).next().unwrap_or("");
+        let target = path_and_query.split('#').next().unwrap_or("");
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        if let Some(k) = QUERY_VARIANTS.iter().position(|&q| q == query) {
+            if let Some(n) = path.strip_prefix("/p/").and_then(parse_num) {
+                return Some(Loc::Variant(n, k));
+            }
+        }
         match path {
             "/" => return Some(Loc::Home),
             "/robots.txt" => return Some(Loc::Robots),
@@ -181,6 +280,8 @@ pub(crate) fn parse_num(s: &str) -> Option<usize> {
 pub(crate) enum RobotsKind {
     /// No robots.txt (404): everything is allowed, `/private/` included.
     Absent,
+    /// `User-agent: *` / `Disallow:` (empty): a robots.txt that allows everything.
+    Open,
     /// `User-agent: *` / `Disallow: /private/`.
     Standard,
     /// Standard plus `Disallow: /p/1`, a prefix rule that also blocks /p/10.., /p/100...
@@ -205,6 +306,19 @@ impl HostRules {
     pub(crate) fn for_in_scope(spec: &WebSpec, i: usize) -> HostRules {
         let crawl_delay = (spec.crawl_delay_every > 0 && i.is_multiple_of(spec.crawl_delay_every))
             .then_some(spec.crawl_delay_secs);
+        if spec.is_realistic() {
+            // Every host has a robots.txt; one in three disallows a folder.
+            return HostRules {
+                robots: if i % 3 == 1 {
+                    RobotsKind::Standard
+                } else {
+                    RobotsKind::Open
+                },
+                crawl_delay,
+                otherbot_group: i.is_multiple_of(4),
+                home_base: false,
+            };
+        }
         let robots = if i == 1 {
             RobotsKind::PrefixP1
         } else if i % 7 == 3 && crawl_delay.is_none() {
@@ -234,7 +348,7 @@ impl HostRules {
     /// Whether robots.txt forbids `path` to `synthcrawler` (prefix semantics, no wildcards).
     pub(crate) fn disallows(&self, path: &str) -> bool {
         match self.robots {
-            RobotsKind::Absent => false,
+            RobotsKind::Absent | RobotsKind::Open => false,
             RobotsKind::Standard | RobotsKind::OwnGroup => path.starts_with("/private/"),
             RobotsKind::PrefixP1 => path.starts_with("/private/") || path.starts_with("/p/1"),
         }
@@ -249,6 +363,10 @@ impl HostRules {
         let mut txt = String::from("# robots.txt of a synthetic test host\n");
         match self.robots {
             RobotsKind::Absent => return None,
+            RobotsKind::Open => {
+                txt.push_str("User-agent: *\nDisallow:\n");
+                txt.push_str(&delay);
+            }
             RobotsKind::Standard => {
                 txt.push_str("User-agent: *\nDisallow: /private/\n");
                 txt.push_str(&delay);

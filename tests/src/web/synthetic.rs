@@ -263,6 +263,8 @@ impl SyntheticWeb {
         match loc {
             Loc::Home | Loc::Private(_) => Answer::Html(host, loc),
             Loc::Page(n) if n < m => Answer::Html(host, loc),
+            // The same page under another URL.
+            Loc::Variant(n, _) if n < m => Answer::Html(host, Loc::Page(n)),
             Loc::Robots => match self.robots_body(host) {
                 Some(body) => Answer::Robots(body),
                 None => Answer::NotFound,
@@ -332,6 +334,13 @@ impl SyntheticWeb {
     pub(crate) fn write_origin(&self, out: &mut String, h: HostRef, upper_scheme: bool, upper_host: bool) {
         out.push_str(if upper_scheme { "HTTP://" } else { "http://" });
         self.write_host_name(out, h, upper_host);
+        out.push_str(&self.port_suffix);
+    }
+
+    /// `//site3.test:PORT`: a scheme-relative href's authority.
+    pub(crate) fn write_scheme_relative(&self, out: &mut String, h: HostRef) {
+        out.push_str("//");
+        self.write_host_name(out, h, false);
         out.push_str(&self.port_suffix);
     }
 

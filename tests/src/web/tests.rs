@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use url::Url;
 
 use super::links::Target;
-use super::model::{HostRef, Loc};
+use super::model::{HostRef, Loc, Profile};
 use super::*;
 
 fn small_spec() -> WebSpec {
@@ -23,6 +23,7 @@ fn small_spec() -> WebSpec {
         crawl_delay_every: 4,
         crawl_delay_secs: 0.2,
         page_bytes: 3000,
+        profile: Profile::Small,
     }
 }
 
@@ -556,5 +557,176 @@ fn small_profile_webs_serve_what_they_always_served() {
             0x190e_ffb6_e1f3_2b32
         ],
         "fingerprints: {got:x?}"
+    );
+}
+
+/// A realistic web small enough to crawl through `respond()` in a test.
+fn small_realistic() -> WebSpec {
+    WebSpec {
+        seed: 5,
+        ..WebSpec::realistic_sized(12, 60)
+    }
+}
+
+#[test]
+fn realistic_hrefs_resolve_to_their_targets() {
+    let web = SyntheticWeb::new(small_realistic(), 4000);
+    let mut styles = HashSet::new();
+    let (mut frags, mut variants, mut scheme_relative) = (0, 0, 0);
+    for h in web.all_hosts() {
+        let locs = [Loc::Home, Loc::Private(3)]
+            .into_iter()
+            .chain((0..web.spec.pages_per_host).map(Loc::Page));
+        for loc in locs {
+            let ctx = web.page_ctx(h, loc);
+            assert!(ctx.base.is_none());
+            let page = Url::parse(&web.url(h, loc)).expect("url");
+            web.for_each_link(&ctx, &mut |l| {
+                let mut href = String::new();
+                web.write_href(&mut href, &ctx, l);
+                assert!(!href.starts_with(['#', '?']), "{href}");
+                let mut resolved = page.join(&href).expect("href parses");
+                if let Target::Url(th, tl) = l.target {
+                    styles.insert(format!("{:?}", l.style));
+                    frags += usize::from(l.frag.is_some());
+                    variants += usize::from(matches!(tl, Loc::Variant(..)));
+                    scheme_relative += usize::from(href.starts_with("//"));
+                    assert_eq!(resolved.fragment().is_some(), l.frag.is_some(), "{href}");
+                    resolved.set_fragment(None);
+                    assert_eq!(resolved.as_str(), web.url(th, tl), "{href} on {page}");
+                }
+            });
+        }
+    }
+    let want = ["AbsPath", "AbsUrl", "SchemeRel", "RelSame", "RelDot", "RelParent"];
+    assert_eq!(styles.len(), want.len(), "{styles:?}");
+    assert!(want.iter().all(|s| styles.contains(*s)), "{styles:?}");
+    assert!(
+        frags > 50 && variants > 5 && scheme_relative > 20,
+        "{frags} {variants} {scheme_relative}"
+    );
+}
+
+#[test]
+fn realistic_reference_crawl_matches_ground_truth() {
+    for spec in [
+        small_realistic(),
+        WebSpec {
+            seed: 9,
+            links_per_page: 10,
+            ..WebSpec::realistic_sized(5, 25)
+        },
+    ] {
+        let web = SyntheticWeb::new(spec, 4000);
+        let exp = web.expected_crawl();
+        let got = reference_crawl(&web);
+        assert_eq!(exp, got);
+        assert!(exp.pages.keys().any(|u| u.contains("?sort=new")));
+    }
+}
+
+#[test]
+fn realistic_robots_and_variants() {
+    let web = SyntheticWeb::new(WebSpec::realistic(), 4000);
+    let mut disallowing = 0;
+    let mut delayed = Vec::new();
+    for i in 0..web.spec.hosts {
+        let host = format!("site{i}.test");
+        let txt = web.robots_txt(&host).expect("every host has a robots.txt");
+        let robot = texting_robots::Robot::new(USER_AGENT_TOKEN, txt.as_bytes()).expect("parses");
+        assert!(robot.allowed("/p/17") && robot.allowed("/p/1?sort=new") && robot.allowed("/"));
+        if !robot.allowed("/private/2") {
+            disallowing += 1;
+        }
+        if let Some(d) = robot.delay {
+            assert_eq!(d, 0.5, "{txt}");
+            delayed.push(i);
+        }
+        assert_eq!(web.crawl_delay(&host), robot.delay.map(f64::from));
+    }
+    assert_eq!(disallowing, (web.spec.hosts + 1) / 3);
+    assert_eq!(delayed, [0, 67, 134]);
+
+    assert_eq!(Loc::parse("/p/3?sort=new"), Some(Loc::Variant(3, 0)));
+    assert_eq!(Loc::parse("/p/3?ref=nav#top"), Some(Loc::Variant(3, 1)));
+    assert_eq!(Loc::parse("/p/3?sort=old"), Some(Loc::Page(3)));
+    assert_eq!(Loc::parse("/r/3?sort=new"), Some(Loc::Redirect(3)));
+    let page = web.respond("site5.test:4000", "/p/3");
+    for q in ["sort=new", "ref=nav", "utm_source=newsletter", "other=1"] {
+        assert_eq!(web.respond("site5.test:4000", &format!("/p/3?{q}")), page, "{q}");
+    }
+    assert_eq!(web.respond("site5.test", "/p/250?sort=new").status, 404);
+}
+
+/// The realistic web at its benchmark size: page sizes, link counts and
+/// the shares of 404s and redirects in its ground truth.
+#[test]
+fn realistic_profile_has_the_advertised_shape() {
+    let spec = WebSpec::realistic();
+    assert_eq!((spec.hosts, spec.pages_per_host), (200, 250));
+    let web = SyntheticWeb::new(spec.clone(), 4000);
+    let exp = web.expected_crawl();
+    // Every page is reachable, none is disallowed.
+    for i in 0..spec.hosts {
+        let h = HostRef::InScope(i);
+        assert_eq!(exp.pages.get(&web.url(h, Loc::Home)), Some(&200));
+        for j in 0..spec.pages_per_host {
+            let url = web.url(h, Loc::Page(j));
+            assert_eq!(exp.pages.get(&url), Some(&200), "{url} unreachable");
+        }
+    }
+    let total = exp.pages.len();
+    let share = |n: usize| n as f64 / total as f64;
+    let not_found = share(exp.count_status(404));
+    let redirects = share(exp.pages.keys().filter(|u| u.contains("/r/")).count());
+    let variants = share(exp.pages.keys().filter(|u| u.contains('?')).count());
+    assert!((0.02..0.06).contains(&not_found), "404 share {not_found}");
+    assert!((0.003..0.02).contains(&redirects), "redirect share {redirects}");
+    assert!((0.01..0.08).contains(&variants), "query-variant share {variants}");
+    assert!(exp.must_not_fetch.iter().all(|u| u.contains("/private/")));
+    assert!(!exp.must_not_fetch.is_empty());
+    assert!(
+        total < spec.hosts * spec.pages_per_host * 115 / 100,
+        "{total} URLs"
+    );
+
+    // Sizes and links of every page of every 10th host.
+    let (mut sizes, mut counts) = (Vec::new(), Vec::new());
+    let (mut same_host, mut urls) = (0usize, 0usize);
+    for i in (0..spec.hosts).step_by(10) {
+        let host = format!("site{i}.test:4000");
+        for j in 0..spec.pages_per_host {
+            let r = web.respond(&host, &format!("/p/{j}"));
+            assert_eq!(r.status, 200);
+            sizes.push(r.body.len());
+            let mut n = 0;
+            let h = HostRef::InScope(i);
+            web.for_each_link(&web.page_ctx(h, Loc::Page(j)), &mut |l| {
+                n += 1;
+                if let Target::Url(th, _) = l.target {
+                    urls += 1;
+                    same_host += usize::from(th == h);
+                }
+            });
+            counts.push(n);
+        }
+    }
+    let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+    let mean = sizes.iter().sum::<usize>() as f64 / sizes.len() as f64;
+    assert!(*min >= 5 * 1024 && *max <= 32 * 1024, "sizes {min}..{max}");
+    assert!((15_000.0..21_000.0).contains(&mean), "mean size {mean}");
+    let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+    let mean_links = counts.iter().sum::<usize>() as f64 / counts.len() as f64;
+    assert!(*lo >= 10 && *hi <= 40, "links {lo}..{hi}");
+    assert!((22.0..28.0).contains(&mean_links), "mean links {mean_links}");
+    let same = same_host as f64 / urls as f64;
+    assert!((0.75..0.88).contains(&same), "same-host share {same}");
+    println!(
+        "realistic: {total} URLs, 404 {:.1}%, redirects {:.1}%, variants {:.1}%, \
+         size {min}..{max} mean {mean:.0}, links {lo}..{hi} mean {mean_links:.1}, same host {:.1}%",
+        not_found * 100.0,
+        redirects * 100.0,
+        variants * 100.0,
+        same * 100.0
     );
 }
