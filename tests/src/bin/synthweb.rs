@@ -9,27 +9,39 @@ use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
 use clap::Parser;
-use crawl_tests::web::{WebServer, WebSpec};
+use crawl_tests::web::{Profile, SyntheticWeb, WebServer, WebSpec};
 
+/// Every count is optional: unset ones take the `--profile`'s default.
 #[derive(Parser, Debug)]
 #[command(about = "Serve a deterministic synthetic web on one local port, routed by Host header")]
 struct Args {
-    #[arg(long, default_value_t = WebSpec::default().seed)]
-    seed: u64,
-    #[arg(long, default_value_t = WebSpec::default().hosts)]
-    hosts: usize,
-    #[arg(long, default_value_t = WebSpec::default().outside_hosts)]
-    outside_hosts: usize,
-    #[arg(long, default_value_t = WebSpec::default().pages_per_host)]
-    pages_per_host: usize,
-    #[arg(long, default_value_t = WebSpec::default().links_per_page)]
-    links_per_page: usize,
-    #[arg(long, default_value_t = WebSpec::default().crawl_delay_every)]
-    crawl_delay_every: usize,
-    #[arg(long, default_value_t = WebSpec::default().crawl_delay_secs)]
-    crawl_delay_secs: f64,
-    #[arg(long, default_value_t = WebSpec::default().page_bytes)]
-    page_bytes: usize,
+    /// `small`: today's test web (20 hosts × 100 pages of 4,000 bytes, 10
+    /// random links, a quarter 404s and a quarter redirects); `realistic`:
+    /// 200 hosts × 250 pages of 5–32 KiB (mean 18 KiB), 10–40 links, a few
+    /// percent 404s, about 1% redirects, robots.txt everywhere, 3 hosts with
+    /// `Crawl-delay: 0.5` (see `Profile::Realistic`).
+    #[arg(long, default_value = "small")]
+    profile: Profile,
+    #[arg(long)]
+    seed: Option<u64>,
+    #[arg(long)]
+    hosts: Option<usize>,
+    #[arg(long)]
+    outside_hosts: Option<usize>,
+    #[arg(long)]
+    pages_per_host: Option<usize>,
+    /// Random links per page (`realistic`: the mean; pages get 2/5..8/5 of it).
+    #[arg(long)]
+    links_per_page: Option<usize>,
+    /// Every k-th host has a Crawl-delay (0 = none). `realistic` default:
+    /// ceil(hosts / 3), so 3 hosts whatever `--hosts` is.
+    #[arg(long)]
+    crawl_delay_every: Option<usize>,
+    #[arg(long)]
+    crawl_delay_secs: Option<f64>,
+    /// Page size (`realistic`: the mean; pages get 5/18..32/18 of it).
+    #[arg(long)]
+    page_bytes: Option<usize>,
     /// Address to listen on; only loopback makes sense (port 0 = any free port).
     #[arg(long, default_value = "127.0.0.1:0")]
     bind: SocketAddr,
@@ -39,9 +51,84 @@ struct Args {
     /// Write `127.0.0.1 name` lines for every served host here.
     #[arg(long)]
     write_hosts: Option<PathBuf>,
+    /// Write a JSON description of the web here: its spec, the hosts with a
+    /// Crawl-delay, and the ground truth's counts (URLs to store, by status
+    /// and for the hosts without a Crawl-delay).
+    #[arg(long)]
+    write_info: Option<PathBuf>,
     /// On exit, write every answered request here as JSON lines.
     #[arg(long)]
     request_log: Option<PathBuf>,
+}
+
+impl Args {
+    /// The profile's spec with the counts given on the command line.
+    fn spec(&self) -> WebSpec {
+        let base = match self.profile {
+            Profile::Small => WebSpec::default(),
+            Profile::Realistic => {
+                let hosts = self.hosts.unwrap_or(WebSpec::realistic().hosts);
+                let pages = self.pages_per_host.unwrap_or(WebSpec::realistic().pages_per_host);
+                WebSpec::realistic_sized(hosts, pages)
+            }
+        };
+        WebSpec {
+            seed: self.seed.unwrap_or(base.seed),
+            hosts: self.hosts.unwrap_or(base.hosts),
+            outside_hosts: self.outside_hosts.unwrap_or(base.outside_hosts),
+            pages_per_host: self.pages_per_host.unwrap_or(base.pages_per_host),
+            links_per_page: self.links_per_page.unwrap_or(base.links_per_page),
+            crawl_delay_every: self.crawl_delay_every.unwrap_or(base.crawl_delay_every),
+            crawl_delay_secs: self.crawl_delay_secs.unwrap_or(base.crawl_delay_secs),
+            page_bytes: self.page_bytes.unwrap_or(base.page_bytes),
+            profile: self.profile,
+        }
+    }
+}
+
+/// What `--write-info` writes.
+fn info(web: &SyntheticWeb) -> serde_json::Value {
+    let spec = web.spec();
+    let exp = web.expected_crawl();
+    let port = web.port();
+    let delayed: Vec<String> = web
+        .in_scope_host_names()
+        .into_iter()
+        .filter(|h| web.crawl_delay(h).is_some())
+        .collect();
+    let host_of = |url: &str| -> String {
+        let rest = url.strip_prefix("http://").unwrap_or(url);
+        rest.split(['/', ':']).next().unwrap_or("").to_string()
+    };
+    let without_delay = exp
+        .pages
+        .keys()
+        .filter(|u| !delayed.contains(&host_of(u)))
+        .count();
+    let mut by_status = serde_json::Map::new();
+    for status in exp.pages.values() {
+        let n = by_status.entry(status.to_string()).or_insert(0.into());
+        *n = (n.as_u64().unwrap_or(0) + 1).into();
+    }
+    serde_json::json!({
+        "profile": spec.profile.name(),
+        "port": port,
+        "spec": {
+            "seed": spec.seed,
+            "hosts": spec.hosts,
+            "outside_hosts": spec.outside_hosts,
+            "pages_per_host": spec.pages_per_host,
+            "links_per_page": spec.links_per_page,
+            "crawl_delay_every": spec.crawl_delay_every,
+            "crawl_delay_secs": spec.crawl_delay_secs,
+            "page_bytes": spec.page_bytes,
+        },
+        "crawl_delay_hosts": delayed,
+        "expected_pages": exp.pages.len(),
+        "expected_pages_without_crawl_delay": without_delay,
+        "expected_by_status": by_status,
+        "must_not_fetch": exp.must_not_fetch.len(),
+    })
 }
 
 fn lines(items: impl IntoIterator<Item = String>) -> String {
@@ -60,16 +147,7 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let spec = WebSpec {
-        seed: args.seed,
-        hosts: args.hosts,
-        outside_hosts: args.outside_hosts,
-        pages_per_host: args.pages_per_host,
-        links_per_page: args.links_per_page,
-        crawl_delay_every: args.crawl_delay_every,
-        crawl_delay_secs: args.crawl_delay_secs,
-        page_bytes: args.page_bytes,
-    };
+    let spec = args.spec();
     let server = WebServer::start(spec, args.bind).await?;
     let web = server.web();
     if let Some(path) = &args.write_seeds {
@@ -82,10 +160,21 @@ async fn main() -> anyhow::Result<()> {
             lines(web.host_names().into_iter().map(|h| format!("{ip} {h}"))),
         )?;
     }
-    let pages = web.expected_crawl().pages.len();
+    let pages = if let Some(path) = &args.write_info {
+        let info = info(&web);
+        std::fs::write(path, serde_json::to_string_pretty(&info)? + "\n")?;
+        info["expected_pages"].as_u64().unwrap_or(0) as usize
+    } else {
+        web.expected_crawl().pages.len()
+    };
     {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "synthweb listening on {} pages={pages}", server.addr())?;
+        writeln!(
+            out,
+            "synthweb listening on {} pages={pages} profile={}",
+            server.addr(),
+            web.spec().profile.name()
+        )?;
         out.flush()?;
     }
 
