@@ -1,28 +1,99 @@
 #!/usr/bin/env python3
-"""Crawl benchmark: crawls a synthetic web with politeness delay 0 and prints
-pages/s, crawler CPU per 1,000 pages (dispatcher + supervisors + children; the
-store server counted separately), peak RSS per process type and the store used.
+"""Crawl benchmark: crawls a synthetic web served by synthweb with one
+dispatcher and N supervisors x M children, and prints where the time and the
+CPU go. A short human summary goes to stderr, the JSON result to stdout.
 
-    scripts/bench.sh [--hosts 50] [--pages-per-host 400] [--supervisors 2] [--children 2]
+    scripts/bench.sh                              # realistic profile, the issue's set-up
+    scripts/bench.sh --hosts 60 --pages-per-host 100
+    scripts/bench.sh --profile small              # the old benchmark: 50 x 400 pages of 4,000 bytes
 
-CPU: the dispatcher's and supervisors' own rusage from wait4() (a supervisor's
-includes the children it reaped), so the total is exact; the split between
-supervisor and child processes and peak RSS come from sampling /proc every
-100 ms.
+Profiles (synthweb --profile, see tests/src/web/model.rs `Profile`):
+- realistic (default): 200 hosts x 250 pages of 5-32 KiB (mean 18 KiB), 10-40
+  links a page (80% same host), about 3% 404s and 1% redirects, robots.txt
+  everywhere, 3 hosts with Crawl-delay: 0.5. Dispatcher flags: --min-delay-ms 0
+  --max-domain-connections 8 --child-concurrency 32.
+- small: 50 hosts x 400 pages of 4,000 bytes, 10 random links, a quarter 404s
+  and a quarter redirects. Dispatcher flags: --min-delay-ms 0 only.
+
+Figures (the JSON keys are in brackets):
+- pages: responses the dispatcher counted (its summary's `fetched`);
+  [pages_per_sec] = pages / wall time from the dispatcher's start to the exit
+  of every crawler process.
+- [no_delay]: the pages of the hosts WITHOUT a Crawl-delay (from the store:
+  `pages` documents by `domain`, the Crawl-delay hosts listed by synthweb's
+  --write-info), and their rate = that count / (last `fetched_at` among them
+  - dispatcher start). The Crawl-delay hosts take ~0.5 s a page and would
+  otherwise decide the wall time.
+- [main_phase]: the per-second page rate comes from the `fetched_at` of the
+  stored pages; the main phase runs from the first to the last second whose
+  rate is at least half the peak second's. Its machine CPU use comes from
+  /proc/stat, sampled every second (busy = everything but idle and iowait,
+  over the samples that bracket the phase), in % of all cores and in cores.
+- [cpu_ms_per_page]: CPU (user + system) per page for each role: dispatcher,
+  supervisor, crawler-child (all processes of a role summed), the store
+  server and synthweb, sampled from /proc/PID/stat every 0.2 s (a process's
+  last <0.2 s before it exits is missed; [crawler_cpu_exact_secs] is the
+  exact total of the crawler processes from wait4()).
+- [web_server]: what synthweb served (requests/s, MB/s over the wall time and
+  in its busiest second, from its --request-log and /proc/PID/io wchar) and
+  its CPU share (% of one core, and % of all the CPU the machine used).
+- [stored_bytes_per_page]: average BSON size of the `pages` documents, from a
+  `$bsonSize` aggregation (fallbacks, named in `method`: collStats
+  avgObjSize, else nothing); `body_bytes_per_page` is the average
+  `$binarySize` of the zstd-compressed `body` field.
+- [peak_rss_mib]: the largest VmHWM of any process of each role.
+- [store]: which store server ran (mongod or nx-27017).
+
+Figures are indicative on a loaded machine: compare runs made under the same
+load.
 """
-import argparse, json, os, socket, subprocess, sys, tempfile, time
+import argparse, json, os, random, shutil, signal, socket, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target", "release")
 TICK = os.sysconf("SC_CLK_TCK")
+NCPU = os.cpu_count() or 1
+ROLES = ("dispatcher", "supervisor", "crawler-child")
+
+PROFILES = {
+    # Dispatcher flags of the profile (before --dispatcher-arg).
+    "realistic": ["--min-delay-ms", "0", "--max-domain-connections", "8", "--child-concurrency", "32"],
+    "small": ["--min-delay-ms", "0"],
+}
+# synthweb counts when not given: the realistic profile's own; the old bench's for small.
+DEFAULT_COUNTS = {"realistic": (None, None), "small": (50, 400)}
+
+
+def ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port below the kernel's ephemeral range ([20000, low)), bindable now.
+
+    A port the kernel hands out (bind to port 0) comes from the ephemeral
+    range, from which every outgoing connection and port-0 server also takes
+    ports: by the time the dispatcher binds it, someone else may hold it.
+    The kernel never hands out ports below that range by itself (see
+    tests/src/harness.rs `free_port`)."""
+    low = ephemeral_low()
+    start = 20000 if low > 20000 else 1024
+    ports = list(range(start, low))
+    random.shuffle(ports)
+    for port in ports:
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        return port
+    raise SystemExit("bench.py: no free port below the ephemeral range")
 
 
 def proc_sample(pid):
@@ -43,114 +114,363 @@ def proc_sample(pid):
         return None
 
 
-def children_of(parents):
-    """Pids whose parent is in `parents` (scans /proc: no procps needed)."""
-    found = []
+def wchar(pid):
+    """Bytes the process has written (sockets included), or None."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            for line in f:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def cpu_times():
+    """(total, idle) jiffies of the whole machine from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields[:8]), idle
+
+
+def parents():
+    """{pid: parent pid} of every process (scans /proc: no procps needed)."""
+    found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
                 stat = f.read()
-            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+            found[int(entry)] = int(stat[stat.rindex(")") + 2 :].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if ppid in parents:
-            found.append(int(entry))
     return found
 
 
+def children_of(pids):
+    """Pids whose parent is in `pids`."""
+    return [pid for pid, ppid in parents().items() if ppid in pids]
+
+
+# Run with the store's Python (pymongo): prints a JSON object of store figures.
+STORE_QUERY = r"""
+import json, sys
+import pymongo
+uri, db_name = sys.argv[1], sys.argv[2]
+db = pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000)[db_name]
+pages = db["pages"]
+out = {"documents": pages.count_documents({})}
+try:
+    agg = list(pages.aggregate([{"$group": {"_id": None, "n": {"$sum": 1},
+        "bson": {"$sum": {"$bsonSize": "$$ROOT"}}}}]))
+    out["bson_bytes"] = agg[0]["bson"] if agg else 0
+    out["method"] = "$bsonSize"
+except Exception as e:
+    try:
+        stats = db.command("collStats", "pages")
+        out["bson_bytes"] = stats["avgObjSize"] * stats["count"]
+        out["method"] = "collStats avgObjSize"
+    except Exception as e2:
+        out["method"] = f"none ($bsonSize: {e}; collStats: {e2})"
+try:
+    agg = list(pages.aggregate([{"$match": {"body": {"$exists": True}}},
+        {"$group": {"_id": None, "n": {"$sum": 1}, "body": {"$sum": {"$binarySize": "$body"}},
+                    "raw": {"$sum": "$bytes"}}}]))
+    if agg:
+        out["with_body"], out["body_bytes"], out["raw_bytes"] = agg[0]["n"], agg[0]["body"], agg[0]["raw"]
+except Exception as e:
+    out["body_error"] = str(e)
+times = []
+for d in pages.find({}, {"domain": 1, "fetched_at": 1}):
+    at = d.get("fetched_at")
+    if hasattr(at, "timestamp"):
+        if at.tzinfo is None:
+            import datetime
+            at = at.replace(tzinfo=datetime.timezone.utc)
+        times.append([d.get("domain", ""), at.timestamp()])
+out["fetched"] = times
+print(json.dumps(out))
+"""
+
+
+def store_python():
+    venv = os.environ.get("CRAWLER_STORE_VENV", os.path.join(ROOT, ".venv-store"))
+    for py in (os.path.join(venv, "bin", "python"), sys.executable):
+        if os.path.exists(py) and subprocess.call([py, "-c", "import pymongo"], stderr=subprocess.DEVNULL) == 0:
+            return py
+    return None
+
+
+def query_store(uri, db):
+    py = store_python()
+    if py is None:
+        return {"error": "no Python with pymongo (.venv-store is made by scripts/store.sh install)"}
+    r = subprocess.run([py, "-c", STORE_QUERY, uri, db], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        return {"error": r.stderr.strip()[-500:]}
+    return json.loads(r.stdout)
+
+
+def role_cpu(cpu_by_pid):
+    """{role: CPU seconds so far} from {pid: (role, cpu seconds)}."""
+    out = {}
+    for role, cpu in cpu_by_pid.values():
+        out[role] = out.get(role, 0.0) + cpu
+    return out
+
+
+def main_phase(times, t0, samples):
+    """Per-second rates from `times` (seconds since the epoch), the main
+    phase (first..last second at >= 50% of the peak second) and the
+    machine's CPU use over it from the /proc/stat `samples`."""
+    if not times:
+        return None
+    buckets = {}
+    for t in times:
+        s = int(t - t0)
+        buckets[s] = buckets.get(s, 0) + 1
+    peak = max(buckets.values())
+    busy = [s for s, n in buckets.items() if n >= peak / 2]
+    first, last = min(busy), max(busy)
+    pages = sum(n for s, n in buckets.items() if first <= s <= last)
+    secs = last - first + 1
+    # /proc/stat samples bracketing [t0 + first, t0 + last + 1].
+    lo = [x for x in samples if x[0] <= t0 + first]
+    hi = [x for x in samples if x[0] >= t0 + last + 1]
+    a = lo[-1] if lo else samples[0]
+    b = hi[0] if hi else samples[-1]
+    dt, di = b[1] - a[1], b[2] - a[2]
+    busy_share = (1 - di / dt) if dt > 0 else 0.0
+    span = max(b[0] - a[0], 1e-9)
+    roles = {r: round((b[3].get(r, 0.0) - a[3].get(r, 0.0)) / span, 2) for r in ROLES + ("store", "synthweb")}
+    web_share = None
+    if dt > di:
+        web_share = round((b[3].get("synthweb", 0.0) - a[3].get("synthweb", 0.0)) * TICK / (dt - di) * 100, 1)
+    return {
+        "definition": "first..last second whose page rate (stored fetched_at) >= 50% of the peak second",
+        "start_secs": first,
+        "end_secs": last + 1,
+        "secs": secs,
+        "pages": pages,
+        "pages_per_sec": round(pages / secs, 1),
+        "peak_pages_per_sec": peak,
+        "machine_cpu_percent": round(busy_share * 100, 1),
+        "machine_cpu_cores": round(busy_share * NCPU, 2),
+        "cores_by_role": roles,
+        "cores_of_bench_processes": round(sum(roles.values()), 2),
+        "cpu_ms_per_page": {r: round(c * span * 1000 / pages, 3) for r, c in roles.items()},
+        "synthweb_share_of_machine_cpu_percent": web_share,
+        "cpu_sampled_secs": round(b[0] - a[0], 1),
+    }
+
+
+def read_request_log(path, t0):
+    if not os.path.exists(path):
+        return None
+    n, robots, per_sec, status = 0, 0, {}, {}
+    with open(path) as f:
+        for line in f:
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            n += 1
+            robots += r["path"] == "/robots.txt"
+            s = int(r["at_ms"] / 1000 - t0)
+            per_sec[s] = per_sec.get(s, 0) + 1
+            status[str(r["status"])] = status.get(str(r["status"]), 0) + 1
+    return {"requests": n, "robots": robots, "peak_per_sec": max(per_sec.values(), default=0), "status": status}
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--hosts", type=int, default=50)
-    ap.add_argument("--pages-per-host", type=int, default=400)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profile", choices=sorted(PROFILES), default="realistic")
+    ap.add_argument("--hosts", type=int, help="default: the profile's (realistic 200, small 50)")
+    ap.add_argument("--pages-per-host", type=int, help="default: the profile's (realistic 250, small 400)")
     ap.add_argument("--supervisors", type=int, default=2)
     ap.add_argument("--children", type=int, default=2)
     ap.add_argument("--timing-log", action="store_true", help="also write timing logs (to measure their cost)")
-    ap.add_argument("--dispatcher-arg", action="append", default=[])
+    ap.add_argument("--dispatcher-arg", action="append", default=[], help="extra dispatcher flag (after the profile's)")
     ap.add_argument("--supervisor-arg", action="append", default=[])
-    ap.add_argument("--web-arg", action="append", default=[], help="extra synthweb flag (e.g. --web-arg=--page-bytes=18000)")
-    ap.add_argument("--keep", action="store_true", help="keep the work directory (timing logs) and print it")
+    ap.add_argument("--web-arg", action="append", default=[], help="extra synthweb flag (e.g. --web-arg=--page-bytes=8000)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, request log) and print it")
     args = ap.parse_args()
 
+    hosts, pages_per_host = DEFAULT_COUNTS[args.profile]
+    hosts = args.hosts if args.hosts is not None else hosts
+    pages_per_host = args.pages_per_host if args.pages_per_host is not None else pages_per_host
     work = tempfile.mkdtemp(prefix="crawler-bench-")
     store_dir = os.path.join(work, "store")
     uri = subprocess.check_output([os.path.join(ROOT, "scripts", "store.sh"), "start", store_dir], text=True).strip()
     kind = open(os.path.join(store_dir, "kind")).read().strip()
     store_pid = int(open(os.path.join(store_dir, "pid")).read())
-    procs = []
+    db = os.environ.get("CRAWLER_DB", "crawler")
+    procs, ok = [], False
     try:
-        seeds, hosts = os.path.join(work, "seeds.txt"), os.path.join(work, "hosts")
-        web = subprocess.Popen(
-            [os.path.join(BIN, "synthweb"), "--hosts", str(args.hosts), "--pages-per-host", str(args.pages_per_host),
-             "--write-seeds", seeds, "--write-hosts", hosts] + args.web_arg,
-            stdout=subprocess.PIPE, text=True)
+        seeds, hosts_file = os.path.join(work, "seeds.txt"), os.path.join(work, "hosts")
+        info_file, request_log = os.path.join(work, "web.json"), os.path.join(work, "requests.jsonl")
+        web_cmd = [os.path.join(BIN, "synthweb"), "--profile", args.profile, "--write-seeds", seeds,
+                   "--write-hosts", hosts_file, "--write-info", info_file, "--request-log", request_log]
+        if hosts is not None:
+            web_cmd += ["--hosts", str(hosts)]
+        if pages_per_host is not None:
+            web_cmd += ["--pages-per-host", str(pages_per_host)]
+        web = subprocess.Popen(web_cmd + args.web_arg, stdout=subprocess.PIPE, text=True)
         procs.append(web)
         print(web.stdout.readline().strip(), file=sys.stderr)
+        info = json.load(open(info_file))
+        delay_hosts = set(info["crawl_delay_hosts"])
         endpoint = f"tcp://127.0.0.1:{free_port()}"
         common = ["--mongo-uri", uri]
         if args.timing_log:
             common += ["--timing-log", os.path.join(work, "logs") + "/"]
         summary_file = os.path.join(work, "summary.json")
+        dispatcher_flags = PROFILES[args.profile] + args.dispatcher_arg
+        web_cpu0 = proc_sample(web.pid)[1]
+        web_w0 = wchar(web.pid)
+        store_cpu0 = {}
+        for pid in [store_pid] + children_of({store_pid}):
+            s = proc_sample(pid)
+            if s:
+                store_cpu0[pid] = s[1]
+        bench_cpu0 = sum(os.times()[:2])
+        samples = [(time.time(),) + cpu_times() + ({}, web_w0)]
         started = time.time()
         dispatcher = subprocess.Popen(
-            [os.path.join(BIN, "dispatcher"), "--bind", endpoint, "--seeds", seeds, "--min-delay-ms", "0",
+            [os.path.join(BIN, "dispatcher"), "--bind", endpoint, "--seeds", seeds,
              "--min-supervisors", str(args.supervisors), "--summary-file", summary_file, "--progress-secs", "5"]
-            + common + args.dispatcher_arg, stdout=subprocess.DEVNULL)
+            + common + dispatcher_flags,
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "dispatcher.log"), "w"))
         sups = [subprocess.Popen(
             [os.path.join(BIN, "supervisor"), "--dispatcher", endpoint, "--id", f"sup{i}",
-             "--children", str(args.children), "--hosts-file", hosts] + common + args.supervisor_arg) for i in range(args.supervisors)]
+             "--children", str(args.children), "--hosts-file", hosts_file] + common + args.supervisor_arg,
+            stderr=open(os.path.join(work, f"supervisor{i}.log"), "w")) for i in range(args.supervisors)]
         procs += [dispatcher] + sups
 
         peak = {}  # role -> max VmHWM KiB
-        cpu_by_pid = {}  # pid -> (role, cpu)
-        store_cpu0 = proc_sample(store_pid)[1]
-        store_cpu = store_cpu0
+        cpu_by_pid = {}  # pid -> (role, cpu seconds)
         rusage = {}
         live = {p.pid: p for p in [dispatcher] + sups}
+        tracked, store_pids, next_scan, next_stat = [], [store_pid], 0.0, started + 1
+        web_w1 = web_w0
         while live:
-            pids = list(live)
-            pids += children_of(set(pids))
-            for pid in pids:
+            now = time.time()
+            if now >= next_scan:
+                pp = parents()
+                tracked = list(live) + [pid for pid, ppid in pp.items() if ppid in live]
+                store_pids = [store_pid] + [pid for pid, ppid in pp.items() if ppid == store_pid]
+                next_scan = now + 1
+            if now >= next_stat:
+                samples.append((now,) + cpu_times() + (role_cpu(cpu_by_pid), web_w1))
+                next_stat += 1
+            for pid in tracked:
+                s = proc_sample(pid)
+                if s and s[0] in ROLES:
+                    peak[s[0]] = max(peak.get(s[0], 0), s[2])
+                    cpu_by_pid[pid] = (s[0], s[1])
+            for pid in store_pids:
                 s = proc_sample(pid)
                 if s:
-                    comm, cpu, hwm = s
-                    peak[comm] = max(peak.get(comm, 0), hwm)
-                    cpu_by_pid[pid] = (comm, cpu)
-            s = proc_sample(store_pid)
+                    peak["store"] = max(peak.get("store", 0), s[2])
+                    cpu_by_pid[("store", pid)] = ("store", s[1] - store_cpu0.get(pid, 0))
+            s = proc_sample(web.pid)
             if s:
-                store_cpu = s[1]
+                peak["synthweb"] = max(peak.get("synthweb", 0), s[2])
+                cpu_by_pid[("web", web.pid)] = ("synthweb", s[1] - web_cpu0)
+                web_w1 = wchar(web.pid) or web_w1
             for pid in list(live):
                 res = os.wait4(pid, os.WNOHANG)
                 if res[0] == pid:
                     rusage[pid] = (res[1], res[2])
                     del live[pid]
-            time.sleep(0.1)
+            time.sleep(0.2)
         wall = time.time() - started
+        samples.append((time.time(),) + cpu_times() + (role_cpu(cpu_by_pid), web_w1))
+        bench_cpu = sum(os.times()[:2]) - bench_cpu0
+        web.send_signal(signal.SIGTERM)
+        web.wait(timeout=60)
+
         summary = json.load(open(summary_file))
         pages = summary["fetched"]
-        exact_cpu = sum(r.ru_utime + r.ru_stime for _, r in rusage.values())
-        by_role = {}
-        for comm, cpu in cpu_by_pid.values():
-            by_role[comm] = by_role.get(comm, 0.0) + cpu
         codes = [os.waitstatus_to_exitcode(st) for st, _ in rusage.values()]
+        exact_cpu = sum(r.ru_utime + r.ru_stime for _, r in rusage.values())
+        by_role = role_cpu(cpu_by_pid)
+        machine_busy = (samples[-1][1] - samples[0][1]) - (samples[-1][2] - samples[0][2])
+        machine_busy_secs = machine_busy / TICK
+
+        st = query_store(uri, db)
+        fetched = st.pop("fetched", [])
+        host = lambda domain: domain.split(":")[0]
+        nd = [t for d, t in fetched if host(d) not in delay_hosts]
+        no_delay = None
+        if nd:
+            span = max(nd) - started
+            no_delay = {
+                "hosts": info["spec"]["hosts"] - len(delay_hosts),
+                "pages": len(nd),
+                "expected_pages": info["expected_pages_without_crawl_delay"],
+                "secs_to_last": round(span, 2),
+                "pages_per_sec": round(len(nd) / span, 1),
+                "how": "store pages documents of the hosts without Crawl-delay; dispatcher start to their last fetched_at",
+            }
+        docs = st.get("documents") or 0
+        stored = {"method": st.get("method"), "documents": docs}
+        if docs and "bson_bytes" in st:
+            stored["bytes_per_page"] = round(st["bson_bytes"] / docs)
+        if st.get("with_body"):
+            stored["body_bytes_per_page"] = round(st["body_bytes"] / st["with_body"])
+            stored["raw_html_bytes_per_page"] = round(st["raw_bytes"] / st["with_body"])
+            stored["pages_with_body"] = st["with_body"]
+        if "error" in st or "body_error" in st:
+            stored["error"] = st.get("error") or st.get("body_error")
+
+        reqs = read_request_log(request_log, started) or {}
+        web_cpu = by_role.get("synthweb", 0.0)
+        served = (web_w1 - web_w0) if (web_w0 is not None and web_w1 is not None) else None
+        rates = [(y[4] - x[4]) / (y[0] - x[0]) for x, y in zip(samples, samples[1:])
+                 if x[4] is not None and y[4] is not None and y[0] > x[0]]
+        web_server = {
+            "requests": reqs.get("requests"),
+            "requests_per_sec": round(reqs.get("requests", 0) / wall, 1),
+            "peak_requests_per_sec": reqs.get("peak_per_sec"),
+            "mb_per_sec": round(served / wall / 1e6, 2) if served is not None else None,
+            "peak_mb_per_sec": round(max(rates, default=0) / 1e6, 2),
+            "cpu_secs": round(web_cpu, 2),
+            "cpu_percent_of_one_core": round(web_cpu / wall * 100, 1),
+            "share_of_machine_cpu_used_percent": round(web_cpu / machine_busy_secs * 100, 1) if machine_busy_secs else None,
+            "status": reqs.get("status"),
+        }
+        per_page = lambda secs: round(secs * 1000 / max(pages, 1), 3)
         result = {
+            "profile": args.profile,
+            "web": {k: info["spec"][k] for k in ("hosts", "pages_per_host", "page_bytes", "links_per_page")}
+            | {"crawl_delay_hosts": sorted(delay_hosts), "expected_pages": info["expected_pages"]},
+            "setup": {"supervisors": args.supervisors, "children": args.children,
+                      "dispatcher_flags": dispatcher_flags, "cpus": NCPU},
             "store": kind,
             "pages": pages,
+            "stored_pages": docs,
             "wall_secs": round(wall, 2),
             "pages_per_sec": round(pages / wall, 1),
-            "crawler_cpu_secs": round(exact_cpu, 2),
-            "crawler_cpu_ms_per_page": round(exact_cpu * 1000 / max(pages, 1), 4),
-            "crawler_cpu_secs_per_1000_pages": round(exact_cpu * 1000 / max(pages, 1), 3),
-            "sampled_cpu_secs_by_process_type": {k: round(v, 2) for k, v in by_role.items()},
-            "store_cpu_secs": round(store_cpu - store_cpu0, 2),
-            "store_cpu_ms_per_page": round((store_cpu - store_cpu0) * 1000 / max(pages, 1), 4),
-            "peak_rss_mib_by_process_type": {k: round(v / 1024, 1) for k, v in peak.items()},
+            "no_delay": no_delay,
+            "main_phase": main_phase([t for _, t in fetched], started, samples),
+            "machine_cpu_percent_whole_run": round(machine_busy / max(samples[-1][1] - samples[0][1], 1) * 100, 1),
+            "cpu_ms_per_page": {role: per_page(by_role.get(role, 0.0)) for role in ROLES + ("store", "synthweb")},
+            "cpu_secs": {role: round(by_role.get(role, 0.0), 2) for role in ROLES + ("store", "synthweb")}
+            | {"bench.py": round(bench_cpu, 2)},
+            "crawler_cpu_exact_secs": round(exact_cpu, 2),
+            "web_server": web_server,
+            "stored_bytes_per_page": stored,
+            "peak_rss_mib": {k: round(v / 1024, 1) for k, v in sorted(peak.items())},
             "exit_codes": codes,
             "timing_log": args.timing_log,
         }
+        human(result)
         print(json.dumps(result, indent=2))
-        return 0 if all(c == 0 for c in codes) else 1
+        ok = all(c == 0 for c in codes)
+        return 0 if ok else 1
     finally:
         for p in procs:
             if p.poll() is None:
@@ -161,6 +481,39 @@ def main():
             except subprocess.TimeoutExpired:
                 p.kill()
         subprocess.call([os.path.join(ROOT, "scripts", "store.sh"), "stop", store_dir])
+        if args.keep or not ok:
+            print(f"work directory: {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def human(r):
+    e = lambda *a: print(*a, file=sys.stderr)
+    w = r["web"]
+    e(f"== {r['profile']} web: {w['hosts']} hosts x {w['pages_per_host']} pages, {w['expected_pages']} URLs to store; "
+      f"store {r['store']}; {r['setup']['supervisors']} supervisors x {r['setup']['children']} children")
+    e(f"pages {r['pages']} in {r['wall_secs']} s: {r['pages_per_sec']} pages/s overall")
+    nd = r["no_delay"]
+    if nd:
+        e(f"hosts without Crawl-delay: {nd['pages']} pages in {nd['secs_to_last']} s: {nd['pages_per_sec']} pages/s")
+    mp = r["main_phase"]
+    if mp:
+        e(f"main phase {mp['start_secs']}-{mp['end_secs']} s: {mp['pages_per_sec']} pages/s (peak {mp['peak_pages_per_sec']}), "
+          f"machine CPU {mp['machine_cpu_percent']}% ({mp['machine_cpu_cores']} of {r['setup']['cpus']} cores, "
+          f"{mp['cores_of_bench_processes']} by the bench's processes: "
+          + ", ".join(f"{k} {v}" for k, v in mp["cores_by_role"].items()) + ")")
+    e("CPU ms/page, whole run: " + ", ".join(f"{k} {v}" for k, v in r["cpu_ms_per_page"].items()))
+    if mp:
+        e("CPU ms/page, main phase: " + ", ".join(f"{k} {v}" for k, v in mp["cpu_ms_per_page"].items()))
+    ws = r["web_server"]
+    e(f"synthweb: {ws['requests_per_sec']} req/s ({ws['peak_requests_per_sec']} in its busiest second), "
+      f"{ws['mb_per_sec']} MB/s ({ws['peak_mb_per_sec']} peak), {ws['cpu_percent_of_one_core']}% of a core, "
+      f"{ws['share_of_machine_cpu_used_percent']}% of the CPU the machine used"
+      + (f" ({mp['synthweb_share_of_machine_cpu_percent']}% in the main phase)" if mp else ""))
+    sb = r["stored_bytes_per_page"]
+    e(f"stored: {sb.get('bytes_per_page')} B/page ({sb.get('method')}), body {sb.get('body_bytes_per_page')} B "
+      f"compressed from {sb.get('raw_html_bytes_per_page')} B")
+    e("peak RSS MiB: " + ", ".join(f"{k} {v}" for k, v in r["peak_rss_mib"].items()))
 
 
 if __name__ == "__main__":
