@@ -10,6 +10,9 @@
 //!   deaf to SIGTERM and silent. The stop test uses it to check that every
 //!   process still exits within its bound.
 //!
+//! - `CRAWLER_FAULT_PANIC_ON_URL=S` makes crawling a URL containing `S`
+//!   panic: a bug on one page, which must fail that URL alone.
+//!
 //! Unset (always, outside tests) each costs one load per page.
 
 use std::sync::OnceLock;
@@ -45,20 +48,24 @@ pub fn slow_parse() {
     }
 }
 
+/// A URL pattern from the environment variable `var`, read once.
+fn pattern(cell: &'static OnceLock<Option<String>>, var: &str) -> Option<&'static str> {
+    cell.get_or_init(|| std::env::var(var).ok().filter(|p| !p.is_empty()))
+        .as_deref()
+}
+
+/// Panics if `url` matches `CRAWLER_FAULT_PANIC_ON_URL`.
+pub fn panic_on(url: &str) {
+    static PANIC: OnceLock<Option<String>> = OnceLock::new();
+    if pattern(&PANIC, "CRAWLER_FAULT_PANIC_ON_URL").is_some_and(|p| url.contains(p)) {
+        panic!("FAULT INJECTION: panic on {url}");
+    }
+}
+
 /// Freezes this process if `url` matches `CRAWLER_FAULT_FREEZE_ON_URL`.
 pub fn freeze_on(url: &str) {
     static FREEZE: OnceLock<Option<String>> = OnceLock::new();
-    let Some(pattern) = FREEZE
-        .get_or_init(|| {
-            std::env::var("CRAWLER_FAULT_FREEZE_ON_URL")
-                .ok()
-                .filter(|p| !p.is_empty())
-        })
-        .as_ref()
-    else {
-        return;
-    };
-    if url.contains(pattern.as_str()) {
+    if pattern(&FREEZE, "CRAWLER_FAULT_FREEZE_ON_URL").is_some_and(|p| url.contains(p)) {
         eprintln!("crawler-child: FAULT INJECTION: freezing (SIGSTOP) on {url}");
         // SAFETY: raise has no memory-safety preconditions.
         unsafe {

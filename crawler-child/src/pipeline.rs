@@ -232,6 +232,7 @@ fn failed(item: &WorkItem, kind: FailureKind, message: impl Into<String>) -> Don
 }
 
 async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
+    crate::fault::panic_on(&item.url);
     let url = match urls::parse(&item.url) {
         Ok(u) => u,
         Err(reason) => return failed(item, FailureKind::BadUrl, reason.as_str()),

@@ -748,3 +748,60 @@ async fn a_slow_host_does_not_hold_up_the_others() {
         fast.fast_done
     );
 }
+
+/// A bug that panics on one URL fails that URL, with kind `internal`, and
+/// nothing else: its domain, its child and the crawl go on. (The child's
+/// test-only `CRAWLER_FAULT_PANIC_ON_URL` panics while crawling the URL.)
+/// The URL chosen answers 404, so no page depends on its links.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_on_one_url_fails_that_url_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreServer::start().unwrap();
+    let spec = WebSpec {
+        seed: 31,
+        hosts: 3,
+        outside_hosts: 1,
+        pages_per_host: 30,
+        ..WebSpec::default()
+    };
+    let server = WebServer::start(spec, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let mut expected = server.web().expected_crawl();
+    let victim = expected
+        .pages
+        .iter()
+        .find(|(_, status)| **status == 404)
+        .map(|(url, _)| url.clone())
+        .expect("the web has a 404 page");
+    expected.pages.remove(&victim);
+    let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
+    cluster.supervisors = 1;
+    cluster.children = 2;
+    cluster.dispatcher_args = args(&[
+        "--min-delay-ms",
+        "10",
+        "--max-depth",
+        "100",
+        "--progress-secs",
+        "5",
+    ]);
+    cluster.env = vec![("CRAWLER_FAULT_PANIC_ON_URL".into(), victim.clone())];
+    let run = run_crawl(&cluster, Duration::from_secs(180)).await.unwrap();
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    assert!(run.supervisors.iter().all(|s| s.success()));
+    assert_eq!(run.summary["failed"]["internal"], 1, "summary: {}", run.summary);
+
+    let db = store.client().await.unwrap().database("crawler");
+    // Everything else is stored exactly; the victim is not stored, and the
+    // stored frontier says it failed.
+    let stored = crawl_tests::verify::stored_statuses(&db).await.unwrap();
+    crawl_tests::verify::assert_pages_match(&stored, &expected);
+    let frontier = all_docs(&db, "frontier").await.unwrap();
+    let state = frontier
+        .iter()
+        .find(|d| d.get_str("_id") == Ok(victim.as_str()))
+        .and_then(|d| d.get_str("state").ok());
+    assert_eq!(state, Some("failed"), "{victim} in the stored frontier");
+    server.stop(Duration::from_secs(5)).await;
+}
