@@ -132,6 +132,23 @@ fn gap_after(log: &[RequestRecord], host: &str, path: &str, status: u16) -> Opti
         .min_by(|a, b| a.total_cmp(b))
 }
 
+/// Serves `spec` (with `extras`) and returns a cluster of one supervisor
+/// with two children to crawl it into `store`: the set-up of every crawl here.
+async fn one_node(
+    spec: WebSpec,
+    extras: WebExtras,
+    store: &StoreServer,
+    dir: &std::path::Path,
+) -> (WebServer, ClusterSpec) {
+    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir).unwrap();
+    cluster.supervisors = 1;
+    cluster.children = 2;
+    (server, cluster)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn survives_a_hostile_web() {
     let dir = tempfile::tempdir().unwrap();
@@ -148,13 +165,8 @@ async fn survives_a_hostile_web() {
         hostile: true,
         ..WebExtras::default()
     };
-    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let (server, mut cluster) = one_node(spec, extras, &store, dir.path()).await;
     let web = server.web();
-    let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
-    cluster.supervisors = 1;
-    cluster.children = 2;
     cluster.dispatcher_args = dispatcher_args(REQUEST_TIMEOUT_MS);
     let run = run_crawl(&cluster, Duration::from_secs(170)).await.unwrap();
     eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
@@ -436,13 +448,8 @@ async fn survives_answers_too_big_for_the_crawler() {
         oversized: true,
         ..WebExtras::default()
     };
-    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let (server, mut cluster) = one_node(spec, extras, &store, dir.path()).await;
     let web = server.web();
-    let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
-    cluster.supervisors = 1;
-    cluster.children = 2;
     cluster.dispatcher_args = args(&[
         "--min-delay-ms",
         &MIN_DELAY_MS.to_string(),
@@ -764,9 +771,7 @@ async fn a_panic_on_one_url_fails_that_url_alone() {
         pages_per_host: 30,
         ..WebSpec::default()
     };
-    let server = WebServer::start(spec, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let (server, mut cluster) = one_node(spec, WebExtras::default(), &store, dir.path()).await;
     let mut expected = server.web().expected_crawl();
     let victim = expected
         .pages
@@ -775,9 +780,6 @@ async fn a_panic_on_one_url_fails_that_url_alone() {
         .map(|(url, _)| url.clone())
         .expect("the web has a 404 page");
     expected.pages.remove(&victim);
-    let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
-    cluster.supervisors = 1;
-    cluster.children = 2;
     cluster.dispatcher_args = args(&[
         "--min-delay-ms",
         "10",
