@@ -295,6 +295,8 @@ def main():
     ap.add_argument("--dispatcher-arg", action="append", default=[], help="extra dispatcher flag (after the profile's)")
     ap.add_argument("--supervisor-arg", action="append", default=[])
     ap.add_argument("--web-arg", action="append", default=[], help="extra synthweb flag (e.g. --web-arg=--page-bytes=8000)")
+    ap.add_argument("--crawler-bin-dir", default=BIN,
+                    help="where dispatcher, supervisor and crawler-child are (e.g. another commit's build, to compare); synthweb always comes from this tree")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, request log) and print it")
     args = ap.parse_args()
 
@@ -339,12 +341,12 @@ def main():
         samples = [(time.time(),) + cpu_times() + ({}, web_w0)]
         started = time.time()
         dispatcher = subprocess.Popen(
-            [os.path.join(BIN, "dispatcher"), "--bind", endpoint, "--seeds", seeds,
+            [os.path.join(args.crawler_bin_dir, "dispatcher"), "--bind", endpoint, "--seeds", seeds,
              "--min-supervisors", str(args.supervisors), "--summary-file", summary_file, "--progress-secs", "5"]
             + common + dispatcher_flags,
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "dispatcher.log"), "w"))
         sups = [subprocess.Popen(
-            [os.path.join(BIN, "supervisor"), "--dispatcher", endpoint, "--id", f"sup{i}",
+            [os.path.join(args.crawler_bin_dir, "supervisor"), "--dispatcher", endpoint, "--id", f"sup{i}",
              "--children", str(args.children), "--hosts-file", hosts_file] + common + args.supervisor_arg,
             stderr=open(os.path.join(work, f"supervisor{i}.log"), "w")) for i in range(args.supervisors)]
         procs += [dispatcher] + sups
