@@ -375,7 +375,7 @@ impl Dispatcher {
                     }
                 }
             }
-            (ToDispatcher::Heartbeat { holding, .. }, Some(s)) => {
+            (ToDispatcher::Heartbeat { holding }, Some(s)) => {
                 self.frontier.renew(s, &holding, now_ms());
             }
             (ToDispatcher::Bye, s) => {

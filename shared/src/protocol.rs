@@ -142,7 +142,7 @@ pub enum ToDispatcher {
     /// (with its children or waiting to be reported): the dispatcher renews
     /// them, so a URL held back by a long Crawl-delay or Retry-After is not
     /// handed out a second time while its holder is alive.
-    Heartbeat { in_flight: u32, holding: Vec<u64> },
+    Heartbeat { holding: Vec<u64> },
     /// Children have exited; the supervisor is leaving.
     Bye,
 }

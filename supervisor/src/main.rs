@@ -362,7 +362,6 @@ impl Supervisor {
                     metrics::gauge!("crawler_supervisor_in_flight").set(self.in_flight.len() as f64);
                     if link.is_up() {
                         let beat = ToDispatcher::Heartbeat {
-                            in_flight: self.in_flight.len() as u32,
                             holding: self.held_leases(),
                         };
                         link.send(&beat).await;
