@@ -20,58 +20,129 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 
-/// The operations of the crawl, named identically everywhere.
+/// The steps of a URL's path, named identically everywhere. Each is
+/// either work (something is being done for the URL) or a wait (it sits
+/// in a queue or behind a limit): the bottleneck report
+/// (`scripts/oprates.py bottleneck`) weighs the two along the whole path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
+    /// Dispatcher: a URL queued in the frontier until it is leased.
+    QueueWait,
+    /// Dispatcher: leasing a batch of URLs to a supervisor.
     Dispatch,
+    /// Child: from the lease (dispatcher's clock) until the child starts
+    /// the URL: the relay and the child's queue for the domain's tasks.
+    StartWait,
     RobotsLookup,
     RobotsFetch,
+    /// Child: waiting for one of the domain's connections.
+    DomainWait,
     PolitenessWait,
+    /// Child: waiting for one of the child's fetch slots.
+    SlotWait,
     Fetch,
     Parse,
+    /// Child: a page handed to the writer until its batch write starts.
+    StoreWait,
     Store,
+    /// Dispatcher: a result sent by a child until the dispatcher reads it.
+    ResultWait,
     Report,
     FrontierInsert,
 }
 
 impl Op {
-    pub const ALL: [Op; 9] = [
+    pub const ALL: [Op; 15] = [
+        Op::QueueWait,
         Op::Dispatch,
+        Op::StartWait,
         Op::RobotsLookup,
         Op::RobotsFetch,
+        Op::DomainWait,
         Op::PolitenessWait,
+        Op::SlotWait,
         Op::Fetch,
         Op::Parse,
+        Op::StoreWait,
         Op::Store,
+        Op::ResultWait,
         Op::Report,
         Op::FrontierInsert,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
+            Op::QueueWait => "queue_wait",
             Op::Dispatch => "dispatch",
+            Op::StartWait => "start_wait",
             Op::RobotsLookup => "robots_lookup",
             Op::RobotsFetch => "robots_fetch",
+            Op::DomainWait => "domain_wait",
             Op::PolitenessWait => "politeness_wait",
+            Op::SlotWait => "slot_wait",
             Op::Fetch => "fetch",
             Op::Parse => "parse",
+            Op::StoreWait => "store_wait",
             Op::Store => "store",
+            Op::ResultWait => "result_wait",
             Op::Report => "report",
             Op::FrontierInsert => "frontier_insert",
         }
     }
 
+    /// The Prometheus histogram: `crawler_<name>_duration_seconds`.
     pub fn metric(self) -> &'static str {
         match self {
+            Op::QueueWait => "crawler_queue_wait_duration_seconds",
             Op::Dispatch => "crawler_dispatch_duration_seconds",
+            Op::StartWait => "crawler_start_wait_duration_seconds",
             Op::RobotsLookup => "crawler_robots_lookup_duration_seconds",
             Op::RobotsFetch => "crawler_robots_fetch_duration_seconds",
+            Op::DomainWait => "crawler_domain_wait_duration_seconds",
             Op::PolitenessWait => "crawler_politeness_wait_duration_seconds",
+            Op::SlotWait => "crawler_slot_wait_duration_seconds",
             Op::Fetch => "crawler_fetch_duration_seconds",
             Op::Parse => "crawler_parse_duration_seconds",
+            Op::StoreWait => "crawler_store_wait_duration_seconds",
             Op::Store => "crawler_store_duration_seconds",
+            Op::ResultWait => "crawler_result_wait_duration_seconds",
             Op::Report => "crawler_report_duration_seconds",
             Op::FrontierInsert => "crawler_frontier_insert_duration_seconds",
+        }
+    }
+
+    /// Whether the step waits rather than works.
+    pub fn is_wait(self) -> bool {
+        matches!(
+            self,
+            Op::QueueWait
+                | Op::StartWait
+                | Op::DomainWait
+                | Op::PolitenessWait
+                | Op::SlotWait
+                | Op::StoreWait
+                | Op::ResultWait
+        )
+    }
+
+    /// The `/metrics` HELP text of [`Op::metric`].
+    pub fn help(self) -> &'static str {
+        match self {
+            Op::QueueWait => "Wait: a URL queued in the dispatcher's frontier until it is leased.",
+            Op::Dispatch => "Work: the dispatcher leasing one batch of URLs to a supervisor.",
+            Op::StartWait => "Wait: a URL leased by the dispatcher until a child starts it (relay and the child's domain queue).",
+            Op::RobotsLookup => "Work: finding a URL's robots.txt rules (memory, then the store).",
+            Op::RobotsFetch => "Work: fetching one robots.txt.",
+            Op::DomainWait => "Wait: a URL waiting for one of its domain's connections.",
+            Op::PolitenessWait => "Wait: a URL waiting for its domain's delay since the last request.",
+            Op::SlotWait => "Wait: a URL waiting for one of the child's fetch slots.",
+            Op::Fetch => "Work: one HTTP request, until the whole body is read.",
+            Op::Parse => "Work: extracting links and features from one page.",
+            Op::StoreWait => "Wait: a page handed to the child's writer until its batch write starts.",
+            Op::Store => "Work: writing one batch of pages to the store.",
+            Op::ResultWait => "Wait: a result sent by a child until the dispatcher reads it.",
+            Op::Report => "Work: the dispatcher recording one batch of results.",
+            Op::FrontierInsert => "Work: writing one batch of frontier changes to the store.",
         }
     }
 }
@@ -148,25 +219,46 @@ impl TimingLog {
         domain: Option<&str>,
         url: Option<&str>,
     ) {
+        self.write(op, dur, outcome, domain, url, None);
+    }
+
+    /// Records one operation that covered `n` items (a batch of pages,
+    /// URLs or results): the line gets `"n":N`, so per-item costs and batch
+    /// sizes can be read back.
+    pub fn record_batch(&self, op: Op, dur: Duration, outcome: &'static str, n: usize) {
+        metrics::histogram!(BATCH_METRIC, "op" => op.name()).record(n as f64);
+        self.write(op, dur, outcome, None, None, Some(n));
+    }
+
+    fn write(
+        &self,
+        op: Op,
+        dur: Duration,
+        outcome: &'static str,
+        domain: Option<&str>,
+        url: Option<&str>,
+        n: Option<usize>,
+    ) {
         histogram(op, outcome).record(dur.as_secs_f64());
-        let Some(file) = &self.inner.file else { return };
-        let n = self.inner.counter.fetch_add(1, Ordering::Relaxed);
-        if !n.is_multiple_of(self.inner.sample_every) {
+        if self.inner.file.is_none() {
             return;
         }
-        let ts = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        let mut line = String::with_capacity(192);
+        let count = self.inner.counter.fetch_add(1, Ordering::Relaxed);
+        if !count.is_multiple_of(self.inner.sample_every) {
+            return;
+        }
+        let mut line = self.line_start();
         use std::fmt::Write as _;
         // Integer formatting only: this runs several times per page.
         let _ = write!(
             line,
-            "{{\"ts\":{}.{:06},{},\"op\":\"{}\",\"dur_us\":{},\"outcome\":\"{outcome}\"",
-            ts.as_secs(),
-            ts.subsec_micros(),
-            self.inner.prefix,
+            ",\"op\":\"{}\",\"dur_us\":{},\"outcome\":\"{outcome}\"",
             op.name(),
             dur.as_micros()
         );
+        if let Some(n) = n {
+            let _ = write!(line, ",\"n\":{n}");
+        }
         if let Some(d) = domain {
             line.push_str(",\"domain\":");
             push_json_str(&mut line, d);
@@ -176,8 +268,56 @@ impl TimingLog {
             push_json_str(&mut line, u);
         }
         line.push_str("}\n");
-        if let Ok(mut w) = file.lock() {
-            let _ = w.write_all(line.as_bytes());
+        self.append(&line);
+    }
+
+    /// Writes one gauge line, `{"ts":..,"node":..,"role":..,"pid":..,
+    /// "gauges":{"name":value,..}}`: the state of the process (queues,
+    /// credits, CPU seconds) once a second, never sampled away.
+    pub fn gauges(&self, values: &[(&str, f64)]) {
+        if self.inner.file.is_none() {
+            return;
+        }
+        let mut line = self.line_start();
+        line.push_str(",\"gauges\":{");
+        for (i, (name, value)) in values.iter().enumerate() {
+            if i > 0 {
+                line.push(',');
+            }
+            push_json_str(&mut line, name);
+            line.push(':');
+            // JSON has no NaN or infinity.
+            if value.is_finite() {
+                use std::fmt::Write as _;
+                let _ = write!(line, "{value}");
+            } else {
+                line.push_str("null");
+            }
+        }
+        line.push_str("}}\n");
+        self.append(&line);
+    }
+
+    /// `{"ts":..,` and the constant part.
+    fn line_start(&self) -> String {
+        let ts = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let mut line = String::with_capacity(192);
+        use std::fmt::Write as _;
+        let _ = write!(
+            line,
+            "{{\"ts\":{}.{:06},{}",
+            ts.as_secs(),
+            ts.subsec_micros(),
+            self.inner.prefix
+        );
+        line
+    }
+
+    fn append(&self, line: &str) {
+        if let Some(file) = &self.inner.file {
+            if let Ok(mut w) = file.lock() {
+                let _ = w.write_all(line.as_bytes());
+            }
         }
     }
 
@@ -240,6 +380,9 @@ fn push_json_str(out: &mut String, s: &str) {
         out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into()));
     }
 }
+
+/// Items per batch operation (`record_batch`), labelled by `op`.
+pub const BATCH_METRIC: &str = "crawler_batch_items";
 
 /// The histogram of `op`; the handles for the common "ok" outcome are
 /// looked up once, not on every call (the registry lookup hashes the name
