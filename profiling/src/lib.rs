@@ -37,6 +37,7 @@
 mod cpu;
 pub mod folded;
 mod metrics;
+mod process;
 mod server;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -51,6 +52,7 @@ pub use axum;
 
 pub use crate::folded::Stacks;
 pub use crate::metrics::{install_metrics, spawn_upkeep};
+pub use crate::process::{machine_cpu, process_sample, MachineCpu, ProcessSample};
 
 /// Where and how the debug server listens.
 #[derive(Debug, Clone)]
