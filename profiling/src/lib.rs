@@ -9,7 +9,7 @@
 //! | `GET /debug/pprof/profile?seconds=N`   | CPU profile, gzipped pprof protobuf           |
 //! | `GET /debug/pprof/flamegraph?seconds=N`| the same profile rendered as an SVG flamegraph|
 //! | `GET /debug/pprof/folded?seconds=N`    | the same profile as collapsed stacks (text)   |
-//! | `GET /metrics`                         | Prometheus text exposition                    |
+//! | `GET /metrics`                         | Prometheus text, with the `process_*` families|
 //! | `GET /healthz`                         | `ok`                                          |
 //!
 //! Callers may merge extra routes (the dispatcher adds `/debug/cluster`).

@@ -5,12 +5,21 @@
 //! exporter's own HTTP listener (our debug server serves `/metrics`, behind the same auth),
 //! which means someone has to call [`PrometheusHandle::run_upkeep`] periodically to drain
 //! histogram buffers and expire idle metrics — that is [`spawn_upkeep`].
+//!
+//! [`render`] adds the `process_*` families of Prometheus client libraries (CPU seconds,
+//! memory, file descriptors, start time). They are written here rather than recorded through
+//! the `metrics` facade because its counters hold integers and CPU seconds need a fraction,
+//! and because reading `/proc` at the moment of the scrape makes them exact then, with no
+//! stored copy to refresh in between.
 
+use std::fmt::Write as _;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::process::{self, ProcessSample};
 
 /// Latency buckets (seconds), 100 µs .. 30 s: covers in-process queue hops up to slow
 /// fetches and robots.txt timeouts.
@@ -104,4 +113,107 @@ pub fn spawn_upkeep(handle: PrometheusHandle) {
             eprintln!("profiling: cannot start metrics upkeep thread: {err}");
         }
     });
+}
+
+/// The body of `/metrics`: everything recorded through the `metrics` facade, then the
+/// `process_*` families read from `/proc` now (left out where that cannot be read).
+pub(crate) fn render(handle: &PrometheusHandle) -> String {
+    let mut text = handle.render();
+    if let Some(sample) = process::process_sample() {
+        append_process_families(&mut text, &sample);
+    }
+    text
+}
+
+/// Writes `sample` as the families Prometheus client libraries export under these names
+/// (with their HELP texts), so dashboards and alerts made for those work unchanged.
+fn append_process_families(out: &mut String, sample: &ProcessSample) {
+    let families = [
+        (
+            "process_cpu_seconds_total",
+            "counter",
+            "Total user and system CPU time spent in seconds.",
+            sample.cpu_seconds,
+        ),
+        (
+            "process_resident_memory_bytes",
+            "gauge",
+            "Resident memory size in bytes.",
+            sample.resident_bytes as f64,
+        ),
+        (
+            "process_virtual_memory_bytes",
+            "gauge",
+            "Virtual memory size in bytes.",
+            sample.virtual_bytes as f64,
+        ),
+        (
+            "process_open_fds",
+            "gauge",
+            "Number of open file descriptors.",
+            sample.open_fds as f64,
+        ),
+        (
+            "process_max_fds",
+            "gauge",
+            "Maximum number of open file descriptors.",
+            sample.max_fds as f64,
+        ),
+        (
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since unix epoch in seconds.",
+            sample.start_time_seconds,
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        // The exporter ends each family with a blank line; so do these.
+        let _ = write!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n\n"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_families_are_prometheus_text() {
+        let mut out = String::from("# TYPE x_total counter\nx_total 1\n\n");
+        append_process_families(
+            &mut out,
+            &ProcessSample {
+                cpu_seconds: 12.34,
+                resident_bytes: 50_331_648,
+                virtual_bytes: 1_073_741_824,
+                open_fds: 17,
+                max_fds: 1024,
+                start_time_seconds: 1_700_000_000.25,
+            },
+        );
+        assert_eq!(
+            out,
+            "# TYPE x_total counter\nx_total 1\n\n\
+             # HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n\
+             # TYPE process_cpu_seconds_total counter\n\
+             process_cpu_seconds_total 12.34\n\n\
+             # HELP process_resident_memory_bytes Resident memory size in bytes.\n\
+             # TYPE process_resident_memory_bytes gauge\n\
+             process_resident_memory_bytes 50331648\n\n\
+             # HELP process_virtual_memory_bytes Virtual memory size in bytes.\n\
+             # TYPE process_virtual_memory_bytes gauge\n\
+             process_virtual_memory_bytes 1073741824\n\n\
+             # HELP process_open_fds Number of open file descriptors.\n\
+             # TYPE process_open_fds gauge\n\
+             process_open_fds 17\n\n\
+             # HELP process_max_fds Maximum number of open file descriptors.\n\
+             # TYPE process_max_fds gauge\n\
+             process_max_fds 1024\n\n\
+             # HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n\
+             # TYPE process_start_time_seconds gauge\n\
+             process_start_time_seconds 1700000000.25\n\n"
+        );
+    }
 }

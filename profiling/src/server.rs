@@ -76,7 +76,7 @@ fn constant_time_eq(a: &str, b: &str) -> bool {
 async fn metrics_handler(State(metrics): State<PrometheusHandle>) -> Response {
     (
         [(header::CONTENT_TYPE, HeaderValue::from_static(PROMETHEUS_TEXT))],
-        metrics.render(),
+        crate::metrics::render(&metrics),
     )
         .into_response()
 }

@@ -337,3 +337,124 @@ async fn non_loopback_requires_token() {
     assert_eq!(get_req(local, "/healthz", Some("Bearer t0k")).await.status, 200);
     server.abort();
 }
+
+/// The families of a Prometheus text exposition: name → (HELP text, TYPE, sample values).
+#[derive(Debug, Default)]
+struct Family {
+    help: Option<String>,
+    kind: Option<String>,
+    values: Vec<f64>,
+}
+
+/// Reads `# HELP`, `# TYPE` and unlabelled sample lines (all the process families have);
+/// labelled samples are skipped.
+fn families(text: &str) -> std::collections::BTreeMap<String, Family> {
+    let mut out = std::collections::BTreeMap::<String, Family>::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            let f = out.entry(name.to_string()).or_default();
+            assert!(f.help.is_none(), "two HELP lines for {name}");
+            f.help = Some(help.to_string());
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE line has a type");
+            let f = out.entry(name.to_string()).or_default();
+            assert!(f.kind.is_none(), "two TYPE lines for {name}");
+            f.kind = Some(kind.to_string());
+        } else if let Some((name, value)) = line.split_once(' ') {
+            if !name.contains('{') && !name.starts_with('#') {
+                let value = value.parse().unwrap_or_else(|_| panic!("bad value: {line}"));
+                out.entry(name.to_string()).or_default().values.push(value);
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn metrics_have_help_and_process_families() {
+    let metrics = install_metrics().unwrap();
+    let server = start_debug_server(DebugServerConfig::default(), metrics, Router::new())
+        .await
+        .unwrap();
+    // A described family gets its HELP line (what shared::metric_help relies on).
+    metrics::describe_counter!("test_described_total", "Things counted for this test.");
+    metrics::counter!("test_described_total").increment(1);
+
+    let scrape = || async {
+        let resp = get_req(server.addr, "/metrics", None).await;
+        assert_eq!(resp.status, 200);
+        let text = resp.text();
+        (families(&text), text)
+    };
+    let (first, text) = scrape().await;
+    let described = &first["test_described_total"];
+    assert_eq!(
+        described.help.as_deref(),
+        Some("Things counted for this test."),
+        "{text}"
+    );
+
+    let expected = [
+        ("process_cpu_seconds_total", "counter"),
+        ("process_resident_memory_bytes", "gauge"),
+        ("process_virtual_memory_bytes", "gauge"),
+        ("process_open_fds", "gauge"),
+        ("process_max_fds", "gauge"),
+        ("process_start_time_seconds", "gauge"),
+    ];
+    for (name, kind) in expected {
+        let f = first
+            .get(name)
+            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"));
+        assert!(
+            f.help.as_deref().is_some_and(|h| !h.is_empty()),
+            "{name} has no HELP:\n{text}"
+        );
+        assert_eq!(f.kind.as_deref(), Some(kind), "TYPE of {name}");
+        assert_eq!(f.values.len(), 1, "one sample of {name}");
+    }
+    let value = |fams: &std::collections::BTreeMap<String, Family>, name: &str| fams[name].values[0];
+    let cpu = value(&first, "process_cpu_seconds_total");
+    // A young test process may not have used one clock tick yet; the loop below sees it grow.
+    assert!(cpu >= 0.0, "cpu {cpu}");
+    assert!(value(&first, "process_resident_memory_bytes") > 1e6);
+    assert!(value(&first, "process_virtual_memory_bytes") >= value(&first, "process_resident_memory_bytes"));
+    let (fds, max) = (
+        value(&first, "process_open_fds"),
+        value(&first, "process_max_fds"),
+    );
+    // At least stdio and the listening socket.
+    assert!(fds >= 4.0 && fds <= max, "open fds {fds}, max {max}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let start = value(&first, "process_start_time_seconds");
+    assert!(
+        start <= now + 1.0 && start > now - 3600.0,
+        "start {start}, now {now}"
+    );
+
+    // The CPU counter is read at scrape time: work done in between shows in the next scrape.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        for i in 0..50 {
+            busy_crawler_work(i);
+        }
+        let (next, text) = scrape().await;
+        let later = value(&next, "process_cpu_seconds_total");
+        assert!(
+            later >= cpu,
+            "the CPU counter went down: {cpu} -> {later}\n{text}"
+        );
+        if later > cpu {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the CPU counter never moved from {cpu}"
+        );
+    }
+    server.abort();
+}
