@@ -20,7 +20,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use shared::cli::{ObsArgs, StoreArgs};
 use shared::framing::{read_frame, write_frame};
-use shared::protocol::{CrawlResult, FromChild, ProcessInfo, ToChild};
+use shared::protocol::{now_ms, CrawlResult, FromChild, ProcessInfo, ToChild};
 use shared::resolve::HostOverrides;
 use shared::store::Stores;
 use shared::timing::TimingLog;
@@ -100,6 +100,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         policy,
     });
     let worker = worker::Worker::new(ctx.clone());
+    tokio::spawn(write_gauges(worker.clone(), ctx.clone(), timing.clone()));
 
     let info = ProcessInfo {
         role: ROLE.into(),
@@ -170,6 +171,32 @@ async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Once a second, the child's queues and slots (in `/metrics` and the
+/// timing log), for the bottleneck report: URLs held, fetches under way,
+/// pages waiting to be stored.
+async fn write_gauges(worker: Arc<worker::Worker>, ctx: Arc<pipeline::Ctx>, timing: TimingLog) {
+    let slots = ctx.policy.child_concurrency.max(1) as usize;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let values = [
+            ("child_pending", worker.pending() as f64),
+            (
+                "fetches_active",
+                slots.saturating_sub(ctx.fetch_slots.available_permits()) as f64,
+            ),
+            ("fetch_slots", slots as f64),
+            ("store_queue", ctx.pages.queued() as f64),
+        ];
+        for (name, value) in values {
+            metrics::gauge!(format!("crawler_{name}")).set(value);
+        }
+        let mut line = values.to_vec();
+        line.extend(profiling::gauge_values(false));
+        timing.gauges(&line);
+    }
+}
+
 /// Sends Ready, then results as they come, and a heartbeat every second so
 /// the supervisor can tell a hung child from an idle one.
 async fn write_stdout(
@@ -183,9 +210,11 @@ async fn write_stdout(
     loop {
         tokio::select! {
             r = results.recv() => {
-                let Some(r) = r else { break };
+                let Some(mut r) = r else { break };
+                r.sent_ms = now_ms();
                 write_frame(&mut out, &FromChild::Result(r)).await?;
-                while let Ok(r) = results.try_recv() {
+                while let Ok(mut r) = results.try_recv() {
+                    r.sent_ms = now_ms();
                     write_frame(&mut out, &FromChild::Result(r)).await?;
                 }
                 out.flush().await?;

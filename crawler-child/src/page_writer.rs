@@ -12,8 +12,9 @@
 //! dropping pages or growing; a page the store refuses for good fails alone,
 //! reported with kind `store_rejected`, and the rest of its batch is written.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bson::Document;
 use shared::protocol::{CrawlResult, FailureKind, Outcome};
@@ -33,6 +34,8 @@ const QUEUE_KIB: u32 = 64 * 1024;
 struct Queued {
     doc: Document,
     result: CrawlResult,
+    /// When it was handed over: its `store_wait` ends when its batch starts.
+    queued: Instant,
     _budget: OwnedSemaphorePermit,
 }
 
@@ -40,6 +43,8 @@ struct Queued {
 pub struct PageWriter {
     tx: mpsc::Sender<Queued>,
     budget: Arc<Semaphore>,
+    /// Pages handed over and not yet written (the `store_queue` gauge).
+    queued: Arc<AtomicUsize>,
 }
 
 impl PageWriter {
@@ -51,13 +56,21 @@ impl PageWriter {
         timing: TimingLog,
     ) -> (PageWriter, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(QUEUE);
-        let handle = tokio::spawn(run(stores, rx, report, timing));
+        let queued = Arc::new(AtomicUsize::new(0));
+        let handle = tokio::spawn(run(stores, rx, report, timing, queued.clone()));
         let budget = Arc::new(Semaphore::new(QUEUE_KIB as usize));
-        (PageWriter { tx, budget }, handle)
+        (PageWriter { tx, budget, queued }, handle)
+    }
+
+    /// Pages handed over and not yet written.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
     }
 
     /// Queues a page; waits only when the queue is full (store slow or down).
     pub async fn submit(&self, doc: Document, result: CrawlResult) {
+        let queued = Instant::now();
+        self.queued.fetch_add(1, Ordering::Relaxed);
         let kib = (approx_bytes(&doc) / 1024 + 1).min(QUEUE_KIB as usize) as u32;
         // The semaphore is never closed.
         let Ok(budget) = self.budget.clone().acquire_many_owned(kib).await else {
@@ -69,6 +82,7 @@ impl PageWriter {
             .send(Queued {
                 doc,
                 result,
+                queued,
                 _budget: budget,
             })
             .await;
@@ -89,6 +103,7 @@ async fn run(
     mut rx: mpsc::Receiver<Queued>,
     report: mpsc::UnboundedSender<CrawlResult>,
     timing: TimingLog,
+    queued: Arc<AtomicUsize>,
 ) {
     let pages = stores.pages();
     let mut batch = Vec::with_capacity(BATCH_DOCS);
@@ -101,10 +116,20 @@ async fn run(
                 _ => break,
             }
         }
+        for q in &batch {
+            timing.record(
+                Op::StoreWait,
+                q.queued.elapsed(),
+                "ok",
+                Some(&q.result.domain),
+                None,
+            );
+        }
         let docs: Vec<Document> = batch.iter().map(|q| q.doc.clone()).collect();
         let refused =
             store_write::insert_unordered(&pages, &docs, &timing, Op::Store, "crawler-child: storing pages")
                 .await;
+        queued.fetch_sub(batch.len(), Ordering::Relaxed);
         metrics::counter!("crawler_pages_stored_total").increment((docs.len() - refused.len()) as u64);
         for (i, q) in batch.drain(..).enumerate() {
             let mut result = q.result;

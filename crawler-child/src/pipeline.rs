@@ -223,6 +223,8 @@ fn result(item: &WorkItem, outcome: Outcome, outlinks: Vec<String>) -> CrawlResu
         depth: item.depth,
         outcome,
         outlinks,
+        // Stamped when the result is sent.
+        sent_ms: 0,
     }
 }
 
@@ -311,14 +313,20 @@ async fn fetch(
     delay: Duration,
 ) -> Result<Fetched, http::FetchError> {
     let permits = if delay.is_zero() { 1 } else { st.max_connections };
+    let asked = Instant::now();
     let _connections = st.connections.acquire_many(permits).await.ok();
     let domain = {
+        // Waiting for the lock is waiting for the domain too: another of
+        // its tasks holds it through its politeness wait.
         let mut s = st.state.lock().await;
         let domain = s.domain.clone();
+        record_wait(ctx, Op::DomainWait, asked, &domain);
         s.pace(ctx).await.wait(delay, &ctx.timing, &domain).await;
         domain
     };
+    let asked = Instant::now();
     let permit = ctx.fetch_slots.acquire().await;
+    record_wait(ctx, Op::SlotWait, asked, &domain);
     let start = Instant::now();
     let res = ctx.http.get(url).await;
     drop(permit);
@@ -341,6 +349,18 @@ async fn fetch(
     }
     res
 }
+
+/// Records a wait that began at `since`, if there was one: most
+/// acquisitions are immediate, and a line for each would only cost.
+pub(crate) fn record_wait(ctx: &Ctx, op: Op, since: Instant, domain: &str) {
+    let waited = since.elapsed();
+    if waited >= MIN_RECORDED_WAIT {
+        ctx.timing.record(op, waited, "waited", Some(domain), None);
+    }
+}
+
+/// Shorter waits than this are not recorded (they are scheduling noise).
+const MIN_RECORDED_WAIT: Duration = Duration::from_micros(50);
 
 fn status_class(status: u16) -> &'static str {
     match status {

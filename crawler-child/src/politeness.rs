@@ -161,9 +161,13 @@ impl DomainTimes {
             Ok(mut d) => d.drain().collect(),
             Err(_) => return,
         };
+        if batch.is_empty() {
+            return;
+        }
         let domains = self.stores.domains();
+        let (n, start) = (batch.len(), Instant::now());
+        let mut failed = 0;
         for (domain, (last, delay)) in batch {
-            let start = Instant::now();
             // Unix milliseconds rather than a BSON date: nx-27017 turns dates
             // into strings when `$set` updates an existing document.
             let update = doc! {"$set": {
@@ -171,19 +175,16 @@ impl DomainTimes {
                 "crawl_delay_ms": delay as i64,
             }};
             let res = store::deadline(domains.update_one(doc! {"_id": &domain}, update).upsert(true)).await;
-            let outcome = match &res {
-                Some(Ok(_)) => "ok",
-                Some(Err(_)) => "error",
-                None => "timeout",
-            };
-            timing.record(Op::Store, start.elapsed(), outcome, Some(&domain), None);
             if !matches!(res, Some(Ok(_))) {
+                failed += 1;
                 // Put it back (unless a newer time arrived) so the next flush retries.
                 if let Ok(mut d) = self.dirty.lock() {
                     d.entry(domain).or_insert((last, delay));
                 }
             }
         }
+        let outcome = if failed == 0 { "ok" } else { "error" };
+        timing.record_batch(Op::DomainFlush, start.elapsed(), outcome, n);
     }
 }
 

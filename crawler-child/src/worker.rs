@@ -10,14 +10,18 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use shared::protocol::WorkItem;
+use std::time::{Duration, Instant};
+
+use shared::protocol::{now_ms, WorkItem};
+use shared::timing::Op;
 use tokio::sync::Notify;
 
 use crate::pipeline::{self, Ctx, SharedDomain};
 
 struct Domain {
-    /// Queue and the number of tasks draining it, changed together under one lock.
-    queue: Mutex<(VecDeque<WorkItem>, u32)>,
+    /// Queue (each URL with when it arrived) and the number of tasks
+    /// draining it, changed together under one lock.
+    queue: Mutex<(VecDeque<(WorkItem, Instant)>, u32)>,
     state: SharedDomain,
 }
 
@@ -41,6 +45,13 @@ impl Worker {
 
     pub fn enqueue(self: &Arc<Self>, item: WorkItem) {
         self.pending.fetch_add(1, Ordering::SeqCst);
+        if item.leased_ms != 0 {
+            // The relay: leased by the dispatcher until it got here.
+            let waited = Duration::from_millis(now_ms().saturating_sub(item.leased_ms));
+            self.ctx
+                .timing
+                .record(Op::StartWait, waited, "ok", Some(&item.domain), None);
+        }
         let max_tasks = self.ctx.policy.max_domain_connections.max(1);
         let domain = {
             let mut domains = self.domains.lock().unwrap_or_else(|e| e.into_inner());
@@ -56,7 +67,7 @@ impl Worker {
         };
         let start = {
             let mut q = domain.queue.lock().unwrap_or_else(|e| e.into_inner());
-            q.0.push_back(item);
+            q.0.push_back((item, Instant::now()));
             let start = q.1 < max_tasks;
             if start {
                 q.1 += 1;
@@ -71,16 +82,18 @@ impl Worker {
 
     async fn drain(self: Arc<Self>, domain: Arc<Domain>) {
         loop {
-            let item = {
+            let (item, arrived) = {
                 let mut q = domain.queue.lock().unwrap_or_else(|e| e.into_inner());
                 match q.0.pop_front() {
-                    Some(item) => item,
+                    Some(queued) => queued,
                     None => {
                         q.1 -= 1;
                         return;
                     }
                 }
             };
+            // Waiting for one of the domain's tasks is waiting for the domain.
+            pipeline::record_wait(&self.ctx, Op::DomainWait, arrived, &item.domain);
             pipeline::crawl(&self.ctx, &domain.state, item).await;
             if self.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
                 self.idle.notify_waiters();

@@ -264,7 +264,7 @@ impl Dispatcher {
         self.admitted += 1;
         self.stats.counts.new_urls += 1;
         self.writer.insert(&url, &domain, depth);
-        self.frontier.push(url, &domain, depth);
+        self.frontier.push_at(url, &domain, depth, now_ms());
     }
 
     /// Nothing queued, out or waiting for a retry. Only once the expected
@@ -499,7 +499,12 @@ impl Dispatcher {
     fn on_results(&mut self, s: Option<SupId>, results: Vec<CrawlResult>) {
         let start = Instant::now();
         let n = results.len();
+        let now = now_ms();
         for r in results {
+            if r.sent_ms != 0 {
+                let wait = Duration::from_millis(now.saturating_sub(r.sent_ms));
+                self.timing.record(Op::ResultWait, wait, "ok", None, None);
+            }
             // Ends the lease (and frees its credit) if it is still current.
             self.frontier.complete(r.lease);
             if let Some(s) = s {
@@ -531,7 +536,7 @@ impl Dispatcher {
         }
         let from = s.map_or_else(|| "unknown".to_string(), |s| self.sups[s].id.clone());
         metrics::counter!("crawler_supervisor_results_total", "supervisor" => from).increment(n as u64);
-        self.timing.record(Op::Report, start.elapsed(), "ok", None, None);
+        self.timing.record_batch(Op::Report, start.elapsed(), "ok", n);
     }
 
     /// Pauses or halts a domain the circuit breaker gave up on.
@@ -625,7 +630,7 @@ impl Dispatcher {
             .partition(|d| d.0 <= now);
         self.delayed = later;
         for (_, url, domain, depth) in due {
-            self.frontier.push(url, &domain, depth);
+            self.frontier.push_at(url, &domain, depth, now);
         }
     }
 
@@ -648,14 +653,18 @@ impl Dispatcher {
                 continue;
             }
             let start = Instant::now();
-            let items = self.frontier.take(s, credit.min(MAX_BATCH), now_ms());
+            let (items, waits) = self.frontier.take_timed(s, credit.min(MAX_BATCH), now_ms());
             if items.is_empty() {
                 continue;
             }
+            for wait in waits {
+                self.timing
+                    .record(Op::QueueWait, Duration::from_millis(wait), "ok", None, None);
+            }
+            let n = items.len();
             let identity = self.sups[s].identity.clone();
             self.send_to(&identity, &ToSupervisor::Work(items)).await?;
-            self.timing
-                .record(Op::Dispatch, start.elapsed(), "ok", None, None);
+            self.timing.record_batch(Op::Dispatch, start.elapsed(), "ok", n);
         }
         Ok(())
     }
@@ -678,11 +687,32 @@ impl Dispatcher {
             self.stats.counts.leases_expired += expired as u64;
             eprintln!("dispatcher: {expired} leases expired; URLs re-queued");
         }
-        metrics::gauge!("crawler_frontier_queued").set(self.frontier.queued() as f64);
-        metrics::gauge!("crawler_frontier_in_flight").set(self.frontier.in_flight() as f64);
-        metrics::gauge!("crawler_frontier_seen").set(self.frontier.seen_count() as f64);
-        metrics::gauge!("crawler_supervisors_live").set(self.sups.iter().filter(|s| s.live).count() as f64);
+        self.gauges();
         Ok(())
+    }
+
+    /// The state the bottleneck report reads, in `/metrics` and as a gauge
+    /// line in the timing log: is there work it could hand out (`ready`),
+    /// and do the supervisors' credits allow it (`credits_*`)?
+    fn gauges(&self) {
+        let live: Vec<SupId> = (0..self.sups.len()).filter(|&s| self.sups[s].live).collect();
+        let held: u64 = live.iter().map(|&s| u64::from(self.frontier.held(s))).sum();
+        let capacity: u64 = live.iter().map(|&s| u64::from(self.sups[s].capacity)).sum();
+        let values = [
+            ("frontier_queued", self.frontier.queued() as f64),
+            ("frontier_ready", self.frontier.ready() as f64),
+            ("frontier_in_flight", self.frontier.in_flight() as f64),
+            ("frontier_seen", self.frontier.seen_count() as f64),
+            ("credits_held", held as f64),
+            ("credits_capacity", capacity as f64),
+            ("supervisors_live", live.len() as f64),
+        ];
+        for (name, value) in values {
+            metrics::gauge!(format!("crawler_{name}")).set(value);
+        }
+        let mut line = values.to_vec();
+        line.extend(profiling::gauge_values(true));
+        self.timing.gauges(&line);
     }
 
     async fn send_to(&mut self, identity: &Bytes, msg: &ToSupervisor) -> anyhow::Result<()> {

@@ -20,6 +20,8 @@ pub type SupId = usize;
 struct Queued {
     url: String,
     depth: u16,
+    /// Unix ms when it was queued (0 = unknown): for `queue_wait`.
+    queued_ms: u64,
 }
 
 struct DomainQ {
@@ -109,6 +111,20 @@ impl Frontier {
         self.queued
     }
 
+    /// URLs that could be leased right now: their domain is owned by a
+    /// live supervisor, not paused or halted, and below its in-flight cap.
+    /// Scans the domains: for the once-a-second gauges only.
+    pub fn ready(&self) -> usize {
+        self.domains
+            .iter()
+            .filter(|d| d.blocked_until == 0 && d.owner.is_some_and(|s| self.sups[s].live))
+            .map(|d| {
+                let room = self.max_inflight_per_domain.saturating_sub(d.in_flight) as usize;
+                d.queue.len().min(room)
+            })
+            .sum()
+    }
+
     pub fn in_flight(&self) -> usize {
         self.leases.len()
     }
@@ -194,8 +210,17 @@ impl Frontier {
 
     /// Queues a URL (already marked seen) at the back of its domain's queue.
     pub fn push(&mut self, url: String, domain: &str, depth: u16) {
+        self.push_at(url, domain, depth, 0);
+    }
+
+    /// [`Frontier::push`], noting the time (Unix ms) for `queue_wait`.
+    pub fn push_at(&mut self, url: String, domain: &str, depth: u16, now_ms: u64) {
         let id = self.domain_id(domain);
-        self.domains[id as usize].queue.push_back(Queued { url, depth });
+        self.domains[id as usize].queue.push_back(Queued {
+            url,
+            depth,
+            queued_ms: now_ms,
+        });
         self.queued += 1;
         self.ensure_owner(id);
         self.make_ready(id);
@@ -323,8 +348,17 @@ impl Frontier {
     }
 
     /// Hands out up to `n` URLs of `sup`'s domains, round-robin over them.
+    #[cfg(test)]
     pub fn take(&mut self, sup: SupId, n: usize, now_ms: u64) -> Vec<WorkItem> {
+        self.take_timed(sup, n, now_ms).0
+    }
+
+    /// Hands out up to `n` URLs of `sup`'s domains, round-robin over them,
+    /// with how long (ms) each URL waited in its queue
+    /// (those queued with a known time).
+    pub fn take_timed(&mut self, sup: SupId, n: usize, now_ms: u64) -> (Vec<WorkItem>, Vec<u64>) {
         let mut out = Vec::with_capacity(n.min(1024));
+        let mut waits = Vec::with_capacity(n.min(1024));
         while out.len() < n {
             let Some(id) = self.sups.get_mut(sup).and_then(|s| s.ready.pop_front()) else {
                 break;
@@ -341,9 +375,13 @@ impl Frontier {
             let lease = self.next_lease;
             self.next_lease += 1;
             let expires_ms = now_ms.saturating_add(self.lease_ms);
+            if q.queued_ms != 0 {
+                waits.push(now_ms.saturating_sub(q.queued_ms));
+            }
             out.push(WorkItem {
                 lease,
                 lease_expires_ms: expires_ms,
+                leased_ms: now_ms,
                 url: q.url.clone(),
                 domain: d.name.clone(),
                 depth: q.depth,
@@ -360,7 +398,7 @@ impl Frontier {
             );
             self.make_ready(id);
         }
-        out
+        (out, waits)
     }
 
     /// A result arrived: the lease ends. `None` for an unknown (expired or
@@ -465,6 +503,7 @@ impl Frontier {
         d.queue.push_front(Queued {
             url: l.url,
             depth: l.depth,
+            queued_ms: 0,
         });
         self.queued += 1;
         self.make_ready(l.domain_id);
@@ -680,6 +719,7 @@ mod tests {
             .map(|(u, lease)| WorkItem {
                 lease: *lease,
                 lease_expires_ms: 0,
+                leased_ms: 0,
                 url: u.to_string(),
                 domain: u[7..8].to_string(),
                 depth: 0,

@@ -127,7 +127,7 @@ async fn write_marks(
             let update = frontier.update_many(doc! {"_id": {"$in": &urls}}, doc! {"$set": {"state": s}});
             let res = store::deadline(update).await;
             let outcome = if matches!(res, Some(Ok(_))) { "ok" } else { "error" };
-            timing.record(Op::Store, start.elapsed(), outcome, None, None);
+            timing.record_batch(Op::FrontierInsert, start.elapsed(), outcome, urls.len());
             match res {
                 Some(Ok(_)) => break,
                 Some(Err(e)) => backoff.wait("dispatcher: frontier state update", &e).await,

@@ -52,7 +52,7 @@ pub use axum;
 
 pub use crate::folded::Stacks;
 pub use crate::metrics::{install_metrics, spawn_upkeep};
-pub use crate::process::{machine_cpu, process_sample, MachineCpu, ProcessSample};
+pub use crate::process::{gauge_values, machine_cpu, process_sample, MachineCpu, ProcessSample};
 
 /// Where and how the debug server listens.
 #[derive(Debug, Clone)]

@@ -70,6 +70,24 @@ pub fn machine_cpu() -> Option<MachineCpu> {
     }
 }
 
+/// This process's CPU seconds and resident bytes, and with `machine` the
+/// machine's busy CPU seconds and cores, named as the timing log's gauge
+/// lines name them (one such line per process per second is what
+/// `scripts/oprates.py bottleneck` reads CPU use from). Empty where `/proc`
+/// cannot be read.
+pub fn gauge_values(machine: bool) -> Vec<(&'static str, f64)> {
+    let mut values = Vec::with_capacity(4);
+    if let Some(p) = process_sample() {
+        values.push(("cpu_seconds", p.cpu_seconds));
+        values.push(("rss_bytes", p.resident_bytes as f64));
+    }
+    if let Some(m) = machine.then(machine_cpu).flatten() {
+        values.push(("machine_busy_seconds", m.busy_seconds));
+        values.push(("machine_cores", m.cores as f64));
+    }
+    values
+}
+
 #[cfg(target_os = "linux")]
 mod linux {
     use super::{MachineCpu, ProcessSample};

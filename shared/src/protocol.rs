@@ -15,7 +15,7 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 pub use crate::failure::FailureKind;
 
 /// Bumped whenever a message changes shape; peers with another version are refused.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// One URL to crawl, leased to whoever holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,6 +23,9 @@ pub struct WorkItem {
     pub lease: u64,
     /// Unix milliseconds after which the dispatcher re-queues the URL.
     pub lease_expires_ms: u64,
+    /// Unix milliseconds when the dispatcher leased it: the child times
+    /// `start_wait` from here (0 when unknown).
+    pub leased_ms: u64,
     pub url: String,
     pub domain: String,
     pub depth: u16,
@@ -75,6 +78,9 @@ pub struct CrawlResult {
     pub outcome: Outcome,
     /// Normalised absolute links found (or a cross-domain redirect target).
     pub outlinks: Vec<String>,
+    /// Unix milliseconds when the child sent it: the dispatcher times
+    /// `result_wait` from here (0 when unknown).
+    pub sent_ms: u64,
 }
 
 /// Crawl policy, set once on the dispatcher and pushed to every child, so a
@@ -254,6 +260,7 @@ mod tests {
         WorkItem {
             lease: 7,
             lease_expires_ms: 1_700_000_000_000,
+            leased_ms: 1_699_999_000_000,
             url: "http://a.test/x".into(),
             domain: "a.test".into(),
             depth: 3,
@@ -282,6 +289,7 @@ mod tests {
                 bytes: 1234,
             },
             outlinks: vec!["http://a.test/y".into()],
+            sent_ms: 1_700_000_000_001,
         }]);
         assert_eq!(decode::<ToDispatcher>(&encode(&r)).unwrap(), r);
     }
@@ -294,6 +302,7 @@ mod tests {
             depth: 0,
             outcome: Outcome::Disallowed,
             outlinks: (0..n).map(|i| format!("http://a.test/{i:01000}")).collect(),
+            sent_ms: 0,
         }
     }
 

@@ -106,7 +106,7 @@ pub async fn insert_unordered(
             Verdict::Refused(_) => "refused",
             _ => "error",
         };
-        timing.record(op, start.elapsed(), outcome, None, None);
+        timing.record_batch(op, start.elapsed(), outcome, docs.len());
         match verdict {
             Verdict::Stored => return Vec::new(),
             Verdict::Refused(refused) => return refused,

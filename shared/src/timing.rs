@@ -30,12 +30,12 @@ pub enum Op {
     QueueWait,
     /// Dispatcher: leasing a batch of URLs to a supervisor.
     Dispatch,
-    /// Child: from the lease (dispatcher's clock) until the child starts
-    /// the URL: the relay and the child's queue for the domain's tasks.
+    /// Child: from the lease (dispatcher's clock) until the child has the
+    /// URL: the relay through the supervisor.
     StartWait,
     RobotsLookup,
     RobotsFetch,
-    /// Child: waiting for one of the domain's connections.
+    /// Child: waiting for one of the domain's tasks or connections.
     DomainWait,
     PolitenessWait,
     /// Child: waiting for one of the child's fetch slots.
@@ -49,10 +49,12 @@ pub enum Op {
     ResultWait,
     Report,
     FrontierInsert,
+    /// Child: writing the last-crawled times of the domains it paced.
+    DomainFlush,
 }
 
 impl Op {
-    pub const ALL: [Op; 15] = [
+    pub const ALL: [Op; 16] = [
         Op::QueueWait,
         Op::Dispatch,
         Op::StartWait,
@@ -68,6 +70,7 @@ impl Op {
         Op::ResultWait,
         Op::Report,
         Op::FrontierInsert,
+        Op::DomainFlush,
     ];
 
     pub fn name(self) -> &'static str {
@@ -87,6 +90,7 @@ impl Op {
             Op::ResultWait => "result_wait",
             Op::Report => "report",
             Op::FrontierInsert => "frontier_insert",
+            Op::DomainFlush => "domain_flush",
         }
     }
 
@@ -108,6 +112,7 @@ impl Op {
             Op::ResultWait => "crawler_result_wait_duration_seconds",
             Op::Report => "crawler_report_duration_seconds",
             Op::FrontierInsert => "crawler_frontier_insert_duration_seconds",
+            Op::DomainFlush => "crawler_domain_flush_duration_seconds",
         }
     }
 
@@ -130,10 +135,10 @@ impl Op {
         match self {
             Op::QueueWait => "Wait: a URL queued in the dispatcher's frontier until it is leased.",
             Op::Dispatch => "Work: the dispatcher leasing one batch of URLs to a supervisor.",
-            Op::StartWait => "Wait: a URL leased by the dispatcher until a child starts it (relay and the child's domain queue).",
+            Op::StartWait => "Wait: a URL leased by the dispatcher until a child has it (the relay through the supervisor).",
             Op::RobotsLookup => "Work: finding a URL's robots.txt rules (memory, then the store).",
             Op::RobotsFetch => "Work: fetching one robots.txt.",
-            Op::DomainWait => "Wait: a URL waiting for one of its domain's connections.",
+            Op::DomainWait => "Wait: a URL in a child waiting for one of its domain's tasks or connections.",
             Op::PolitenessWait => "Wait: a URL waiting for its domain's delay since the last request.",
             Op::SlotWait => "Wait: a URL waiting for one of the child's fetch slots.",
             Op::Fetch => "Work: one HTTP request, until the whole body is read.",
@@ -143,6 +148,7 @@ impl Op {
             Op::ResultWait => "Wait: a result sent by a child until the dispatcher reads it.",
             Op::Report => "Work: the dispatcher recording one batch of results.",
             Op::FrontierInsert => "Work: writing one batch of frontier changes to the store.",
+            Op::DomainFlush => "Work: writing the last-crawled times of the domains a child paced since its last flush.",
         }
     }
 }

@@ -17,6 +17,7 @@ use shared::protocol::{
     self, CrawlResult, FailureKind, FromChild, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem,
     PROTOCOL_VERSION,
 };
+use shared::timing::TimingLog;
 use tokio::sync::mpsc;
 
 use child::{ChildSpec, SlotCmd, SlotEvent};
@@ -87,6 +88,17 @@ fn main() -> anyhow::Result<()> {
     shared::runtime()?.block_on(run(args))
 }
 
+/// Once a second, this process's and this machine's CPU use as a gauge
+/// line in the timing log: one supervisor runs per node, so the bottleneck
+/// report gets every node's CPU from them.
+async fn write_gauges(timing: TimingLog) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        timing.gauges(&profiling::gauge_values(true));
+    }
+}
+
 async fn run(args: Args) -> anyhow::Result<()> {
     if args.children == 0 {
         bail!("--children must be at least 1");
@@ -97,6 +109,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         profiling::axum::Router::new(),
     )
     .await?;
+    let timing = TimingLog::open(&args.obs.timing_config(ROLE))?;
+    timing.spawn_flusher();
+    tokio::spawn(write_gauges(timing));
     let node = args.obs.node_name();
     let id = args
         .id
@@ -215,6 +230,7 @@ impl Supervisor {
         holding.extend(self.outbox.iter().map(|r| WorkItem {
             lease: r.lease,
             lease_expires_ms: 0,
+            leased_ms: 0,
             url: r.url.clone(),
             domain: r.domain.clone(),
             depth: r.depth,
@@ -264,6 +280,7 @@ impl Supervisor {
                         format!("crawler-child died {MAX_CHILD_ATTEMPTS} times holding it: {why}"),
                     ),
                     outlinks: Vec::new(),
+                    sent_ms: shared::protocol::now_ms(),
                 });
             } else {
                 retry.push((item, attempt + 1));
