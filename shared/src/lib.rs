@@ -2,12 +2,14 @@
 //!
 //! Each module holds one concept: the wire protocol, URL rules, link and
 //! feature extraction, store access, host-name overrides, command-line
-//! settings common to all processes and the per-operation timing log.
+//! settings common to all processes, the per-operation timing log and the
+//! HELP text of every metric.
 
 pub mod cli;
 pub mod extract;
 pub mod failure;
 pub mod framing;
+pub mod metric_help;
 pub mod page_body;
 pub mod protocol;
 pub mod resolve;
