@@ -76,6 +76,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         profiling::axum::Router::new(),
     )
     .await?;
+    shared::metric_help::describe_all();
     let timing = TimingLog::open(&args.obs.timing_config(ROLE))?;
     timing.spawn_flusher();
     let stores = Stores::connect(&args.store, ROLE).await?;

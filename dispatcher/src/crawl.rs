@@ -44,6 +44,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let (admin_tx, admin_rx) = mpsc::channel(16);
     let routes = cluster::route(view.clone()).merge(admin::route(admin_tx));
     let debug = profiling::serve(args.obs.debug_addr, args.obs.debug_token.clone(), routes).await?;
+    shared::metric_help::describe_all();
     let timing = TimingLog::open(&args.obs.timing_config(ROLE))?;
     timing.spawn_flusher();
     if let Ok(mut v) = view.lock() {

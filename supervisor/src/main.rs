@@ -109,6 +109,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         profiling::axum::Router::new(),
     )
     .await?;
+    shared::metric_help::describe_all();
     let timing = TimingLog::open(&args.obs.timing_config(ROLE))?;
     timing.spawn_flusher();
     tokio::spawn(write_gauges(timing));
