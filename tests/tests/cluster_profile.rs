@@ -1,12 +1,13 @@
 //! Observability of a running crawl: while 2 supervisors × 2 children crawl the synthetic
 //! web, the `cluster-profile` command profiles every process at once and writes merged
 //! flamegraphs; a child's `/debug/pprof/profile` is a pprof protobuf with our frames; the
-//! dispatcher's `/metrics` is Prometheus text whose counters move.
+//! dispatcher's `/metrics` is Prometheus text whose counters move, and every process's
+//! `/metrics` has HELP on each family and the `process_*` families.
 //!
 //! Needs the release binaries: `cargo build --release --workspace --bins`. Set
 //! `CLUSTER_PROFILE_OUT=DIR` to keep the flamegraphs the test makes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -106,10 +107,20 @@ struct Sample {
     value: f64,
 }
 
+/// One `/metrics` page: its samples, and the families named by `# HELP` and `# TYPE` lines.
+#[derive(Debug, Default)]
+struct Exposition {
+    samples: Vec<Sample>,
+    /// Family name → HELP text.
+    help: BTreeMap<String, String>,
+    /// Family name → type.
+    types: BTreeMap<String, String>,
+}
+
 /// Parses the Prometheus text exposition format (0.0.4) strictly enough to catch a broken
-/// exporter: comments must be `# HELP`/`# TYPE` with a valid name and type, sample lines
-/// must be `name{label="value",...} value [timestamp]`.
-fn parse_prometheus(text: &str) -> Result<Vec<Sample>, String> {
+/// exporter: comments must be `# HELP`/`# TYPE` with a valid name and type, at most one of
+/// each per family, sample lines must be `name{label="value",...} value [timestamp]`.
+fn parse_prometheus(text: &str) -> Result<Exposition, String> {
     fn valid_name(n: &str) -> bool {
         let mut chars = n.chars();
         matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == ':')
@@ -123,7 +134,7 @@ fn parse_prometheus(text: &str) -> Result<Vec<Sample>, String> {
             v => v.parse().ok(),
         }
     }
-    let mut samples = Vec::new();
+    let mut out = Exposition::default();
     for (i, raw) in text.lines().enumerate() {
         let err = |why: &str| format!("line {}: {why}: {raw:?}", i + 1);
         let line = raw.trim();
@@ -140,8 +151,18 @@ fn parse_prometheus(text: &str) -> Result<Vec<Sample>, String> {
                     if !["counter", "gauge", "histogram", "summary", "untyped"].contains(kind) {
                         return Err(err("bad type"));
                     }
+                    if out.types.insert(name.to_string(), kind.to_string()).is_some() {
+                        return Err(err("second TYPE of a family"));
+                    }
                 }
-                ["HELP", name, ..] if valid_name(name) => {}
+                ["HELP", name, help @ ..] => {
+                    if !valid_name(name) {
+                        return Err(err("bad metric name"));
+                    }
+                    if out.help.insert(name.to_string(), help.join(" ")).is_some() {
+                        return Err(err("second HELP of a family"));
+                    }
+                }
                 ["HELP", ..] | ["TYPE", ..] => return Err(err("bad HELP/TYPE")),
                 _ => {}
             }
@@ -203,24 +224,58 @@ fn parse_prometheus(text: &str) -> Result<Vec<Sample>, String> {
         if fields.next().is_some() {
             return Err(err("trailing fields"));
         }
-        samples.push(Sample {
+        out.samples.push(Sample {
             name: name.to_string(),
             labels,
             value: v,
         });
     }
-    Ok(samples)
+    Ok(out)
 }
 
 /// Sum over all label sets of one metric.
-fn total(samples: &[Sample], name: &str) -> f64 {
-    samples
+fn total(metrics: &Exposition, name: &str) -> f64 {
+    metrics
+        .samples
         .iter()
         .filter(|s| s.name == name)
         .fold(0.0, |a, s| a + s.value)
 }
 
-async fn scrape(http: &reqwest::Client, addr: &str) -> Vec<Sample> {
+/// Checks what every process's `/metrics` must have: a HELP line on every family (so each
+/// says what it counts) and the process's own CPU seconds.
+fn assert_described(metrics: &Exposition, who: &Proc) {
+    for name in metrics.types.keys() {
+        assert!(
+            metrics.help.get(name).is_some_and(|h| !h.is_empty()),
+            "{who:?}: the family {name} has no HELP (describe it in shared/src/metric_help.rs)"
+        );
+    }
+    for name in metrics.help.keys() {
+        assert!(
+            metrics.types.contains_key(name),
+            "{who:?}: {name} has HELP but no TYPE"
+        );
+    }
+    assert_eq!(
+        metrics.types.get("process_cpu_seconds_total").map(String::as_str),
+        Some("counter"),
+        "{who:?}: no process_cpu_seconds_total counter"
+    );
+    let cpu = total(metrics, "process_cpu_seconds_total");
+    assert!(cpu > 0.0, "{who:?}: process_cpu_seconds_total is {cpu}");
+    for gauge in [
+        "process_resident_memory_bytes",
+        "process_virtual_memory_bytes",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(total(metrics, gauge) > 0.0, "{who:?}: {gauge}");
+    }
+}
+
+async fn scrape(http: &reqwest::Client, addr: &str) -> Exposition {
     let (status, body) = get(http, &format!("http://{addr}/metrics"), Duration::from_secs(10))
         .await
         .expect("GET /metrics");
@@ -418,8 +473,11 @@ async fn cluster_profile_pprof_and_metrics_during_a_crawl() {
          did the crawl finish before the test could look at it?"
     );
     assert!(
-        after.iter().any(|s| s.name == "crawler_dispatcher_results_total"
-            && s.labels.iter().any(|(k, v)| k == "outcome" && v == "fetched")),
+        after
+            .samples
+            .iter()
+            .any(|s| s.name == "crawler_dispatcher_results_total"
+                && s.labels.iter().any(|(k, v)| k == "outcome" && v == "fetched")),
         "no outcome=\"fetched\" series"
     );
     // The child's own exposition parses too, with its page counter.
@@ -428,6 +486,18 @@ async fn cluster_profile_pprof_and_metrics_during_a_crawl() {
         total(&child_metrics, "crawler_pages_total") > 0.0,
         "child crawler_pages_total"
     );
+    // Every process: HELP on every family, and its CPU seconds so far.
+    for p in &procs {
+        let metrics = scrape(&http, &p.debug_addr).await;
+        assert_described(&metrics, p);
+        eprintln!(
+            "{} {}: {} families, process_cpu_seconds_total {}",
+            p.role,
+            p.pid,
+            metrics.types.len(),
+            total(&metrics, "process_cpu_seconds_total")
+        );
+    }
 
     // The crawl still ends by itself, cleanly.
     let run = crawl.wait(Duration::from_secs(600)).await.unwrap();
@@ -441,12 +511,15 @@ async fn cluster_profile_pprof_and_metrics_during_a_crawl() {
 
 #[test]
 fn prometheus_parser() {
-    let text = "# HELP x_total things\n# TYPE x_total counter\nx_total{a=\"1\",b=\"q\\\"}, z\"} 3\nx_total 2 1700000000000\n\ny_seconds_bucket{le=\"+Inf\"} 4\ny_seconds_sum 0.5\n";
+    let text = "# HELP x_total things\n# TYPE x_total counter\nx_total{a=\"1\",b=\"q\\\"}, z\"} 3\nx_total 2 1700000000000\n\n# TYPE y_seconds histogram\ny_seconds_bucket{le=\"+Inf\"} 4\ny_seconds_sum 0.5\n";
     let s = parse_prometheus(text).unwrap();
-    assert_eq!(s.len(), 4);
+    assert_eq!(s.samples.len(), 4);
     assert_eq!(total(&s, "x_total"), 5.0);
+    assert_eq!(s.help.get("x_total").map(String::as_str), Some("things"));
+    assert_eq!(s.help.get("y_seconds"), None);
+    assert_eq!(s.types.get("y_seconds").map(String::as_str), Some("histogram"));
     assert_eq!(
-        s[0].labels,
+        s.samples[0].labels,
         vec![("a".into(), "1".into()), ("b".into(), "q\"}, z".into())]
     );
     for bad in [
@@ -457,6 +530,9 @@ fn prometheus_parser() {
         "x{a=\"1\" 2",
         "# TYPE x wat",
         "x 1 2 3",
+        "# TYPE x counter\n# TYPE x gauge",
+        "# HELP x a\n# HELP x b",
+        "# HELP 1x a",
     ] {
         assert!(parse_prometheus(bad).is_err(), "{bad:?} should not parse");
     }
