@@ -164,29 +164,51 @@ impl DomainTimes {
         if batch.is_empty() {
             return;
         }
-        let domains = self.stores.domains();
         let (n, start) = (batch.len(), Instant::now());
         let mut failed = 0;
-        for (domain, (last, delay)) in batch {
-            // Unix milliseconds rather than a BSON date: nx-27017 turns dates
-            // into strings when `$set` updates an existing document.
-            let update = doc! {"$set": {
-                "last_crawled_ms": last as i64,
-                "crawl_delay_ms": delay as i64,
-            }};
-            let res = store::deadline(domains.update_one(doc! {"_id": &domain}, update).upsert(true)).await;
-            if !matches!(res, Some(Ok(_))) {
-                failed += 1;
-                // Put it back (unless a newer time arrived) so the next flush retries.
+        for chunk in batch.chunks(MAX_UPDATES_PER_COMMAND) {
+            if !self.write(chunk).await {
+                failed += chunk.len();
+                // Put them back (unless a newer time arrived) so the next flush retries.
                 if let Ok(mut d) = self.dirty.lock() {
-                    d.entry(domain).or_insert((last, delay));
+                    for (domain, time) in chunk {
+                        d.entry(domain.clone()).or_insert(*time);
+                    }
                 }
             }
         }
         let outcome = if failed == 0 { "ok" } else { "error" };
         timing.record_batch(Op::DomainFlush, start.elapsed(), outcome, n);
     }
+
+    /// Upserts the times of `chunk` in one `update` command (several
+    /// statements): a command per domain cost the store 5 times more
+    /// (nx-27017: 0.55 ms of its CPU per command against 0.10 ms per
+    /// statement), and on mongod it is one round trip and one journal
+    /// commit instead of one per domain. Whether all were written.
+    async fn write(&self, chunk: &[(String, (u64, u64))]) -> bool {
+        let updates: Vec<bson::Document> = chunk
+            .iter()
+            .map(|(domain, (last, delay))| {
+                // Unix milliseconds rather than a BSON date: nx-27017 turns dates
+                // into strings when `$set` updates an existing document.
+                doc! {
+                    "q": {"_id": domain},
+                    "u": {"$set": {"last_crawled_ms": *last as i64, "crawl_delay_ms": *delay as i64}},
+                    "upsert": true,
+                }
+            })
+            .collect();
+        let command = doc! {"update": store::DOMAINS, "updates": updates, "ordered": false};
+        match store::deadline(self.stores.second.run_command(command)).await {
+            Some(Ok(reply)) => !reply.contains_key("writeErrors") && !reply.contains_key("writeConcernError"),
+            _ => false,
+        }
+    }
 }
+
+/// Statements per `update` command: far below MongoDB's 100,000 and 16 MiB.
+const MAX_UPDATES_PER_COMMAND: usize = 1000;
 
 #[cfg(test)]
 mod tests {
