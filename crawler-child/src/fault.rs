@@ -13,6 +13,14 @@
 //! - `CRAWLER_FAULT_PANIC_ON_URL=S` makes crawling a URL containing `S`
 //!   panic: a bug on one page, which must fail that URL alone.
 //!
+//! - `CRAWLER_FAULT_STORE_US_PER_PAGE=N` makes every page write take N µs
+//!   longer per page in the batch (an async sleep, no CPU): a slow store.
+//! - `CRAWLER_FAULT_BURN_PARSE_US=N` makes every parse spin N µs more: a
+//!   crawl that is short of CPU.
+//!
+//! The bottleneck tests use these two to check that the report names the
+//! resource they starve.
+//!
 //! Unset (always, outside tests) each costs one load per page.
 
 use std::sync::OnceLock;
@@ -70,6 +78,35 @@ pub fn freeze_on(url: &str) {
         // SAFETY: raise has no memory-safety preconditions.
         unsafe {
             libc::raise(libc::SIGSTOP);
+        }
+    }
+}
+
+/// A number from the environment variable `var`, read once.
+fn micros(cell: &'static OnceLock<Option<u64>>, var: &str) -> Option<u64> {
+    *cell.get_or_init(|| {
+        let us = std::env::var(var).ok()?.parse().ok()?;
+        eprintln!("crawler-child: FAULT INJECTION: {var}={us}");
+        Some(us)
+    })
+}
+
+/// Sleeps as long as `CRAWLER_FAULT_STORE_US_PER_PAGE` says for `pages`.
+pub async fn slow_store(pages: usize) {
+    static SLOW: OnceLock<Option<u64>> = OnceLock::new();
+    if let Some(us) = micros(&SLOW, "CRAWLER_FAULT_STORE_US_PER_PAGE") {
+        let total = us.saturating_mul(pages as u64);
+        tokio::time::sleep(Duration::from_micros(total)).await;
+    }
+}
+
+/// Spins as long as `CRAWLER_FAULT_BURN_PARSE_US` says.
+pub fn burn_parse() {
+    static BURN: OnceLock<Option<u64>> = OnceLock::new();
+    if let Some(us) = micros(&BURN, "CRAWLER_FAULT_BURN_PARSE_US") {
+        let until = Instant::now() + Duration::from_micros(us);
+        while Instant::now() < until {
+            std::hint::spin_loop();
         }
     }
 }

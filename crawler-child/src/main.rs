@@ -180,18 +180,19 @@ async fn write_gauges(worker: Arc<worker::Worker>, ctx: Arc<pipeline::Ctx>, timi
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tick.tick().await;
+        let pending = worker.pending() as f64;
+        let active = slots.saturating_sub(ctx.fetch_slots.available_permits()) as f64;
+        let store_queue = ctx.pages.queued() as f64;
+        metrics::gauge!("crawler_child_pending").set(pending);
+        metrics::gauge!("crawler_fetches_active").set(active);
+        metrics::gauge!("crawler_fetch_slots").set(slots as f64);
+        metrics::gauge!("crawler_store_queue").set(store_queue);
         let values = [
-            ("child_pending", worker.pending() as f64),
-            (
-                "fetches_active",
-                slots.saturating_sub(ctx.fetch_slots.available_permits()) as f64,
-            ),
+            ("child_pending", pending),
+            ("fetches_active", active),
             ("fetch_slots", slots as f64),
-            ("store_queue", ctx.pages.queued() as f64),
+            ("store_queue", store_queue),
         ];
-        for (name, value) in values {
-            metrics::gauge!(format!("crawler_{name}")).set(value);
-        }
         let mut line = values.to_vec();
         line.extend(profiling::gauge_values(false));
         timing.gauges(&line);

@@ -14,7 +14,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bson::Document;
 use shared::protocol::{CrawlResult, FailureKind, Outcome};
@@ -24,7 +24,6 @@ use shared::timing::{Op, TimingLog};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 const BATCH_DOCS: usize = 256;
-const BATCH_WAIT: Duration = Duration::from_millis(20);
 const QUEUE: usize = 1024;
 /// Page bytes (KiB) queued for writing at most. Stored pages are a few KB
 /// as a rule but can be 12 MiB; a bound in count alone let one child hold
@@ -108,12 +107,17 @@ async fn run(
     let pages = stores.pages();
     let mut batch = Vec::with_capacity(BATCH_DOCS);
     while let Some(first) = rx.recv().await {
+        // Group commit: write what is queued now, without waiting for more.
+        // Pages that arrive during a write make the next batch, so batches
+        // grow exactly when the store is slow, and a page never waits for
+        // others to arrive when it is not (waiting 20 ms for a batch to
+        // fill made a page's own store latency the biggest part of its
+        // lease in a crawl of little in flight).
         batch.push(first);
-        let deadline = tokio::time::Instant::now() + BATCH_WAIT;
         while batch.len() < BATCH_DOCS {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(q)) => batch.push(q),
-                _ => break,
+            match rx.try_recv() {
+                Ok(q) => batch.push(q),
+                Err(_) => break,
             }
         }
         for q in &batch {
@@ -126,6 +130,7 @@ async fn run(
             );
         }
         let docs: Vec<Document> = batch.iter().map(|q| q.doc.clone()).collect();
+        crate::fault::slow_store(docs.len()).await;
         let refused =
             store_write::insert_unordered(&pages, &docs, &timing, Op::Store, "crawler-child: storing pages")
                 .await;

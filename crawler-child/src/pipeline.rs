@@ -429,6 +429,7 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
         };
         let f = extract(&resp.body, final_url, encoding, options);
         crate::fault::slow_parse();
+        crate::fault::burn_parse();
         for reason in &f.rejected {
             metrics::counter!("crawler_links_dropped_total", "reason" => reason.as_str()).increment(1);
         }

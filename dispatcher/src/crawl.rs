@@ -699,18 +699,28 @@ impl Dispatcher {
         let live: Vec<SupId> = (0..self.sups.len()).filter(|&s| self.sups[s].live).collect();
         let held: u64 = live.iter().map(|&s| u64::from(self.frontier.held(s))).sum();
         let capacity: u64 = live.iter().map(|&s| u64::from(self.sups[s].capacity)).sum();
+        let (queued, ready) = (self.frontier.queued() as f64, self.frontier.ready() as f64);
+        let (in_flight, seen) = (
+            self.frontier.in_flight() as f64,
+            self.frontier.seen_count() as f64,
+        );
+        let (held, capacity, live) = (held as f64, capacity as f64, live.len() as f64);
+        metrics::gauge!("crawler_frontier_queued").set(queued);
+        metrics::gauge!("crawler_frontier_ready").set(ready);
+        metrics::gauge!("crawler_frontier_in_flight").set(in_flight);
+        metrics::gauge!("crawler_frontier_seen").set(seen);
+        metrics::gauge!("crawler_credits_held").set(held);
+        metrics::gauge!("crawler_credits_capacity").set(capacity);
+        metrics::gauge!("crawler_supervisors_live").set(live);
         let values = [
-            ("frontier_queued", self.frontier.queued() as f64),
-            ("frontier_ready", self.frontier.ready() as f64),
-            ("frontier_in_flight", self.frontier.in_flight() as f64),
-            ("frontier_seen", self.frontier.seen_count() as f64),
-            ("credits_held", held as f64),
-            ("credits_capacity", capacity as f64),
-            ("supervisors_live", live.len() as f64),
+            ("frontier_queued", queued),
+            ("frontier_ready", ready),
+            ("frontier_in_flight", in_flight),
+            ("frontier_seen", seen),
+            ("credits_held", held),
+            ("credits_capacity", capacity),
+            ("supervisors_live", live),
         ];
-        for (name, value) in values {
-            metrics::gauge!(format!("crawler_{name}")).set(value);
-        }
         let mut line = values.to_vec();
         line.extend(profiling::gauge_values(true));
         self.timing.gauges(&line);

@@ -83,9 +83,22 @@ def decide(f: WindowFacts) -> Decision:
         floor = max(READY_MIN, READY_CAPACITY_SHARE * (f.credits_capacity or 0))
         if ready is not None and ready >= floor:
             return Decision("dispatcher", f"credits {fmt_pct(use)} used while {ready:,.0f} URLs are ready")
+        # Nothing (much) to lease although credit is free: every domain
+        # with work has its most URLs in flight, or there is no work left.
+        # What holds those URLs decides: a slow store or CPU holds them as
+        # surely as a Crawl-delay does; time fetching or in the relay means
+        # the per-domain caps (politeness settings) bind, not the credits.
         left = "nothing" if not ready else f"only {ready:,.0f}"
-        return Decision("politeness", f"credits {fmt_pct(use)} used and {left} ready to lease: "
-                                      "the rest waits on domain delays or in-flight caps")
+        capped = f"credits {fmt_pct(use)} used and {left} ready to lease"
+        share = f.lease_share()
+        if share:
+            largest = max(GROUPS, key=lambda g: share[g])
+            if share["store"] >= STORE_SHARE or largest == "store":
+                return Decision("store", f"{capped}; the leased URLs wait for the store "
+                                         f"({fmt_pct(share['store'])} of lease time)")
+            if largest == "cpu":
+                return Decision("cpu", f"{capped}; parse {fmt_pct(share['cpu'])} of lease time")
+        return Decision("politeness", f"{capped}: the rest waits on domain delays or in-flight caps")
     share = f.lease_share()
     if not share:
         if use is not None:

@@ -53,6 +53,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Frontier entries the store refused to write; those URLs are not resumed after a restart.",
     ),
     (
+        "crawler_fetch_slots",
+        Kind::Gauge,
+        "Fetches a child may have in progress at once (its share of --child-concurrency), set once a second.",
+    ),
+    (
         "crawler_supervisors_live",
         Kind::Gauge,
         "Supervisors the dispatcher currently hears from, set once a second.",

@@ -517,6 +517,30 @@ pub async fn all_docs(db: &mongodb::Database, coll: &str) -> anyhow::Result<Vec<
 }
 
 /// Command-line arguments from string literals.
+/// Runs `python3 scripts/oprates.py ARGS`, asserts it succeeded and
+/// returns its stdout.
+pub fn run_oprates(args: &[&str]) -> String {
+    let out = std::process::Command::new("python3")
+        .arg(repo_root().join("scripts/oprates.py"))
+        .args(args)
+        .output()
+        .expect("running python3 scripts/oprates.py");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "oprates.py {args:?} failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    stdout
+}
+
+/// [`run_oprates`] with `--json` among `args`: its output, parsed.
+pub fn run_oprates_json(args: &[&str]) -> serde_json::Value {
+    let out = run_oprates(args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("oprates.py {args:?}: not JSON ({e}):\n{out}"))
+}
+
 pub fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }

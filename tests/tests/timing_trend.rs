@@ -3,39 +3,12 @@
 //! synthetic log whose answer is known, then on a real crawl with a slowdown
 //! injected into `parse` (`CRAWLER_FAULT_SLOW_PARSE_US_PER_SEC`).
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
-use crawl_tests::harness::{args, repo_root, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{
+    args, run_crawl, run_oprates, run_oprates_json, write_lines, ClusterSpec, StoreServer,
+};
 use crawl_tests::web::{WebServer, WebSpec};
-use serde_json::Value;
-
-fn oprates() -> PathBuf {
-    repo_root().join("scripts/oprates.py")
-}
-
-/// Runs `oprates.py ARGS`, asserts it succeeded and returns its stdout.
-fn run_oprates(args: &[&str]) -> String {
-    let out = Command::new("python3")
-        .arg(oprates())
-        .args(args)
-        .output()
-        .expect("running python3 scripts/oprates.py");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "oprates.py {args:?} failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
-    stdout
-}
-
-fn run_oprates_json(args: &[&str]) -> Value {
-    let out = run_oprates(args);
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("oprates.py {args:?}: not JSON ({e}):\n{out}"))
-}
 
 fn line(ts: f64, node: &str, pid: u32, op: &str, dur_us: u64, outcome: &str) -> String {
     format!(

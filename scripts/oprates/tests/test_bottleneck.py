@@ -51,6 +51,15 @@ class DecideTest(unittest.TestCase):
 
     def test_politeness_when_credits_are_idle_and_nothing_is_ready(self):
         self.assertEqual(self.word(held=300, ready=0), "politeness")
+        # Busy fetching or relaying behind the per-domain caps: still the caps.
+        self.assertEqual(self.word(held=300, ready=0, lease_ms={"capacity": 80, "dispatcher": 20}), "politeness")
+
+    def test_what_holds_capped_domains_decides_when_nothing_is_ready(self):
+        # Few domains, each at its in-flight cap, their URLs waiting for the
+        # store: credits are free, but the store is what is slow.
+        self.assertEqual(self.word(held=300, ready=0, lease_ms={"store": 93, "dispatcher": 5}), "store")
+        self.assertEqual(self.word(held=300, ready=0, lease_ms={"cpu": 70, "capacity": 30}), "cpu")
+        self.assertEqual(self.word(held=300, ready=0, lease_ms={"politeness": 95, "store": 5}), "politeness")
 
     def test_store_when_page_writes_dominate(self):
         self.assertEqual(self.word(lease_ms={"store": 50, "capacity": 30, "cpu": 20}), "store")
