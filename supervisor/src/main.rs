@@ -99,9 +99,18 @@ async fn write_gauges(timing: TimingLog) {
     }
 }
 
-/// How often results go to the dispatcher (each message carries what
-/// arrived since the last one).
+/// How long a result waits for others to share its message to the dispatcher.
 const RESULTS_FLUSH: Duration = Duration::from_millis(5);
+/// How soon unsent results are tried again while the dispatcher link is down.
+const RESULTS_RETRY: Duration = Duration::from_millis(100);
+
+/// Sleeps until `at`, or for ever when it is `None` (a disabled timer).
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
 
 async fn run(args: Args) -> anyhow::Result<()> {
     if args.children == 0 {
@@ -297,11 +306,11 @@ impl Supervisor {
     }
 
     async fn serve(&mut self, link: &mut link::DispatcherLink) -> anyhow::Result<()> {
-        // Results wait here at most this long for others to share their
+        // Results wait at most RESULTS_FLUSH for others to share their
         // message: every millisecond is a millisecond more each lease is
-        // held, so more credit for the same rate (Little's law).
-        let mut flush = tokio::time::interval(RESULTS_FLUSH);
-        flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // held, so more credit for the same rate (Little's law). The timer
+        // runs only while results wait, so an idle supervisor sleeps.
+        let mut flush_at: Option<tokio::time::Instant> = None;
         let mut beat = tokio::time::interval(Duration::from_secs(1));
         let mut stopping = false;
         // Set when stopping starts; see STOP_WAIT.
@@ -344,6 +353,7 @@ impl Supervisor {
                     Some(SlotEvent::Message(_, FromChild::Result(r))) => {
                         self.in_flight.remove(&r.lease);
                         self.outbox.push(r);
+                        flush_at.get_or_insert_with(|| tokio::time::Instant::now() + RESULTS_FLUSH);
                     }
                     Some(SlotEvent::Message(slot, FromChild::Ready(process))) => {
                         self.children.insert(slot, process.clone());
@@ -383,7 +393,12 @@ impl Supervisor {
                     }
                     None => bail!("all child slots ended"),
                 },
-                _ = flush.tick() => self.flush(link).await,
+                _ = sleep_until_some(flush_at) => {
+                    self.flush(link).await;
+                    // Still there when the dispatcher link is down: try again later.
+                    flush_at = (!self.outbox.is_empty())
+                        .then(|| tokio::time::Instant::now() + RESULTS_RETRY);
+                }
                 _ = beat.tick() => {
                     metrics::gauge!("crawler_supervisor_in_flight").set(self.in_flight.len() as f64);
                     if link.is_up() {
