@@ -721,8 +721,23 @@ impl Dispatcher {
             ("credits_capacity", capacity),
             ("supervisors_live", live),
         ];
-        let mut line = values.to_vec();
-        line.extend(profiling::gauge_values(true));
+        let mut line: Vec<(String, f64)> = values.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        // Each supervisor's credit too: one saturated node among idle ones
+        // is a different story from a cluster out of credit.
+        for s in (0..self.sups.len()).filter(|&s| self.sups[s].live) {
+            let sup = &self.sups[s];
+            let (held, capacity) = (f64::from(self.frontier.held(s)), f64::from(sup.capacity));
+            metrics::gauge!("crawler_supervisor_credits_held", "supervisor" => sup.id.clone()).set(held);
+            metrics::gauge!("crawler_supervisor_credits_capacity", "supervisor" => sup.id.clone())
+                .set(capacity);
+            line.push((format!("credits_held.{}", sup.id), held));
+            line.push((format!("credits_capacity.{}", sup.id), capacity));
+        }
+        line.extend(
+            profiling::gauge_values(true)
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v)),
+        );
         self.timing.gauges(&line);
     }
 

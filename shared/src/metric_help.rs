@@ -58,6 +58,16 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Fetches a child may have in progress at once (its share of --child-concurrency), set once a second.",
     ),
     (
+        "crawler_supervisor_credits_held",
+        Kind::Gauge,
+        "URLs leased to one supervisor (label supervisor), set once a second by the dispatcher.",
+    ),
+    (
+        "crawler_supervisor_credits_capacity",
+        Kind::Gauge,
+        "The most URLs one supervisor may hold (label supervisor), set once a second by the dispatcher.",
+    ),
+    (
         "crawler_supervisors_live",
         Kind::Gauge,
         "Supervisors the dispatcher currently hears from, set once a second.",

@@ -280,7 +280,7 @@ impl TimingLog {
     /// Writes one gauge line, `{"ts":..,"node":..,"role":..,"pid":..,
     /// "gauges":{"name":value,..}}`: the state of the process (queues,
     /// credits, CPU seconds) once a second, never sampled away.
-    pub fn gauges(&self, values: &[(&str, f64)]) {
+    pub fn gauges<S: AsRef<str>>(&self, values: &[(S, f64)]) {
         if self.inner.file.is_none() {
             return;
         }
@@ -290,7 +290,7 @@ impl TimingLog {
             if i > 0 {
                 line.push(',');
             }
-            push_json_str(&mut line, name);
+            push_json_str(&mut line, name.as_ref());
             line.push(':');
             // JSON has no NaN or infinity.
             if value.is_finite() {
