@@ -29,6 +29,12 @@ use tokio::sync::{mpsc, Semaphore};
 
 const ROLE: &str = "crawler-child";
 
+/// mimalloc instead of the system allocator: link extraction, URL
+/// resolution and page documents allocate many small values per page, and
+/// on realistic pages mimalloc made extraction 13% cheaper (`pagebench`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     version,

@@ -35,7 +35,8 @@ struct Queued {
     result: CrawlResult,
     /// When it was handed over: its `store_wait` ends when its batch starts.
     queued: Instant,
-    _budget: OwnedSemaphorePermit,
+    /// Its share of the queue's byte budget, given back once it is written.
+    budget: OwnedSemaphorePermit,
 }
 
 #[derive(Clone)]
@@ -82,7 +83,7 @@ impl PageWriter {
                 doc,
                 result,
                 queued,
-                _budget: budget,
+                budget,
             })
             .await;
     }
@@ -129,15 +130,17 @@ async fn run(
                 None,
             );
         }
-        let docs: Vec<Document> = batch.iter().map(|q| q.doc.clone()).collect();
+        // The documents move into the write; each result keeps its queue
+        // budget until its page is written.
+        let (docs, waiting): (Vec<Document>, Vec<_>) =
+            batch.drain(..).map(|q| (q.doc, (q.result, q.budget))).unzip();
         crate::fault::slow_store(docs.len()).await;
         let refused =
             store_write::insert_unordered(&pages, &docs, &timing, Op::Store, "crawler-child: storing pages")
                 .await;
-        queued.fetch_sub(batch.len(), Ordering::Relaxed);
+        queued.fetch_sub(docs.len(), Ordering::Relaxed);
         metrics::counter!("crawler_pages_stored_total").increment((docs.len() - refused.len()) as u64);
-        for (i, q) in batch.drain(..).enumerate() {
-            let mut result = q.result;
+        for (i, (mut result, _budget)) in waiting.into_iter().enumerate() {
             if let Some((_, why)) = refused.iter().find(|(at, _)| *at == i) {
                 metrics::counter!("crawler_store_rejected_total").increment(1);
                 eprintln!(

@@ -21,6 +21,12 @@ use shared::protocol::CrawlPolicy;
 
 const ROLE: &str = "dispatcher";
 
+/// mimalloc instead of the system allocator, as in every crawler process
+/// (the frontier's URL strings and the results' outlinks are many small
+/// allocations; see crawler-child/src/main.rs).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Scope {
     /// Only the domains of the seeds.

@@ -23,6 +23,11 @@ use tokio::sync::mpsc;
 use child::{ChildSpec, SlotCmd, SlotEvent};
 
 const ROLE: &str = "supervisor";
+
+/// mimalloc instead of the system allocator, as in every crawler process
+/// (see crawler-child/src/main.rs).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// Attempts a URL gets when its child keeps dying on it.
 const MAX_CHILD_ATTEMPTS: u32 = 3;
 /// Longest a stopping supervisor waits for its child slots: each kills its
