@@ -4,20 +4,30 @@
 //! Redirects are not followed by reqwest: the crawler follows them itself
 //! (see `pipeline`) so each hop is checked against robots.txt and paced by
 //! politeness, and cross-domain hops go back to the dispatcher.
+//!
+//! Every request obeys the crawl's [`AddressPolicy`]: names are checked by
+//! the resolver (`dns`) on the addresses it hands reqwest, IP literals here,
+//! since reqwest dials those without asking the resolver.
 
 use std::time::Duration;
 
 use reqwest::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER};
 use reqwest::redirect::Policy;
+use shared::address_policy::{AddressPolicy, BlockedAddress};
 use shared::protocol::{CrawlPolicy, FailureKind};
 use shared::resolve::HostOverrides;
-use url::Url;
+use url::{Host, Url};
 
-use crate::dns::Resolver;
+use crate::dns::{self, Resolver};
 
 pub struct Http {
     client: reqwest::Client,
     max_body: u64,
+    /// The resolver reqwest uses, for [`Http::admit`].
+    resolver: Resolver,
+    addresses: AddressPolicy,
+    /// Bounds [`Http::admit`]'s lookup, as it bounds a request's.
+    connect_timeout: Duration,
 }
 
 /// What came back, with the body capped.
@@ -41,6 +51,9 @@ pub enum FetchError {
     Connect(String),
     #[error("{0}")]
     Other(String),
+    /// Refused by the address policy: nothing was sent.
+    #[error("{0}")]
+    Blocked(BlockedAddress),
 }
 
 impl FetchError {
@@ -49,11 +62,20 @@ impl FetchError {
             FetchError::Timeout => FailureKind::Timeout,
             FetchError::Connect(_) => FailureKind::Connect,
             FetchError::Other(_) => FailureKind::Http,
+            FetchError::Blocked(_) => FailureKind::BlockedAddress,
         }
     }
 
+    /// A refusal by the policy, counted; `via`: how the address was found.
+    fn blocked(b: BlockedAddress, via: &'static str) -> Self {
+        metrics::counter!("crawler_blocked_requests_total", "via" => via).increment(1);
+        FetchError::Blocked(b)
+    }
+
     fn from_reqwest(e: reqwest::Error) -> Self {
-        if e.is_timeout() {
+        if let Some(b) = dns::blocked_cause(&e) {
+            FetchError::blocked(b.clone(), "dns")
+        } else if e.is_timeout() {
             FetchError::Timeout
         } else if e.is_connect() {
             FetchError::Connect(error_chain(&e))
@@ -76,6 +98,10 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 impl Http {
     pub fn new(policy: &CrawlPolicy, overrides: HostOverrides) -> anyhow::Result<Http> {
+        let addresses = AddressPolicy {
+            allow_private_networks: policy.allow_private_networks,
+        };
+        let resolver = Resolver::new(overrides, addresses);
         let client = reqwest::Client::builder()
             .user_agent(policy.user_agent.clone())
             .redirect(Policy::none())
@@ -85,12 +111,51 @@ impl Http {
             .pool_idle_timeout(Duration::from_secs(30))
             .tcp_nodelay(true)
             .no_proxy()
-            .dns_resolver(Resolver::new(overrides))
+            .dns_resolver(resolver.clone())
             .build()?;
         Ok(Http {
             client,
             max_body: policy.max_body_bytes,
+            resolver,
+            addresses,
+            connect_timeout: Duration::from_millis(policy.connect_timeout_ms),
         })
+    }
+
+    /// Whether `url` may be fetched at all, asked before robots.txt and
+    /// politeness so a refused URL costs no request and no wait, and fails
+    /// as `blocked_address` rather than as an unreachable robots.txt. The
+    /// same checks run again when the request is made (on the addresses
+    /// then dialled); a lookup that fails for another reason is left to
+    /// the request to report, and so is one that takes longer than the
+    /// connect timeout.
+    pub(crate) async fn admit(&self, url: &Url) -> Result<(), FetchError> {
+        self.check_literal(url)?;
+        if let Some(Host::Domain(name)) = url.host() {
+            let lookup = tokio::time::timeout(self.connect_timeout, self.resolver.lookup(name)).await;
+            if let Ok(Err(e)) = lookup {
+                if let Some(b) = dns::blocked_cause(e.as_ref()) {
+                    return Err(FetchError::blocked(b.clone(), "dns"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An IP-literal host (`http://127.0.0.2/`, `http://[::1]/`; the url
+    /// crate has already turned forms like `http://2130706433/` into
+    /// addresses) checked against the policy: reqwest dials literals
+    /// without calling the resolver.
+    fn check_literal(&self, url: &Url) -> Result<(), FetchError> {
+        let ip = match url.host() {
+            Some(Host::Ipv4(v4)) => v4.into(),
+            Some(Host::Ipv6(v6)) => v6.into(),
+            Some(Host::Domain(_)) | None => return Ok(()),
+        };
+        let host = url.host_str().unwrap_or_default();
+        self.addresses
+            .check(host, ip)
+            .map_err(|b| FetchError::blocked(b, "ip_literal"))
     }
 
     pub async fn get(&self, url: &Url) -> Result<Fetched, FetchError> {
@@ -98,6 +163,7 @@ impl Http {
     }
 
     pub async fn get_capped(&self, url: &Url, max_body: u64) -> Result<Fetched, FetchError> {
+        self.check_literal(url)?;
         let mut resp = self
             .client
             .get(url.clone())
@@ -196,6 +262,59 @@ pub fn retry_after(value: Option<&str>) -> Option<std::time::Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn http(allow_private_networks: bool) -> Http {
+        let policy = CrawlPolicy {
+            allow_private_networks,
+            ..crate::robots::tests::policy()
+        };
+        Http::new(&policy, HostOverrides::default()).unwrap()
+    }
+
+    fn u(s: &str) -> Url {
+        Url::parse(s).unwrap()
+    }
+
+    /// Internal addresses are refused whether they come as literals (which
+    /// reqwest dials without asking the resolver) or from DNS (`localhost`,
+    /// via /etc/hosts, through reqwest's own resolver call), while a
+    /// listener there would have answered; the opt-in lets them through.
+    #[tokio::test]
+    async fn internal_addresses_are_refused_before_anything_is_sent() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let h = http(false);
+        for url in [
+            format!("http://127.0.0.1:{port}/x"),
+            format!("http://127.1:{port}/x"),
+            format!("http://2130706433:{port}/x"),
+            format!("http://[::ffff:127.0.0.1]:{port}/x"),
+            format!("http://[::1]:{port}/x"),
+            "http://169.254.169.254/latest/meta-data/".to_string(),
+            "http://10.0.0.1/".to_string(),
+            format!("http://localhost:{port}/x"),
+        ] {
+            let err = h.get(&u(&url)).await.unwrap_err();
+            assert!(matches!(err, FetchError::Blocked(_)), "{url}: {err}");
+            assert_eq!(err.kind(), FailureKind::BlockedAddress);
+            let err = h.admit(&u(&url)).await.unwrap_err();
+            assert!(matches!(err, FetchError::Blocked(_)), "{url}: {err}");
+        }
+        assert!(listener.accept().is_err(), "a connection was made");
+        // A public literal is admitted (checking it sends nothing).
+        assert!(h.admit(&u("http://8.8.8.8/")).await.is_ok());
+
+        let open = http(true);
+        assert!(open
+            .admit(&u(&format!("http://localhost:{port}/x")))
+            .await
+            .is_ok());
+        let err = open.get(&u(&format!("http://127.0.0.1:{port}/x"))).await;
+        // Connected (and got no HTTP answer from a listener that never reads).
+        assert!(!matches!(err, Err(FetchError::Blocked(_))), "{err:?}");
+        assert!(listener.accept().is_ok(), "no connection with the opt-in");
+    }
 
     #[test]
     fn content_type_rules() {

@@ -8,7 +8,8 @@
 //! redirects are followed here, each hop checked against robots and paced;
 //! a redirect to another domain ends the crawl of this URL and hands the
 //! target back to the dispatcher as an outlink, so that domain's owner
-//! paces it.
+//! paces it. A URL, or a redirect hop, whose host is an internal address
+//! fails as `blocked_address` before anything is requested.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -242,6 +243,11 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
     let mut current = url.clone();
     let mut hops: Vec<Url> = vec![url.clone()];
     loop {
+        // An internal address is refused before robots.txt is asked for it
+        // (see `http::Http::admit`); each redirect hop is checked again.
+        if let Err(e) = ctx.http.admit(&current).await {
+            return failed(item, e.kind(), e.to_string());
+        }
         let robots = robots_for(ctx, st, &current).await;
         if robots.is_unavailable() {
             return failed(

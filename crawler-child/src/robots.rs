@@ -7,6 +7,8 @@
 //! - 5xx, timeouts, network errors: the site is treated as fully disallowed
 //!   and robots is retried with backoff (1 min, doubling to at most 1 h
 //!   while it keeps failing), so a site is never crawled blind.
+//! - a redirect to an internal address is refused (see `http`) and counts
+//!   as unreachable: the site asked us to request the operator's network.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -213,10 +215,11 @@ async fn fetch_following_redirects(http: &Http, origin: &str) -> (u16, Vec<u8>) 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn policy() -> CrawlPolicy {
+    /// A small policy for unit tests (the fetcher's too).
+    pub(crate) fn policy() -> CrawlPolicy {
         CrawlPolicy {
             crawl_id: "t".into(),
             user_agent: "synthcrawler/0.1".into(),
@@ -233,6 +236,7 @@ mod tests {
             skip_nofollow: false,
             max_outlinks_per_page: 100,
             child_concurrency: 8,
+            allow_private_networks: false,
         }
     }
 

@@ -532,7 +532,11 @@ impl Dispatcher {
             };
             if let Some(st) = final_state {
                 self.attempts.remove(&r.url);
-                self.writer.mark(r.url, st);
+                let failure = match &r.outcome {
+                    Outcome::Failed { kind, .. } => Some(*kind),
+                    _ => None,
+                };
+                self.writer.mark(r.url, st, failure);
             }
         }
         let from = s.map_or_else(|| "unknown".to_string(), |s| self.sups[s].id.clone());

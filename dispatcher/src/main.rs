@@ -148,6 +148,14 @@ pub struct Args {
     /// Fetches one child runs at once.
     #[arg(long, default_value_t = 64)]
     pub child_concurrency: u32,
+    /// Let children fetch from internal addresses: loopback, private
+    /// (RFC 1918), link-local (cloud metadata), CGNAT, unique-local and the
+    /// other special-purpose blocks. Off by default, so a page cannot make
+    /// the crawler request the operator's own network; for intranet crawls.
+    /// Names given to supervisors with --resolve/--hosts-file are trusted
+    /// without it.
+    #[arg(long, env = "CRAWLER_ALLOW_PRIVATE_NETWORKS")]
+    pub allow_private_networks: bool,
 
     #[command(flatten)]
     pub store: StoreArgs,
@@ -183,6 +191,7 @@ impl Args {
             skip_nofollow: self.skip_nofollow,
             max_outlinks_per_page: self.max_outlinks_per_page,
             child_concurrency: self.child_concurrency,
+            allow_private_networks: self.allow_private_networks,
         }
     }
 }

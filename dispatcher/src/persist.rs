@@ -1,13 +1,17 @@
 //! Writes the frontier to MongoDB in batches, off the dispatch path.
 //!
 //! New URLs become `{_id: url, domain, depth, state: "queued"}`; finished
-//! ones get their state set. Inserting by `_id` makes a retried batch
+//! ones get their state set, and failed ones the kind of their failure
+//! (`failure: "timeout"`, `"blocked_address"`, ...), so the store says why. Inserting by `_id` makes a retried batch
 //! harmless (duplicates are ignored). A restarted dispatcher reads this
 //! collection back to resume.
 
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeMap;
+
 use bson::{doc, Document};
+use shared::failure::FailureKind;
 use shared::store::{self, state, Backoff, Stores};
 use shared::store_write;
 use shared::timing::{Op, TimingLog};
@@ -18,7 +22,7 @@ const WAIT: Duration = Duration::from_millis(100);
 
 enum Cmd {
     Insert(Document),
-    Mark(String, &'static str),
+    Mark(String, &'static str, Option<FailureKind>),
     Flush(oneshot::Sender<()>),
 }
 
@@ -43,8 +47,9 @@ impl FrontierWriter {
         }));
     }
 
-    pub fn mark(&self, url: String, state: &'static str) {
-        let _ = self.tx.send(Cmd::Mark(url, state));
+    /// Sets a finished URL's state; `failure`: why a failed one failed.
+    pub fn mark(&self, url: String, state: &'static str, failure: Option<FailureKind>) {
+        let _ = self.tx.send(Cmd::Mark(url, state, failure));
     }
 
     /// Resolves once everything sent before it is written.
@@ -59,7 +64,7 @@ impl FrontierWriter {
 async fn run(stores: Stores, crawl_id: String, mut rx: mpsc::UnboundedReceiver<Cmd>, timing: TimingLog) {
     let frontier = stores.frontier();
     let mut inserts = Vec::new();
-    let mut marks: Vec<(String, &'static str)> = Vec::new();
+    let mut marks: Vec<Mark> = Vec::new();
     let mut flushed = Vec::new();
     while let Some(cmd) = rx.recv().await {
         let deadline = tokio::time::Instant::now() + WAIT;
@@ -70,7 +75,7 @@ async fn run(stores: Stores, crawl_id: String, mut rx: mpsc::UnboundedReceiver<C
                     d.insert("crawl_id", &crawl_id);
                     inserts.push(d);
                 }
-                Cmd::Mark(url, s) => marks.push((url, s)),
+                Cmd::Mark(url, s, failure) => marks.push((url, s, failure)),
                 Cmd::Flush(done) => flushed.push(done),
             }
             if !flushed.is_empty() || inserts.len() + marks.len() >= BATCH {
@@ -107,24 +112,24 @@ async fn write_inserts(
     docs.clear();
 }
 
-async fn write_marks(
-    frontier: &mongodb::Collection<Document>,
-    marks: &mut Vec<(String, &'static str)>,
-    timing: &TimingLog,
-) {
-    for s in [state::DONE, state::DISALLOWED, state::FAILED] {
-        let urls: Vec<&str> = marks
-            .iter()
-            .filter(|(_, m)| *m == s)
-            .map(|(u, _)| u.as_str())
-            .collect();
-        if urls.is_empty() {
-            continue;
+/// A URL, its final state and, when it failed, why.
+type Mark = (String, &'static str, Option<FailureKind>);
+
+/// One `update_many` per state (and failure kind) among `marks`.
+async fn write_marks(frontier: &mongodb::Collection<Document>, marks: &mut Vec<Mark>, timing: &TimingLog) {
+    let mut groups: BTreeMap<(&str, Option<FailureKind>), Vec<&str>> = BTreeMap::new();
+    for (url, s, failure) in marks.iter() {
+        groups.entry((*s, *failure)).or_default().push(url.as_str());
+    }
+    for ((s, failure), urls) in groups {
+        let mut set = doc! {"state": s};
+        if let Some(kind) = failure {
+            set.insert("failure", kind.as_str());
         }
         let mut backoff = Backoff::default();
         loop {
             let start = Instant::now();
-            let update = frontier.update_many(doc! {"_id": {"$in": &urls}}, doc! {"$set": {"state": s}});
+            let update = frontier.update_many(doc! {"_id": {"$in": &urls}}, doc! {"$set": set.clone()});
             let res = store::deadline(update).await;
             let outcome = if matches!(res, Some(Ok(_))) { "ok" } else { "error" };
             timing.record_batch(Op::FrontierInsert, start.elapsed(), outcome, urls.len());

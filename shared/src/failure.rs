@@ -35,6 +35,11 @@ pub enum FailureKind {
     /// The store refused the page for good (e.g. over its size limit); a
     /// retry would be refused the same way.
     StoreRejected,
+    /// The host is, or resolves only to, an internal address (loopback,
+    /// private, link-local, ...; see `address_policy`) and the crawl does
+    /// not allow private networks: nothing was requested. Final: the same
+    /// URL would be refused again.
+    BlockedAddress,
 }
 
 impl FailureKind {
@@ -53,6 +58,7 @@ impl FailureKind {
             FailureKind::ChildCrashed => "child_crashed",
             FailureKind::Internal => "internal",
             FailureKind::StoreRejected => "store_rejected",
+            FailureKind::BlockedAddress => "blocked_address",
         }
     }
 
@@ -72,7 +78,8 @@ impl FailureKind {
             | FailureKind::TooManyRedirects
             | FailureKind::RedirectDisallowed
             | FailureKind::Internal
-            | FailureKind::StoreRejected => 1,
+            | FailureKind::StoreRejected
+            | FailureKind::BlockedAddress => 1,
         }
     }
 
@@ -108,6 +115,7 @@ mod tests {
             FailureKind::RedirectLoop,
             FailureKind::Internal,
             FailureKind::StoreRejected,
+            FailureKind::BlockedAddress,
         ] {
             assert_eq!(k.max_attempts(), 1, "{k}");
             assert!(!k.counts_against_domain(), "{k}");

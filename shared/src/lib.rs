@@ -1,10 +1,11 @@
 //! Code shared by the dispatcher, the supervisors and the crawler children.
 //!
-//! Each module holds one concept: the wire protocol, URL rules, link and
-//! feature extraction, store access, host-name overrides, command-line
-//! settings common to all processes, the per-operation timing log and the
-//! HELP text of every metric.
+//! Each module holds one concept: the wire protocol, URL rules, which
+//! addresses may be fetched, link and feature extraction, store access,
+//! host-name overrides, command-line settings common to all processes, the
+//! per-operation timing log and the HELP text of every metric.
 
+pub mod address_policy;
 pub mod cli;
 pub mod extract;
 pub mod failure;

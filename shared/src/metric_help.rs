@@ -161,6 +161,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "URLs that ended without a page, by kind of failure (timeout, robots unavailable, throttled, ...).",
     ),
     (
+        "crawler_blocked_requests_total",
+        Kind::Counter,
+        "Requests refused because their host is or resolves only to an internal address (loopback, private, link-local, ...) and --allow-private-networks is off, by how the address was found (ip_literal, dns).",
+    ),
+    (
         "crawler_throttled_total",
         Kind::Counter,
         "429 and 503 responses after which the domain waits (Retry-After or backoff), by status class.",

@@ -15,7 +15,7 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 pub use crate::failure::FailureKind;
 
 /// Bumped whenever a message changes shape; peers with another version are refused.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// One URL to crawl, leased to whoever holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,6 +108,10 @@ pub struct CrawlPolicy {
     pub max_outlinks_per_page: u32,
     /// Fetches a child runs at once (across its domains).
     pub child_concurrency: u32,
+    /// Let children connect to internal addresses (loopback, private,
+    /// link-local, ...; see [`crate::address_policy`]). Off by default: a
+    /// page must not make the crawler request the operator's own network.
+    pub allow_private_networks: bool,
 }
 
 /// Where a process serves `/debug/pprof` and `/metrics`.

@@ -807,3 +807,165 @@ async fn a_panic_on_one_url_fails_that_url_alone() {
     assert_eq!(state, Some("failed"), "{victim} in the stored frontier");
     server.stop(Duration::from_secs(5)).await;
 }
+
+/// What a crawl of the internal-links host left behind.
+struct InternalCrawl {
+    log: Vec<RequestRecord>,
+    /// `_id` → (state, failure kind) of the stored frontier.
+    frontier: BTreeMap<String, (String, Option<String>)>,
+    pages: BTreeMap<String, Document>,
+    summary: serde_json::Value,
+    /// The internal URLs the crawl met (linked, then the redirect target).
+    internal: Vec<String>,
+    port: u16,
+}
+
+/// Crawls a tiny web plus [`hostile::INTERNAL_LINKS_HOST`] (links to
+/// 127.0.0.2, [::1] and localhost on the web's port, where the server also
+/// answers, and a redirect to 127.0.0.2), with `--scope any` so the links
+/// are followed, and with `extra` dispatcher flags.
+async fn crawl_internal_links(extra: &[&str]) -> InternalCrawl {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreServer::start().unwrap();
+    let spec = WebSpec {
+        seed: 41,
+        hosts: 1,
+        outside_hosts: 0,
+        pages_per_host: 4,
+        ..WebSpec::default()
+    };
+    let extras = WebExtras {
+        internal: true,
+        ..WebExtras::default()
+    };
+    let (server, mut cluster) = one_node(spec, extras, &store, dir.path()).await;
+    let port = server.addr().port();
+    cluster.dispatcher_args = dispatcher_args(REQUEST_TIMEOUT_MS);
+    cluster.dispatcher_args.extend(args(&["--scope", "any"]));
+    cluster.dispatcher_args.extend(args(extra));
+    let run = run_crawl(&cluster, Duration::from_secs(120)).await.unwrap();
+    eprintln!("crawl {extra:?} took {:?}; summary {}", run.wall, run.summary);
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    assert!(run.supervisors.iter().all(|s| s.success()));
+    let log = server.requests();
+    let db = store.client().await.unwrap().database("crawler");
+    let frontier = all_docs(&db, "frontier")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| {
+            let id = d.get_str("_id").unwrap_or("?").to_string();
+            let state = d.get_str("state").unwrap_or("?").to_string();
+            (id, (state, d.get_str("failure").ok().map(str::to_string)))
+        })
+        .collect();
+    let got = stored(&store).await;
+    // Something answers at every internal URL: a fetch there would succeed.
+    for host in hostile::INTERNAL_TARGET_HOSTS {
+        let status = get_status(host, port, hostile::INTERNAL_PATH).await;
+        assert_eq!(status, Some(200), "GET http://{host}:{port}/internal by hand");
+    }
+    server.stop(Duration::from_secs(5)).await;
+    InternalCrawl {
+        log,
+        frontier,
+        pages: got.pages,
+        summary: run.summary,
+        internal: hostile::internal_urls(port),
+        port,
+    }
+}
+
+/// The status of a plain HTTP/1.1 GET (the test's own, not the crawler's).
+async fn get_status(host: &str, port: u16, path: &str) -> Option<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let connect_to = host.trim_start_matches('[').trim_end_matches(']');
+    let mut s = tokio::net::TcpStream::connect((connect_to, port)).await.ok()?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut head = vec![0u8; 12];
+    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut head))
+        .await
+        .ok()?
+        .ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// The log's name for an internal URL's host (`Host` without the port).
+fn logged_host(url: &str) -> String {
+    let rest = url.trim_start_matches("http://");
+    let authority = rest.split('/').next().unwrap_or(rest);
+    authority
+        .rsplit_once(':')
+        .map_or(authority, |(h, _)| h)
+        .to_string()
+}
+
+/// Server-side request forgery: links to a loopback address other than the
+/// web's, to IPv6 loopback and to a name that resolves to loopback without
+/// an override, and a redirect to loopback, are never requested (not even
+/// robots.txt) although something answers there; each fails as
+/// `blocked_address`, for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_addresses_are_never_fetched() {
+    let c = crawl_internal_links(&[]).await;
+    let mut f = Findings::default();
+    for url in &c.internal {
+        let host = logged_host(url);
+        let n = c.log.iter().filter(|r| r.host == host).count();
+        f.check(n == 0, || format!("{n} requests to {host} (for {url})"));
+        let entry = c.frontier.get(url);
+        f.check(
+            entry.map(|(s, k)| (s.as_str(), k.as_deref())) == Some(("failed", Some("blocked_address"))),
+            || format!("{url}: stored frontier entry {entry:?}, expected failed / blocked_address"),
+        );
+        f.check(!c.pages.contains_key(url), || {
+            format!("{url} was stored as a page")
+        });
+    }
+    // Final at the first try: one failure each, none retried.
+    let blocked = &c.summary["failed"]["blocked_address"];
+    f.check(*blocked == c.internal.len(), || {
+        format!(
+            "summary failed.blocked_address = {blocked}, expected {}",
+            c.internal.len()
+        )
+    });
+    // The page that links to them and the redirect itself were crawled.
+    let home = format!("http://{}:{}/", hostile::INTERNAL_LINKS_HOST, c.port);
+    let redirect = format!(
+        "http://{}:{}{}",
+        hostile::INTERNAL_LINKS_HOST,
+        c.port,
+        hostile::INTERNAL_REDIRECT
+    );
+    let status = |u: &str| c.pages.get(u).and_then(|d| num(d, "status"));
+    f.check(status(&home) == Some(200), || {
+        format!("{home}: status {:?}", status(&home))
+    });
+    f.check(status(&redirect) == Some(302), || {
+        format!("{redirect}: status {:?}", status(&redirect))
+    });
+    f.assert_none();
+}
+
+/// `--allow-private-networks` is the explicit opt-in: the same links are
+/// then crawled like any others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_addresses_are_fetched_when_allowed() {
+    let c = crawl_internal_links(&["--allow-private-networks"]).await;
+    let mut f = Findings::default();
+    for url in &c.internal {
+        let host = logged_host(url);
+        let fetched = c.log.iter().any(|r| r.host == host && url.ends_with(&r.path));
+        f.check(fetched, || format!("{url} was not requested"));
+        let state = c.frontier.get(url).map(|(s, _)| s.as_str());
+        f.check(state == Some("done"), || {
+            format!("{url}: frontier state {state:?}")
+        });
+    }
+    f.check(c.summary["failed"]["blocked_address"].is_null(), || {
+        format!("blocked with the opt-in: {}", c.summary)
+    });
+    f.assert_none();
+}

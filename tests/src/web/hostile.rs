@@ -14,6 +14,11 @@
 //!   store or its memory (a `Crawl-delay: 1e20`, a page that decodes past
 //!   MongoDB's 16 MiB document limit, a page with 300,000 long outlinks).
 //!
+//! - with [`WebExtras::internal`](super::WebExtras), [`INTERNAL_LINKS_HOST`],
+//!   whose pages link to internal addresses where the server also listens
+//!   (`127.0.0.2`, `[::1]`, and `localhost`, which resolves to 127.0.0.1 by
+//!   `/etc/hosts`): a crawler must request none of them unless told to.
+//!
 //! These hosts are in scope (seeds) but not part of
 //! [`expected_crawl`](super::SyntheticWeb::expected_crawl): what a crawler
 //! stores for a trap depends on its limits, so tests assert them one by one.
@@ -225,12 +230,14 @@ pub fn binary_robots() -> &'static Bytes {
     })
 }
 
-/// A host served only with `extras.hostile` or `extras.oversized`.
+/// A host served only with `extras.hostile`, `extras.oversized` or `extras.internal`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SpecialHost {
     Hostile,
     Robots(RobotsCase),
     Oversized(Oversized),
+    /// [`INTERNAL_LINKS_HOST`], and the internal names it links to.
+    Internal,
 }
 
 /// Every hostile host, in in-scope order.
@@ -255,12 +262,16 @@ pub(crate) const OVERSIZED_HOSTS: [SpecialHost; 3] = [
     SpecialHost::Oversized(Oversized::ManyLinks),
 ];
 
+/// The internal-links host, when `extras.internal` is on (after the others).
+pub(crate) const INTERNAL_HOSTS: [SpecialHost; 1] = [SpecialHost::Internal];
+
 impl SpecialHost {
     pub fn name(self) -> &'static str {
         match self {
             SpecialHost::Hostile => HOSTILE_HOST,
             SpecialHost::Robots(c) => c.host(),
             SpecialHost::Oversized(c) => c.host(),
+            SpecialHost::Internal => INTERNAL_LINKS_HOST,
         }
     }
 
@@ -272,10 +283,68 @@ impl SpecialHost {
             _ => raw,
         };
         let name = name.strip_suffix('.').unwrap_or(name);
+        let internal_target = INTERNAL_TARGET_HOSTS.iter().any(|t| t.eq_ignore_ascii_case(name));
         served
             .iter()
             .copied()
-            .find(|h| h.name().eq_ignore_ascii_case(name))
+            .find(|h| h.name().eq_ignore_ascii_case(name) || (*h == SpecialHost::Internal && internal_target))
+    }
+}
+
+// ---- links to internal addresses ---------------------------------------------
+
+/// The in-scope host whose pages link to internal addresses.
+pub const INTERNAL_LINKS_HOST: &str = "internal-links.test";
+/// The hosts it links to, each on the web's port: a loopback address other
+/// than the one the web is served on, IPv6 loopback, and a name that
+/// resolves to loopback through `/etc/hosts` (no override). The server
+/// listens on all of them and answers 200, so a fetch would succeed.
+pub const INTERNAL_TARGET_HOSTS: [&str; 3] = ["127.0.0.2", "[::1]", "localhost"];
+/// The path linked on each internal host.
+pub const INTERNAL_PATH: &str = "/internal";
+/// A path of [`INTERNAL_LINKS_HOST`] that redirects (302) to
+/// `http://127.0.0.2:PORT{INTERNAL_REDIRECTED_PATH}`.
+pub const INTERNAL_REDIRECT: &str = "/to-internal";
+pub const INTERNAL_REDIRECTED_PATH: &str = "/redirected";
+
+/// The internal URLs a crawl of [`INTERNAL_LINKS_HOST`] meets on `port`,
+/// as the crawler normalises them: the linked ones, then the redirect target.
+pub fn internal_urls(port: u16) -> Vec<String> {
+    INTERNAL_TARGET_HOSTS
+        .iter()
+        .map(|h| format!("http://{h}:{port}{INTERNAL_PATH}"))
+        .chain(std::iter::once(format!(
+            "http://127.0.0.2:{port}{INTERNAL_REDIRECTED_PATH}"
+        )))
+        .collect()
+}
+
+/// The answers of [`INTERNAL_LINKS_HOST`] and of the internal hosts (any
+/// path there: 200, so only the crawler's refusal keeps it from a page).
+fn internal(host_header: &str, path_and_query: &str) -> Reply {
+    let port = host_header
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse::<u16>().ok())
+        .unwrap_or(80);
+    let name = SpecialHost::Internal.name();
+    let on_links_host = host_header
+        .get(..name.len())
+        .is_some_and(|h| h.eq_ignore_ascii_case(name));
+    if !on_links_host {
+        return page("internal: must not be fetched", &[]);
+    }
+    match path_and_query {
+        "/" => {
+            let urls = internal_urls(port);
+            let mut links: Vec<&str> = urls[..INTERNAL_TARGET_HOSTS.len()]
+                .iter()
+                .map(String::as_str)
+                .collect();
+            links.push(INTERNAL_REDIRECT);
+            page(name, &links)
+        }
+        INTERNAL_REDIRECT => redirect(302, &internal_urls(port)[INTERNAL_TARGET_HOSTS.len()]),
+        _ => not_found(),
     }
 }
 
@@ -501,6 +570,7 @@ impl HostileState {
             SpecialHost::Hostile => self.hostile(path_and_query),
             SpecialHost::Robots(case) => robots_case(case, path_and_query),
             SpecialHost::Oversized(case) => case.respond(host_header, path_and_query),
+            SpecialHost::Internal => internal(host_header, path_and_query),
         }
     }
 

@@ -153,6 +153,10 @@ pub struct WebExtras {
     /// `siteN.test` and the hostile hosts): a `Crawl-delay: 1e20`, a page that
     /// decodes past 16 MiB, a page with 300,000 long outlinks.
     pub oversized: bool,
+    /// Adds [`super::hostile::INTERNAL_LINKS_HOST`] (in scope, last), whose
+    /// home page links to internal addresses, and makes the server listen
+    /// on them too (`127.0.0.2` and `[::1]`, same port).
+    pub internal: bool,
 }
 
 /// A served host: in scope (`siteN.test`) or outside (`outN.test`).

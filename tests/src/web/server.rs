@@ -1,5 +1,6 @@
 //! One HTTP/1.1 server on one 127.0.0.1 port that serves every host of a
-//! [`SyntheticWeb`], routed by the `Host` header, and logs each request.
+//! [`SyntheticWeb`], routed by the `Host` header, and logs each request
+//! (with `extras.internal`, also on 127.0.0.2 and [::1], same port).
 //!
 //! A single axum fallback handler (no routing table) keeps per-request
 //! overhead to parsing the host/path and rendering the body.
@@ -89,9 +90,11 @@ impl WebServer {
     pub async fn start_with(spec: WebSpec, extras: WebExtras, bind: SocketAddr) -> anyhow::Result<WebServer> {
         let listener = TcpListener::bind(bind).await?;
         let addr = listener.local_addr()?;
+        let extras_internal = extras.internal;
         let web = Arc::new(SyntheticWeb::with_extras(spec, extras, addr.port()));
         let log: Log = Arc::new(Mutex::new(Vec::new()));
         let (closing, closing_rx) = watch::channel(false);
+        let closing_rx_extra = closing_rx.clone();
         let state = Arc::new(AppState {
             web: web.clone(),
             log: log.clone(),
@@ -99,6 +102,22 @@ impl WebServer {
             closing: closing_rx,
         });
         let app = Router::new().fallback(handle).with_state(state);
+        if extras_internal {
+            // The internal addresses the internal-links host links to, on
+            // the same port: something answers there, so only the crawler's
+            // refusal keeps it out. Served until the server closes.
+            for ip in ["127.0.0.2", "::1"] {
+                let ip: std::net::IpAddr = ip.parse()?;
+                let extra = TcpListener::bind(SocketAddr::new(ip, addr.port())).await?;
+                let app = app.clone();
+                let closing = closing_rx_extra.clone();
+                tokio::spawn(async move {
+                    let _ = axum::serve(extra, app)
+                        .with_graceful_shutdown(closed(closing))
+                        .await;
+                });
+            }
+        }
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });

@@ -76,6 +76,9 @@ impl SyntheticWeb {
         if extras.oversized {
             specials.extend(hostile::OVERSIZED_HOSTS);
         }
+        if extras.internal {
+            specials.extend(hostile::INTERNAL_HOSTS);
+        }
         let port_suffix = if port == 80 {
             String::new()
         } else {
