@@ -4,6 +4,7 @@
 //!
 //! Per URL: robots check → politeness → fetch → parse → store → report.
 
+mod body_dict;
 mod dns;
 mod fault;
 mod http;
@@ -101,6 +102,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         },
         times: times.clone(),
         pages,
+        body_dict: Arc::new(body_dict::BodyDictLearner::new(
+            stores.clone(),
+            policy.crawl_id.clone(),
+        )),
         report: report_tx,
         timing: timing.clone(),
         fetch_slots: Semaphore::new(policy.child_concurrency.max(1) as usize),

@@ -26,6 +26,7 @@ use shared::urls::{self, domain_of, origin_of};
 use tokio::sync::{mpsc, Semaphore};
 use url::Url;
 
+use crate::body_dict::BodyDictLearner;
 use crate::http::{self, Fetched, Http};
 use crate::page_writer::PageWriter;
 use crate::politeness::{DomainTimes, Pace};
@@ -38,6 +39,8 @@ pub struct Ctx {
     pub robots: RobotsSource,
     pub times: DomainTimes,
     pub pages: PageWriter,
+    /// The dictionary page bodies are compressed with, learnt from the first ones.
+    pub body_dict: Arc<BodyDictLearner>,
     pub report: mpsc::UnboundedSender<CrawlResult>,
     pub timing: TimingLog,
     /// Fetches in progress across all domains of this child.
@@ -447,7 +450,8 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
         // The bytes as sent, compressed; read back with `pages get` or
         // `shared::page_body::html_of` (decompress, decode with `charset`).
         let charset = encoding.unwrap_or(encoding_rs::UTF_8).name();
-        page_body::store(&mut d, &resp.body, Some(charset));
+        page_body::store(&mut d, &resp.body, Some(charset), ctx.body_dict.current());
+        ctx.body_dict.learn(&resp.body);
         for (k, v) in [
             ("title", f.title),
             ("description", f.description),

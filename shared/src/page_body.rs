@@ -10,12 +10,16 @@
 //! 3-byte U+FFFD).
 //!
 //! Page document fields written here: `body` (binary), `body_encoding`
-//! (`"zstd"`), `charset` (the WHATWG name the HTML was decoded with) and,
-//! when the body had to be cut to fit the store, `truncated: true`.
-//! [`html_of`] reads a page back as text.
+//! (`"zstd"`), `body_dict` (the id of the zstd dictionary it was
+//! compressed with, when there was one; see `body_dict`), `charset` (the
+//! WHATWG name the HTML was decoded with) and, when the body had to be cut
+//! to fit the store, `truncated: true`. [`raw_of`] reads a body back,
+//! [`html_of`] as text.
 
 use bson::spec::BinarySubtype;
 use bson::{Binary, Bson, Document};
+
+use crate::body_dict::{BodyDict, Dictionaries};
 
 /// The only body encoding written today.
 pub const ZSTD: &str = "zstd";
@@ -31,14 +35,15 @@ pub const MAX_STORED_BYTES: usize = 12 * 1024 * 1024;
 /// readers facing a document they did not write.
 pub const MAX_DECOMPRESSED_BYTES: usize = 256 * 1024 * 1024;
 
-/// Sets `body`, `body_encoding` and `charset` on a page document. A body
-/// that compresses past [`MAX_STORED_BYTES`] (only possible when
-/// `--max-body-bytes` is raised above it) is cut until it fits, and the
-/// page is marked `truncated`.
-pub fn store(doc: &mut Document, raw: &[u8], charset: Option<&str>) {
+/// Sets `body`, `body_encoding`, `body_dict` and `charset` on a page
+/// document, compressing with `dict` when there is one (it must be in the
+/// store already, for readers). A body that compresses past
+/// [`MAX_STORED_BYTES`] (only possible when `--max-body-bytes` is raised
+/// above it) is cut until it fits, and the page is marked `truncated`.
+pub fn store(doc: &mut Document, raw: &[u8], charset: Option<&str>, dict: Option<&BodyDict>) {
     let mut len = raw.len();
     let packed = loop {
-        let packed = compress(&raw[..len]);
+        let packed = compress(&raw[..len], dict);
         if packed.len() <= MAX_STORED_BYTES || len == 0 {
             break packed;
         }
@@ -54,24 +59,38 @@ pub fn store(doc: &mut Document, raw: &[u8], charset: Option<&str>) {
         },
     );
     doc.insert("body_encoding", ZSTD);
+    if let Some(dict) = dict {
+        doc.insert("body_dict", &dict.id);
+    }
     if let Some(charset) = charset {
         doc.insert("charset", charset);
     }
 }
 
-fn compress(raw: &[u8]) -> Vec<u8> {
+fn compress(raw: &[u8], dict: Option<&BodyDict>) -> Vec<u8> {
+    /// A compression context and the dictionary (id) it was made with.
+    type Context = (Option<String>, zstd::bulk::Compressor<'static>);
     thread_local! {
-        // One context per thread: making a new one costs about 20 µs a page.
-        static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
-            std::cell::RefCell::new(zstd::bulk::Compressor::new(LEVEL).ok());
+        // One context per thread, remade only when the dictionary changes
+        // (once in a child's life): making one costs about 20 µs a page.
+        static COMPRESSOR: std::cell::RefCell<Option<Context>> = const { std::cell::RefCell::new(None) };
     }
+    let id = dict.map(|d| &d.id);
     COMPRESSOR
-        .with(|c| match c.borrow_mut().as_mut() {
-            Some(c) => c.compress(raw).ok(),
-            None => None,
+        .with(|c| {
+            let mut c = c.borrow_mut();
+            if c.as_ref().is_none_or(|(made_with, _)| made_with.as_ref() != id) {
+                let made = match dict {
+                    Some(d) => zstd::bulk::Compressor::with_dictionary(LEVEL, &d.bytes),
+                    None => zstd::bulk::Compressor::new(LEVEL),
+                };
+                *c = made.ok().map(|made| (id.cloned(), made));
+            }
+            c.as_mut().and_then(|(_, c)| c.compress(raw).ok())
         })
-        // Compressing into memory cannot fail but for allocation failure.
-        .or_else(|| zstd::bulk::compress(raw, LEVEL).ok())
+        // Compressing into memory cannot fail but for allocation failure;
+        // then without the dictionary (the page does not name it).
+        .or_else(|| zstd::bulk::compress(raw, LEVEL).ok().filter(|_| dict.is_none()))
         .unwrap_or_default()
 }
 
@@ -82,12 +101,15 @@ pub enum BodyError {
     Missing,
     #[error("unknown body encoding {0:?}")]
     Encoding(String),
+    #[error("the body's dictionary {0} is not in the store")]
+    MissingDictionary(String),
     #[error("the stored body does not decompress: {0}")]
     Corrupt(String),
 }
 
-/// The body bytes as the server sent them (after HTTP content decoding).
-pub fn raw_of(doc: &Document) -> Result<Vec<u8>, BodyError> {
+/// The body bytes as the server sent them (after HTTP content decoding);
+/// `dicts`: the store's dictionaries (`Dictionaries::load`).
+pub fn raw_of(doc: &Document, dicts: &Dictionaries) -> Result<Vec<u8>, BodyError> {
     let bytes = match doc.get("body") {
         Some(Bson::Binary(b)) => &b.bytes,
         _ => return Err(BodyError::Missing),
@@ -99,8 +121,14 @@ pub fn raw_of(doc: &Document) -> Result<Vec<u8>, BodyError> {
     }
     use std::io::Read;
     let corrupt = |e: std::io::Error| BodyError::Corrupt(e.to_string());
+    let dict: &[u8] = match doc.get_str("body_dict") {
+        Ok(id) => dicts
+            .get(id)
+            .ok_or_else(|| BodyError::MissingDictionary(id.to_string()))?,
+        Err(_) => &[],
+    };
     let mut out = Vec::new();
-    zstd::stream::read::Decoder::new(bytes.as_slice())
+    zstd::stream::read::Decoder::with_dictionary(bytes.as_slice(), dict)
         .map_err(corrupt)?
         .take(MAX_DECOMPRESSED_BYTES as u64 + 1)
         .read_to_end(&mut out)
@@ -115,8 +143,8 @@ pub fn raw_of(doc: &Document) -> Result<Vec<u8>, BodyError> {
 
 /// The page as text: the body decoded with its recorded charset (UTF-8
 /// when none was recorded), invalid bytes replaced.
-pub fn html_of(doc: &Document) -> Result<String, BodyError> {
-    let raw = raw_of(doc)?;
+pub fn html_of(doc: &Document, dicts: &Dictionaries) -> Result<String, BodyError> {
+    let raw = raw_of(doc, dicts)?;
     let encoding = doc
         .get_str("charset")
         .ok()
@@ -129,20 +157,61 @@ pub fn html_of(doc: &Document) -> Result<String, BodyError> {
 mod tests {
     use super::*;
 
+    fn none() -> Dictionaries {
+        Dictionaries::default()
+    }
+
+    #[test]
+    fn bodies_compressed_with_a_dictionary_need_it_to_be_read() {
+        // Pages of one site: the same frame around different text.
+        let page = |i: usize| {
+            format!(
+                "<html><head><title>Page {i}</title><script src=/app.js></script></head><body>\
+                 <nav><a href=/>Home</a><a href=/about>About us</a><a href=/contact>Contact</a></nav>\
+                 <p>{}</p><footer>Copyright Example Ltd. All rights reserved.</footer></body></html>",
+                format!("item {} ", i * 7919 % 1000).repeat(20)
+            )
+            .into_bytes()
+        };
+        let samples: Vec<Vec<u8>> = (0..200).map(page).collect();
+        let dict = BodyDict::train(&samples).unwrap();
+        let body = page(1000);
+        let (mut with, mut without) = (Document::new(), Document::new());
+        store(&mut with, &body, None, Some(&dict));
+        store(&mut without, &body, None, None);
+        assert_eq!(with.get_str("body_dict"), Ok(dict.id.as_str()));
+        assert!(without.get("body_dict").is_none());
+        let size = |d: &Document| d.get_binary_generic("body").unwrap().len();
+        assert!(
+            size(&with) < size(&without),
+            "{} vs {}",
+            size(&with),
+            size(&without)
+        );
+        assert_eq!(
+            raw_of(&with, &none()),
+            Err(BodyError::MissingDictionary(dict.id.clone()))
+        );
+        let mut dicts = none();
+        dicts.insert(dict);
+        assert_eq!(raw_of(&with, &dicts).unwrap(), body);
+        assert_eq!(raw_of(&without, &dicts).unwrap(), body);
+    }
+
     #[test]
     fn bodies_round_trip_byte_for_byte_and_decode_with_their_charset() {
         let latin1 = b"<p>caf\xe9</p>".repeat(500);
         let mut d = Document::new();
-        store(&mut d, &latin1, Some("windows-1252"));
-        assert_eq!(raw_of(&d).unwrap(), latin1);
-        assert!(html_of(&d).unwrap().starts_with("<p>café</p>"));
+        store(&mut d, &latin1, Some("windows-1252"), None);
+        assert_eq!(raw_of(&d, &none()).unwrap(), latin1);
+        assert!(html_of(&d, &none()).unwrap().starts_with("<p>café</p>"));
         assert!(matches!(d.get("body"), Some(Bson::Binary(b)) if b.bytes.len() < latin1.len() / 10));
         assert!(d.get("truncated").is_none());
         // Invalid UTF-8 stays bytes in the store; it is replaced only when read as text.
         let mut bad = Document::new();
-        store(&mut bad, &[0xff; 1000], Some("UTF-8"));
-        assert_eq!(raw_of(&bad).unwrap(), vec![0xff; 1000]);
-        assert_eq!(html_of(&bad).unwrap().chars().count(), 1000);
+        store(&mut bad, &[0xff; 1000], Some("UTF-8"), None);
+        assert_eq!(raw_of(&bad, &none()).unwrap(), vec![0xff; 1000]);
+        assert_eq!(html_of(&bad, &none()).unwrap().chars().count(), 1000);
     }
 
     #[test]
@@ -158,19 +227,19 @@ mod tests {
             })
             .collect();
         let mut d = Document::new();
-        store(&mut d, &noise, None);
+        store(&mut d, &noise, None, None);
         assert_eq!(d.get_bool("truncated"), Ok(true));
-        let raw = raw_of(&d).unwrap();
+        let raw = raw_of(&d, &none()).unwrap();
         assert!(raw.len() < noise.len() && noise.starts_with(&raw));
         assert!(matches!(d.get("body"), Some(Bson::Binary(b)) if b.bytes.len() <= MAX_STORED_BYTES));
     }
 
     #[test]
     fn unreadable_bodies_are_errors() {
-        assert_eq!(raw_of(&Document::new()), Err(BodyError::Missing));
+        assert_eq!(raw_of(&Document::new(), &none()), Err(BodyError::Missing));
         let mut d = bson::doc! {"body": Binary { subtype: BinarySubtype::Generic, bytes: vec![1, 2, 3] }};
-        assert_eq!(raw_of(&d), Err(BodyError::Encoding(String::new())));
+        assert_eq!(raw_of(&d, &none()), Err(BodyError::Encoding(String::new())));
         d.insert("body_encoding", ZSTD);
-        assert!(matches!(raw_of(&d), Err(BodyError::Corrupt(_))));
+        assert!(matches!(raw_of(&d, &none()), Err(BodyError::Corrupt(_))));
     }
 }

@@ -1,6 +1,7 @@
 //! Access to the two MongoDB stores and the indexes their queries need.
 //!
-//! Primary (`--mongo-uri`, `--db`): `seeds`, `frontier`, `pages`.
+//! Primary (`--mongo-uri`, `--db`): `seeds`, `frontier`, `pages`,
+//! `body_dicts`.
 //! Second (`--robots-uri`, `--robots-db`): `robots`, `domains`.
 //!
 //! Documents are keyed by their natural key in `_id` (normalised URL,
@@ -24,6 +25,8 @@ use crate::cli::StoreArgs;
 pub const SEEDS: &str = "seeds";
 pub const FRONTIER: &str = "frontier";
 pub const PAGES: &str = "pages";
+/// zstd dictionaries of page bodies (see `body_dict`).
+pub const BODY_DICTS: &str = "body_dicts";
 pub const ROBOTS: &str = "robots";
 pub const DOMAINS: &str = "domains";
 
@@ -100,6 +103,9 @@ impl Stores {
     }
     pub fn pages(&self) -> Collection<Document> {
         self.primary.collection(PAGES)
+    }
+    pub fn body_dicts(&self) -> Collection<Document> {
+        self.primary.collection(BODY_DICTS)
     }
     pub fn robots(&self) -> Collection<Document> {
         self.second.collection(ROBOTS)

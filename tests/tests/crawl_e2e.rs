@@ -8,6 +8,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use crawl_tests::harness::{all_docs, args, run_crawl, ClusterSpec, StoreServer};
 use crawl_tests::verify;
 use crawl_tests::web::{WebServer, WebSpec};
+use shared::body_dict::Dictionaries;
 
 const MIN_DELAY_MS: u64 = 20;
 
@@ -73,6 +74,7 @@ async fn crawls_the_synthetic_web_into_two_stores() {
     assert!(expected.count_status(404) > 0 && expected.count_status(302) > 0);
     verify::assert_frontier_finished(&db).await.unwrap();
     let pages = all_docs(&db, "pages").await.unwrap();
+    let dicts = Dictionaries::load(&db).await.unwrap();
 
     // HTML pages carry their body, byte for byte as served (compressed in
     // the store, read back as an archive would), and their features.
@@ -80,9 +82,9 @@ async fn crawls_the_synthetic_web_into_two_stores() {
         let id = d.get_str("_id").unwrap();
         let url = url::Url::parse(d.get_str("final_url").unwrap_or(id)).unwrap();
         let served = web.respond(url.host_str().unwrap(), &url[url::Position::BeforePath..]);
-        let stored = shared::page_body::raw_of(d).unwrap_or_else(|e| panic!("body of {id}: {e}"));
+        let stored = shared::page_body::raw_of(d, &dicts).unwrap_or_else(|e| panic!("body of {id}: {e}"));
         assert!(stored == served.body, "body of {id} differs from what was served");
-        let html = shared::page_body::html_of(d).unwrap();
+        let html = shared::page_body::html_of(d, &dicts).unwrap();
         assert!(html.contains("</html>"), "html of {id} missing");
         assert!(
             d.get_str("title").is_ok(),
@@ -90,6 +92,20 @@ async fn crawls_the_synthetic_web_into_two_stores() {
             d.get_str("_id").unwrap()
         );
     }
+
+    // Children learnt a body dictionary from their first pages, stored it,
+    // and compressed later pages with it (the bodies above read back
+    // through it).
+    let with_dict = pages.iter().filter(|d| d.get_str("body_dict").is_ok()).count();
+    let dict_ids: BTreeSet<&str> = pages.iter().filter_map(|d| d.get_str("body_dict").ok()).collect();
+    assert!(
+        with_dict > 100,
+        "only {with_dict} pages compressed with a dictionary"
+    );
+    assert!(
+        dict_ids.iter().all(|id| dicts.get(id).is_some()),
+        "a page names a dictionary the store lacks"
+    );
 
     // Nothing disallowed, nothing out of scope was requested.
     let requests = server.requests();

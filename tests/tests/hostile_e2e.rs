@@ -15,6 +15,7 @@ use bson::{Bson, Document};
 use crawl_tests::harness::{all_docs, args, run_crawl, ClusterSpec, StoreServer};
 use crawl_tests::web::hostile::{self, Oversized, RobotsCase, HOSTILE_HOST, ROBOTS_CASE_LINKS};
 use crawl_tests::web::{RequestRecord, WebExtras, WebServer, WebSpec};
+use shared::body_dict::Dictionaries;
 
 const MIN_DELAY_MS: u64 = 20;
 const REQUEST_TIMEOUT_MS: u64 = 2000;
@@ -82,6 +83,8 @@ impl Findings {
 struct Stored {
     pages: BTreeMap<String, Document>,
     frontier: BTreeMap<String, String>,
+    /// To read the pages' bodies.
+    dicts: Dictionaries,
 }
 
 async fn stored(store: &StoreServer) -> Stored {
@@ -104,7 +107,12 @@ async fn stored(store: &StoreServer) -> Stored {
             )
         })
         .collect();
-    Stored { pages, frontier }
+    let dicts = Dictionaries::load(&db).await.unwrap();
+    Stored {
+        pages,
+        frontier,
+        dicts,
+    }
 }
 
 impl Stored {
@@ -304,7 +312,7 @@ async fn survives_a_hostile_web() {
     f.check(title("/bad-utf8").is_some_and(|t| t.contains('\u{FFFD}')), || {
         format!("/bad-utf8 title {:?}, expected U+FFFD", title("/bad-utf8"))
     });
-    if let Some(html) = page("/latin1").and_then(|d| shared::page_body::html_of(d).ok()) {
+    if let Some(html) = page("/latin1").and_then(|d| shared::page_body::html_of(d, &got.dicts).ok()) {
         f.check(html.contains("café crème"), || {
             "/latin1 html not decoded".to_string()
         });
@@ -565,7 +573,7 @@ async fn survives_answers_too_big_for_the_crawler() {
     // 28 MB, would not fit a document; the compressed bytes do).
     let wide_url = web.url_on(Oversized::WideUtf8.host(), "/wide");
     if let Some(d) = got.pages.get(&wide_url) {
-        let raw = shared::page_body::raw_of(d);
+        let raw = shared::page_body::raw_of(d, &got.dicts);
         eprintln!(
             "/wide: bytes {:?}, stored body {:?} bytes, truncated {:?}",
             num(d, "bytes"),
@@ -580,7 +588,7 @@ async fn survives_answers_too_big_for_the_crawler() {
                 served.len()
             )
         });
-        let html = shared::page_body::html_of(d).unwrap_or_default();
+        let html = shared::page_body::html_of(d, &got.dicts).unwrap_or_default();
         f.check(
             html.starts_with(hostile::WIDE_HEAD)
                 && html.len() > 3 * hostile::WIDE_BYTES / 2

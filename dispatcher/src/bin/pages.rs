@@ -12,6 +12,7 @@ use std::io::Write;
 use anyhow::{bail, Context};
 use bson::doc;
 use clap::{Parser, Subcommand};
+use shared::body_dict::Dictionaries;
 use shared::cli::StoreArgs;
 use shared::page_body;
 use shared::store::Stores;
@@ -61,10 +62,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 page.remove("body");
                 let json = serde_json::to_string_pretty(&bson::Bson::Document(page).into_relaxed_extjson())?;
                 writeln!(out, "{json}")?;
-            } else if raw {
-                out.write_all(&page_body::raw_of(&page)?)?;
             } else {
-                out.write_all(page_body::html_of(&page)?.as_bytes())?;
+                let dicts = Dictionaries::load(&stores.primary).await?;
+                if raw {
+                    out.write_all(&page_body::raw_of(&page, &dicts)?)?;
+                } else {
+                    out.write_all(page_body::html_of(&page, &dicts)?.as_bytes())?;
+                }
             }
             out.flush()?;
         }
