@@ -11,14 +11,21 @@ use crate::timing::TimingConfig;
 #[derive(Debug, Clone, Args)]
 pub struct StoreArgs {
     /// Primary MongoDB: seeds, frontier, pages.
-    #[arg(long, env = "CRAWLER_MONGO_URI", default_value = "mongodb://127.0.0.1:27017")]
+    /// A URI with a password belongs in the environment, not on the
+    /// command line, where `ps` shows it to every user of the machine.
+    #[arg(
+        long,
+        env = "CRAWLER_MONGO_URI",
+        default_value = "mongodb://127.0.0.1:27017",
+        hide_env_values = true
+    )]
     pub mongo_uri: String,
     /// Database name in the primary store.
     #[arg(long, env = "CRAWLER_DB", default_value = "crawler")]
     pub db: String,
     /// Second store (robots.txt, per-domain last-crawled times); defaults to
     /// the primary server.
-    #[arg(long, env = "CRAWLER_ROBOTS_URI")]
+    #[arg(long, env = "CRAWLER_ROBOTS_URI", hide_env_values = true)]
     pub robots_uri: Option<String>,
     /// Database name in the second store.
     #[arg(long, env = "CRAWLER_ROBOTS_DB", default_value = "crawler_robots")]
@@ -26,20 +33,39 @@ pub struct StoreArgs {
 }
 
 impl StoreArgs {
-    /// The arguments that reproduce these settings in a child process.
-    pub fn to_args(&self) -> Vec<String> {
-        let mut v = vec![
-            "--mongo-uri".into(),
-            self.mongo_uri.clone(),
-            "--db".into(),
-            self.db.clone(),
-            "--robots-db".into(),
-            self.robots_db.clone(),
-        ];
+    /// The arguments that reproduce these settings in a child process,
+    /// and the environment that carries its secrets: the URIs (which may
+    /// hold passwords) go through the environment, never on its command
+    /// line.
+    pub fn to_child(&self) -> ChildSettings {
+        let mut env = vec![("CRAWLER_MONGO_URI", self.mongo_uri.clone())];
         if let Some(uri) = &self.robots_uri {
-            v.extend(["--robots-uri".into(), uri.clone()]);
+            env.push(("CRAWLER_ROBOTS_URI", uri.clone()));
         }
-        v
+        ChildSettings {
+            args: vec![
+                "--db".into(),
+                self.db.clone(),
+                "--robots-db".into(),
+                self.robots_db.clone(),
+            ],
+            env,
+        }
+    }
+}
+
+/// How a child process gets a setting: arguments for what may be seen,
+/// environment variables for secrets.
+#[derive(Debug, Default, PartialEq)]
+pub struct ChildSettings {
+    pub args: Vec<String>,
+    pub env: Vec<(&'static str, String)>,
+}
+
+impl ChildSettings {
+    pub fn extend(&mut self, other: ChildSettings) {
+        self.args.extend(other.args);
+        self.env.extend(other.env);
     }
 }
 
@@ -88,15 +114,17 @@ impl ObsArgs {
         }
     }
 
-    /// Arguments for a child process: same node, token and log directory,
-    /// but its own free debug port.
-    pub fn to_child_args(&self) -> Vec<String> {
+    /// Settings for a child process: same node, token and log directory,
+    /// but its own free debug port. The token goes in the environment.
+    pub fn to_child(&self) -> ChildSettings {
         let mut v = vec!["--node".into(), self.node_name()];
         let ip = self.debug_addr.ip();
         v.extend(["--debug-addr".into(), SocketAddr::new(ip, 0).to_string()]);
-        if let Some(t) = &self.debug_token {
-            v.extend(["--debug-token".into(), t.clone()]);
-        }
+        let env = self
+            .debug_token
+            .iter()
+            .map(|t| ("CRAWLER_DEBUG_TOKEN", t.clone()))
+            .collect();
         if let Some(p) = &self.timing_log {
             // Children share the directory; each writes its own file.
             let dir = if p.is_dir() {
@@ -114,7 +142,7 @@ impl ObsArgs {
         if self.log_urls {
             v.push("--log-urls".into());
         }
-        v
+        ChildSettings { args: v, env }
     }
 }
 
@@ -127,4 +155,48 @@ pub fn hostname() -> String {
     }
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(flatten)]
+        obs: ObsArgs,
+    }
+
+    #[test]
+    fn secrets_go_to_children_in_the_environment_not_in_their_arguments() {
+        let cli = Cli::parse_from([
+            "x",
+            "--mongo-uri",
+            "mongodb://u:pw1@db/",
+            "--robots-uri",
+            "mongodb://u:pw2@db2/",
+            "--debug-token",
+            "tok3",
+        ]);
+        let mut child = cli.store.to_child();
+        child.extend(cli.obs.to_child());
+        let args = child.args.join(" ");
+        for secret in ["pw1", "pw2", "tok3"] {
+            assert!(!args.contains(secret), "{secret} in {args}");
+        }
+        assert_eq!(
+            child.env,
+            [
+                ("CRAWLER_MONGO_URI", "mongodb://u:pw1@db/".to_string()),
+                ("CRAWLER_ROBOTS_URI", "mongodb://u:pw2@db2/".to_string()),
+                ("CRAWLER_DEBUG_TOKEN", "tok3".to_string()),
+            ]
+        );
+        // The child reads them back from there.
+        let back = Cli::try_parse_from(std::iter::once("x".to_string()).chain(child.args.iter().cloned()));
+        assert!(back.is_ok());
+    }
 }

@@ -118,11 +118,28 @@ impl Stores {
 async fn client(uri: &str, app_name: &str) -> anyhow::Result<Client> {
     let mut opts = ClientOptions::parse(uri)
         .await
-        .with_context(|| format!("bad MongoDB URI {uri:?}"))?;
+        .with_context(|| format!("bad MongoDB URI {:?}", redact_uri(uri)))?;
     opts.app_name = Some(app_name.to_string());
     opts.server_selection_timeout = Some(Duration::from_secs(10));
     opts.connect_timeout = Some(Duration::from_secs(5));
     Client::with_options(opts).context("creating MongoDB client")
+}
+
+/// `uri` with the password of its user info (`user:password@`) replaced
+/// by `***`, for messages: a URI may be shown, its password never.
+pub fn redact_uri(uri: &str) -> String {
+    let Some((scheme, rest)) = uri.split_once("://") else {
+        return uri.to_string();
+    };
+    // User info ends at the last `@` before the first `/` (hosts hold none).
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => {
+            let user = rest[..at].split_once(':').map_or(&rest[..at], |(user, _)| user);
+            format!("{scheme}://{user}:***@{}", &rest[at + 1..])
+        }
+        None => uri.to_string(),
+    }
 }
 
 /// Longest one store operation may take before it counts as failed. The
@@ -173,5 +190,35 @@ impl Backoff {
         eprintln!("{what} failed, retrying in {:?}: {why}", self.0);
         tokio::time::sleep(self.0).await;
         self.0 = (self.0 * 2).min(Duration::from_secs(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_are_shown_without_their_password() {
+        assert_eq!(
+            redact_uri("mongodb://crawler:s3cr%40t@db1:27017,db2/crawl?authSource=admin"),
+            "mongodb://crawler:***@db1:27017,db2/crawl?authSource=admin"
+        );
+        assert_eq!(
+            redact_uri("mongodb+srv://u:p@cluster.example/"),
+            "mongodb+srv://u:***@cluster.example/"
+        );
+        assert_eq!(
+            redact_uri("mongodb://127.0.0.1:27017"),
+            "mongodb://127.0.0.1:27017"
+        );
+        assert_eq!(redact_uri("not a uri"), "not a uri");
+    }
+
+    #[tokio::test]
+    async fn a_bad_uri_is_reported_without_its_password() {
+        let err = client("mongodb://u:hunter2@", "t").await.expect_err("a bad URI");
+        let msg = format!("{err:#}");
+        assert!(!msg.contains("hunter2"), "{msg}");
+        assert!(msg.contains("u:***@"), "{msg}");
     }
 }

@@ -21,6 +21,9 @@ use tokio::sync::mpsc;
 pub struct ChildSpec {
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// Secrets (store URIs, the debug token): given in the environment,
+    /// which only the child's user can read, never in `args`.
+    pub env: Vec<(&'static str, String)>,
     pub policy: CrawlPolicy,
     /// No frame (not even a heartbeat) for this long means the child hangs.
     pub hang_timeout: Duration,
@@ -134,6 +137,7 @@ type Frames = mpsc::Receiver<FromChild>;
 fn spawn(spec: &ChildSpec) -> std::io::Result<(Child, ChildStdin, Frames)> {
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -168,17 +168,20 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .context("executable has no directory")?
             .join("crawler-child"),
     };
-    let mut child_args = args.store.to_args();
-    child_args.extend(args.obs.to_child_args());
+    let mut child = args.store.to_child();
+    child.extend(args.obs.to_child());
     for r in &args.resolve {
-        child_args.extend(["--resolve".into(), r.clone()]);
+        child.args.extend(["--resolve".into(), r.clone()]);
     }
     for h in &args.hosts_file {
-        child_args.extend(["--hosts-file".into(), h.to_string_lossy().into_owned()]);
+        child
+            .args
+            .extend(["--hosts-file".into(), h.to_string_lossy().into_owned()]);
     }
     let spec = ChildSpec {
         program,
-        args: child_args,
+        args: child.args,
+        env: child.env,
         policy,
         hang_timeout: Duration::from_secs(args.hang_timeout_secs),
         max_crashes: args.max_child_crashes.max(1),

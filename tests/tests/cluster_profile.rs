@@ -329,6 +329,26 @@ async fn cluster_profile_pprof_and_metrics_during_a_crawl() {
     let roles: BTreeSet<&str> = procs.iter().map(|p| p.role.as_str()).collect();
     assert_eq!(roles, ROLES.into_iter().collect(), "roles in /debug/cluster");
 
+    // Secrets reach children through their environment: no child's command
+    // line (what `ps` shows every user of the machine) holds the store URI.
+    for p in procs.iter().filter(|p| p.role == "crawler-child") {
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", p.pid)).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        assert!(cmdline.contains("crawler-child"), "child {}: {cmdline:?}", p.pid);
+        assert!(
+            !cmdline.contains(&store.uri) && !cmdline.contains("--mongo-uri"),
+            "child {} has the store URI on its command line: {cmdline}",
+            p.pid
+        );
+        let environ = std::fs::read(format!("/proc/{}/environ", p.pid)).unwrap_or_default();
+        let want = format!("CRAWLER_MONGO_URI={}", store.uri);
+        assert!(
+            environ.split(|&b| b == 0).any(|v| v == want.as_bytes()),
+            "child {} was not given the store URI in its environment",
+            p.pid
+        );
+    }
+
     let before = scrape(&http, &debug_addr).await;
     let results_before = total(&before, "crawler_dispatcher_results_total");
     let metrics_at = Instant::now();
