@@ -2,13 +2,12 @@
 //!
 //! New URLs become `{_id: url, domain, depth, state: "queued"}`; finished
 //! ones get their state set, and failed ones the kind of their failure
-//! (`failure: "timeout"`, `"blocked_address"`, ...), so the store says why. Inserting by `_id` makes a retried batch
-//! harmless (duplicates are ignored). A restarted dispatcher reads this
-//! collection back to resume.
-
-use std::time::{Duration, Instant};
+//! (`failure: "timeout"`, `"blocked_address"`, ...), so the store says
+//! why. Inserting by `_id` makes a retried batch harmless (duplicates are
+//! ignored). A restarted dispatcher reads this collection back to resume.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use bson::{doc, Document};
 use shared::failure::FailureKind;

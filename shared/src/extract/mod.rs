@@ -102,11 +102,15 @@ pub fn extract_fast(body: &[u8], page_url: &Url, options: ExtractOptions) -> Opt
 }
 
 fn finish(raw: Raw, page_url: &Url, max_links: usize) -> PageFeatures {
-    let attr = |s: &str| entities::decode(s, Context::Attribute).into_owned();
+    // Attribute values, decoded as HTML decodes them (borrowed when they
+    // hold no reference, which is nearly always).
+    fn attr(s: &str) -> std::borrow::Cow<'_, str> {
+        entities::decode(s, Context::Attribute)
+    }
     let base = raw
         .base
         .as_deref()
-        .and_then(|b| page_url.join(entities::decode(b, Context::Attribute).trim()).ok())
+        .and_then(|b| page_url.join(attr(b).trim()).ok())
         .unwrap_or_else(|| page_url.clone());
     let cap = if max_links == 0 { usize::MAX } else { max_links };
     let mut seen = HashSet::with_capacity(raw.hrefs.len().min(cap));
@@ -118,7 +122,7 @@ fn finish(raw: Raw, page_url: &Url, max_links: usize) -> PageFeatures {
             over_cap = raw.hrefs.len() - i;
             break;
         }
-        match urls::resolve(&base, &entities::decode(href, Context::Attribute)) {
+        match urls::resolve(&base, &attr(href)) {
             Ok(url) => {
                 let s: String = url.into();
                 if seen.insert(s.clone()) {
@@ -131,12 +135,15 @@ fn finish(raw: Raw, page_url: &Url, max_links: usize) -> PageFeatures {
     let title = collapse_ws(&entities::decode(&raw.title, Context::Text));
     PageFeatures {
         title: (!title.is_empty()).then(|| clip(&title)),
-        description: raw.description.map(|d| attr(&d)).filter(|d| !d.is_empty()),
+        description: raw
+            .description
+            .map(|d| attr(&d).into_owned())
+            .filter(|d| !d.is_empty()),
         canonical: raw
             .canonical
             .and_then(|c| urls::resolve(&base, &attr(&c)).ok())
             .map(String::from),
-        lang: raw.lang.map(|l| attr(&l)).filter(|l| !l.is_empty()),
+        lang: raw.lang.map(|l| attr(&l).into_owned()).filter(|l| !l.is_empty()),
         links,
         rejected,
         over_cap,
