@@ -197,6 +197,7 @@ impl Args {
 }
 
 fn main() -> anyhow::Result<()> {
+    shared::alloc::tune();
     let args = Args::parse();
     shared::runtime()?.block_on(crawl::run(args))
 }

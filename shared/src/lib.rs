@@ -6,6 +6,7 @@
 //! per-operation timing log and the HELP text of every metric.
 
 pub mod address_policy;
+pub mod alloc;
 pub mod body_dict;
 pub mod cli;
 pub mod extract;

@@ -89,6 +89,7 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
+    shared::alloc::tune();
     let args = Args::parse();
     shared::runtime()?.block_on(run(args))
 }

@@ -1,0 +1,65 @@
+//! The allocator every crawler process runs on: mimalloc, kept from handing
+//! memory back to the kernel the moment it is free.
+//!
+//! A crawler allocates and frees the same few megabytes over and over
+//! (bodies, compressed pages, BSON, extracted links). With mimalloc's
+//! default purge delay, freed pages were handed back to the kernel and
+//! faulted in again moments later: about 2,000 page faults a second in
+//! each child on the realistic bench, each one a zeroed page (the kernel's
+//! `clear_page` showed in the child's profile). Holding free memory for
+//! [`PURGE_DELAY_MS`] before returning it took that to about 300 a second
+//! (`perf stat -e page-faults` on the children). Memory that stays unused
+//! longer (after a burst) still goes back.
+//!
+//! Each binary declares `#[global_allocator] static ALLOCATOR: MiMalloc`
+//! and calls [`tune`] first thing in `main`. `MIMALLOC_PURGE_DELAY` in the
+//! environment still wins.
+
+use std::ffi::c_long;
+
+/// How long freed memory stays with the process before mimalloc hands it
+/// back to the kernel.
+pub const PURGE_DELAY_MS: c_long = 10_000;
+
+/// `mi_option_purge_delay` in mimalloc v3's `mi_option_t` (the sys crate
+/// names no constant for it); the test below checks it against the
+/// option's documented default.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Applies this module's settings; call first thing in `main`.
+pub fn tune() {
+    // mimalloc reads its environment when the process loads, so a setting
+    // there is already in force and must not be overwritten.
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        return;
+    }
+    // SAFETY: sets a number in mimalloc's option table; the option index
+    // is in range (checked by the test below), and mimalloc reads the
+    // value afresh each time it schedules a purge.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_purge_delay_option_is_the_one_set() {
+        // Option 15 must be `purge_delay`, whose default in mimalloc v3 is
+        // 1,000 ms; an upgrade that renumbers the options fails here
+        // instead of silently setting something else. (Read before
+        // `tune`, in a process that has not called it; an environment
+        // setting would also show here.)
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+            // SAFETY: reads mimalloc's option table.
+            assert_eq!(
+                unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) },
+                1_000
+            );
+        }
+        tune();
+        // SAFETY: as above.
+        let now = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
+        assert!(now == PURGE_DELAY_MS || std::env::var_os("MIMALLOC_PURGE_DELAY").is_some());
+    }
+}
