@@ -35,6 +35,9 @@ pub struct Http {
     addresses: AddressPolicy,
     /// Bounds [`Http::admit`]'s lookup, as it bounds a request's.
     connect_timeout: Duration,
+    /// The headers every request carries besides `Host`, as stored with
+    /// each page (`shared::exchange`).
+    request_headers: bson::Bson,
 }
 
 /// What came back, with the body capped.
@@ -47,6 +50,21 @@ pub struct Fetched {
     pub body: Vec<u8>,
     /// The body was longer than the cap and was cut.
     pub truncated: bool,
+    /// What an archive record needs besides the body (see `exchange`).
+    pub head: ResponseHead,
+}
+
+/// The response's head and where it came from, kept for WARC records.
+#[derive(Debug)]
+pub struct ResponseHead {
+    pub version: reqwest::Version,
+    /// As received, except that reqwest drops `Content-Encoding` and
+    /// `Content-Length` when it decodes a compressed body.
+    pub headers: reqwest::header::HeaderMap,
+    /// The address dialled (absent only if the connection did not say).
+    pub remote: Option<std::net::IpAddr>,
+    /// When the request was sent.
+    pub started: std::time::SystemTime,
 }
 
 /// Why a fetch produced no response.
@@ -120,8 +138,16 @@ impl Http {
             .no_proxy()
             .dns_resolver(resolver.clone())
             .build()?;
+        // What reqwest sends on every request: our User-Agent, its default
+        // Accept, and the Accept-Encoding its gzip and brotli features add.
+        let request_headers = shared::exchange::headers_bson([
+            ("user-agent", policy.user_agent.as_bytes()),
+            ("accept", &b"*/*"[..]),
+            ("accept-encoding", &b"gzip, br"[..]),
+        ]);
         Ok(Http {
             client,
+            request_headers,
             max_body: policy.max_body_bytes,
             resolver,
             addresses,
@@ -165,12 +191,18 @@ impl Http {
             .map_err(|b| FetchError::blocked(b, "ip_literal"))
     }
 
+    /// The headers each request carries besides `Host`, as stored.
+    pub(crate) fn request_headers(&self) -> &bson::Bson {
+        &self.request_headers
+    }
+
     pub async fn get(&self, url: &Url) -> Result<Fetched, FetchError> {
         self.get_capped(url, self.max_body).await
     }
 
     pub async fn get_capped(&self, url: &Url, max_body: u64) -> Result<Fetched, FetchError> {
         self.check_literal(url)?;
+        let started = std::time::SystemTime::now();
         let mut resp = self
             .client
             .get(url.clone())
@@ -202,6 +234,12 @@ impl Http {
             }
             body.extend_from_slice(&chunk);
         }
+        let head = ResponseHead {
+            version: resp.version(),
+            remote: resp.remote_addr().map(|a| a.ip()),
+            headers: std::mem::take(resp.headers_mut()),
+            started,
+        };
         Ok(Fetched {
             status,
             content_type,
@@ -209,6 +247,7 @@ impl Http {
             retry_after,
             body,
             truncated,
+            head,
         })
     }
 }

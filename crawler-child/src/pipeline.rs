@@ -400,7 +400,26 @@ fn base_page(item: &WorkItem, ctx: &Ctx, final_url: &Url, resp: &Fetched) -> Doc
     if let Some(ct) = &resp.content_type {
         d.insert("content_type", ct);
     }
+    let head = &resp.head;
+    let parts = shared::exchange::ResponseParts {
+        version: http_version(head.version),
+        headers: head.headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
+        ip: head.remote,
+        started: DateTime::from_system_time(head.started),
+    };
+    shared::exchange::store(&mut d, parts, ctx.http.request_headers());
     d
+}
+
+/// The version as an HTTP status line writes it.
+fn http_version(v: reqwest::Version) -> &'static str {
+    match v {
+        reqwest::Version::HTTP_09 => "HTTP/0.9",
+        reqwest::Version::HTTP_10 => "HTTP/1.0",
+        reqwest::Version::HTTP_2 => "HTTP/2",
+        reqwest::Version::HTTP_3 => "HTTP/3",
+        _ => "HTTP/1.1",
+    }
 }
 
 fn cross_domain_redirect(ctx: &Ctx, item: &WorkItem, current: &Url, resp: &Fetched, target: Url) -> Done {
