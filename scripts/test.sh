@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/store.sh install
 scripts/ansible.sh install
+scripts/warcio.sh install
 PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s scripts/oprates/tests -t scripts  # oprates.py's unit tests
 # One release build: the end-to-end tests run these binaries.
 cargo build --release --workspace --bins

@@ -1,11 +1,18 @@
-//! pages: reads stored pages back.
+//! pages: reads stored pages back, one at a time or as a whole crawl.
 //!
 //! Page bodies are stored zstd-compressed, as the bytes the server sent
-//! (see `shared::page_body`); this is the documented way to read one:
+//! (see `shared::page_body`); this is the documented way to read them:
 //!
 //!     pages get http://site.test/p/1          # the HTML, decoded with its charset
 //!     pages get --raw http://site.test/p/1    # the bytes as sent
 //!     pages get --doc http://site.test/p/1    # the page document, body left out, as JSON
+//!     pages get --headers http://site.test/p/1  # the response's status line and headers
+//!     pages export --format warc --out DIR    # WARC/1.1 files (also jsonl, csv); see `export`
+//!     pages stats                             # counts by status, domain, type, day; bytes
+
+mod export;
+mod stats;
+mod warc;
 
 use std::io::Write;
 
@@ -36,8 +43,19 @@ enum Cmd {
         #[arg(long, conflicts_with = "doc")]
         raw: bool,
         /// The page document (status, features, ...) as JSON, without the body.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "headers")]
         doc: bool,
+        /// The response's status line and headers as received.
+        #[arg(long, conflicts_with = "raw")]
+        headers: bool,
+    },
+    /// Writes stored pages out as WARC, JSON lines or CSV (resumable).
+    Export(export::ExportArgs),
+    /// Counts the stored pages by status, domain, content type and day.
+    Stats {
+        /// Only pages of this crawl.
+        #[arg(long)]
+        crawl_id: Option<String>,
     },
 }
 
@@ -49,7 +67,14 @@ fn main() -> anyhow::Result<()> {
 async fn run(args: Args) -> anyhow::Result<()> {
     let stores = Stores::connect(&args.store, "pages").await?;
     match args.cmd {
-        Cmd::Get { url, raw, doc } => {
+        Cmd::Export(export) => export::run(&stores, export).await?,
+        Cmd::Stats { crawl_id } => stats::run(&stores, crawl_id).await?,
+        Cmd::Get {
+            url,
+            raw,
+            doc,
+            headers,
+        } => {
             let found = shared::store::deadline(stores.pages().find_one(doc! {"_id": &url}))
                 .await
                 .context("the store did not answer in time")?
@@ -58,7 +83,21 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 bail!("no stored page {url}");
             };
             let mut out = std::io::stdout().lock();
-            if doc {
+            if headers {
+                let ex = shared::exchange::Exchange::of(&page);
+                let status = page.get_i32("status").unwrap_or(0);
+                writeln!(
+                    out,
+                    "{} {status}",
+                    ex.http_version.as_deref().unwrap_or("HTTP/1.1")
+                )?;
+                for (name, value) in ex.headers {
+                    out.write_all(name.as_bytes())?;
+                    out.write_all(b": ")?;
+                    out.write_all(&value)?;
+                    out.write_all(b"\n")?;
+                }
+            } else if doc {
                 page.remove("body");
                 let json = serde_json::to_string_pretty(&bson::Bson::Document(page).into_relaxed_extjson())?;
                 writeln!(out, "{json}")?;

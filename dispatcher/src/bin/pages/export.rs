@@ -1,0 +1,609 @@
+//! `pages export`: streams stored pages out as WARC, JSON lines or CSV.
+//!
+//! Pages are read in `_id` order, so an export can stop anywhere and
+//! resume: after every [`CHECKPOINT_PAGES`] pages the output is flushed and
+//! `export-state.json` in the output folder records the last URL written
+//! and the output file's length. Run the same command again and it cuts
+//! the file back to that length and goes on from the next URL; `--restart`
+//! starts over.
+//!
+//! WARC output is WARC/1.1, one gzip member a record: per file a
+//! `warcinfo`, then per page a `response` (the HTTP head as received and
+//! the body as stored), a `request` and a `metadata` record (depth, title,
+//! links counted, ...), the latter two `WARC-Concurrent-To` the response.
+//! Files are cut at `--max-file-bytes` (1 GB by default).
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use bson::{doc, DateTime, Document};
+use clap::{Args, ValueEnum};
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
+use shared::body_dict::Dictionaries;
+use shared::exchange::Exchange;
+use shared::page_body::{self, BodyError};
+use shared::store::{deadline, Stores};
+
+use crate::warc::{self, Record};
+
+/// Pages between two checkpoints of the export state.
+const CHECKPOINT_PAGES: u64 = 1000;
+const STATE_FILE: &str = "export-state.json";
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Format {
+    Warc,
+    Jsonl,
+    Csv,
+}
+
+impl Format {
+    fn extension(self) -> &'static str {
+        match self {
+            Format::Warc => "warc.gz",
+            Format::Jsonl => "jsonl",
+            Format::Csv => "csv",
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ExportArgs {
+    #[arg(long, value_enum, default_value = "warc")]
+    format: Format,
+    /// Only pages of this crawl.
+    #[arg(long)]
+    crawl_id: Option<String>,
+    /// Only pages fetched at or after this time (RFC 3339, e.g. 2026-11-23T00:00:00Z).
+    #[arg(long)]
+    since: Option<String>,
+    /// Folder the files go to (made if missing).
+    #[arg(long, default_value = "export")]
+    out: PathBuf,
+    /// A file is closed and the next one started past this size.
+    #[arg(long, default_value_t = 1_000_000_000)]
+    max_file_bytes: u64,
+    /// Ignore an earlier, unfinished export in `--out` and start over.
+    #[arg(long)]
+    restart: bool,
+}
+
+/// What an export has done so far; saved at each checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct State {
+    format: Format,
+    crawl_id: Option<String>,
+    since: Option<String>,
+    /// Number of the file being written (0, 1, ...).
+    file: u32,
+    /// Its length at the checkpoint.
+    file_bytes: u64,
+    /// The last page written (pages go in `_id` order).
+    last_id: Option<String>,
+    pages: u64,
+    finished: bool,
+}
+
+pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.out).with_context(|| format!("making {}", args.out.display()))?;
+    let state_path = args.out.join(STATE_FILE);
+    let fresh = State {
+        format: args.format,
+        crawl_id: args.crawl_id.clone(),
+        since: args.since.clone(),
+        file: 0,
+        file_bytes: 0,
+        last_id: None,
+        pages: 0,
+        finished: false,
+    };
+    let mut state = match read_state(&state_path)? {
+        Some(old) if !args.restart => {
+            if (old.format, &old.crawl_id, &old.since) != (fresh.format, &fresh.crawl_id, &fresh.since) {
+                bail!(
+                    "{} holds an export with other settings ({:?}, crawl {:?}, since {:?}); use another --out or --restart",
+                    args.out.display(),
+                    old.format,
+                    old.crawl_id,
+                    old.since
+                );
+            }
+            if old.finished {
+                eprintln!(
+                    "pages: the export in {} is complete ({} pages)",
+                    args.out.display(),
+                    old.pages
+                );
+                return Ok(());
+            }
+            eprintln!(
+                "pages: resuming after {} pages, from file {}",
+                old.pages,
+                file_name(&args.out, old.format, old.file).display()
+            );
+            old
+        }
+        _ => fresh,
+    };
+    let mut filter = Document::new();
+    if let Some(id) = &args.crawl_id {
+        filter.insert("crawl_id", id);
+    }
+    if let Some(since) = &args.since {
+        let t = DateTime::parse_rfc3339_str(since)
+            .with_context(|| format!("--since {since:?} is not an RFC 3339 time"))?;
+        filter.insert("fetched_at", doc! {"$gte": t});
+    }
+    if let Some(last) = &state.last_id {
+        filter.insert("_id", doc! {"$gt": last});
+    }
+    let mut dicts = Dictionaries::load(&stores.primary).await?;
+    let mut cursor = deadline(stores.pages().find(filter).sort(doc! {"_id": 1}))
+        .await
+        .context("the store did not answer in time")?
+        .context("reading pages")?;
+    let mut out = Output::open(&args.out, &state)?;
+    let started = Instant::now();
+    let mut last_report = Instant::now();
+    let mut since_checkpoint = 0u64;
+    loop {
+        let next = deadline(cursor.try_next())
+            .await
+            .context("the store did not answer in time")?
+            .context("reading pages")?;
+        let Some(page) = next else { break };
+        let body = match page_body::raw_of(&page, &dicts) {
+            Err(BodyError::MissingDictionary(_)) => {
+                // Written by a child that learnt its dictionary after this
+                // export began.
+                dicts = Dictionaries::load(&stores.primary).await?;
+                page_body::raw_of(&page, &dicts)
+            }
+            other => other,
+        };
+        let body = match body {
+            Ok(b) => Some(b),
+            Err(BodyError::Missing) => None,
+            Err(e) => {
+                let id = page.get_str("_id").unwrap_or("?");
+                eprintln!("pages: {id}: body left out: {e}");
+                None
+            }
+        };
+        if out.bytes >= args.max_file_bytes && state.format == Format::Warc {
+            state.file += 1;
+            state.file_bytes = 0;
+            out = Output::open(&args.out, &state)?;
+        }
+        out.page(&page, body.as_deref())?;
+        state.pages += 1;
+        state.last_id = page.get_str("_id").ok().map(str::to_string);
+        since_checkpoint += 1;
+        if since_checkpoint >= CHECKPOINT_PAGES {
+            since_checkpoint = 0;
+            state.file_bytes = out.flush()?;
+            write_state(&state_path, &state)?;
+        }
+        if last_report.elapsed().as_secs() >= 5 {
+            last_report = Instant::now();
+            eprintln!(
+                "pages: {} pages exported ({:.0}/s), {}",
+                state.pages,
+                state.pages as f64 / started.elapsed().as_secs_f64(),
+                out.path.display()
+            );
+        }
+    }
+    state.file_bytes = out.flush()?;
+    state.finished = true;
+    write_state(&state_path, &state)?;
+    eprintln!(
+        "pages: {} pages exported to {} in {:.1} s",
+        state.pages,
+        args.out.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn read_state(path: &Path) -> anyhow::Result<Option<State>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(
+            serde_json::from_slice(&bytes).with_context(|| format!("reading {}", path.display()))?,
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Written to a temporary file and renamed, so a crash leaves the old
+/// state or the new one, never half of one.
+fn write_state(path: &Path, state: &State) -> anyhow::Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(state)?)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+fn file_name(dir: &Path, format: Format, n: u32) -> PathBuf {
+    dir.join(format!("pages-{n:05}.{}", format.extension()))
+}
+
+/// The file being written.
+struct Output {
+    path: PathBuf,
+    file: BufWriter<File>,
+    format: Format,
+    bytes: u64,
+    warcinfo_id: String,
+}
+
+impl Output {
+    /// Opens file `state.file`, cut back to `state.file_bytes` (what the
+    /// last checkpoint saw written; anything after it is written again).
+    fn open(dir: &Path, state: &State) -> anyhow::Result<Output> {
+        let path = file_name(dir, state.format, state.file);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        file.set_len(state.file_bytes)
+            .with_context(|| format!("cutting {} back to its last checkpoint", path.display()))?;
+        file.seek(std::io::SeekFrom::End(0))?;
+        let mut out = Output {
+            path,
+            file: BufWriter::with_capacity(1 << 20, file),
+            format: state.format,
+            bytes: state.file_bytes,
+            warcinfo_id: warc::record_id(),
+        };
+        if out.bytes == 0 {
+            out.start(state)?;
+        }
+        Ok(out)
+    }
+
+    /// What a file begins with: a `warcinfo` record, or the CSV header.
+    fn start(&mut self, state: &State) -> anyhow::Result<()> {
+        match self.format {
+            Format::Warc => {
+                let mut info = format!(
+                    "software: synthcrawler pages {}\r\nformat: WARC File Format 1.1\r\nconformsTo: http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/\r\n",
+                    env!("CARGO_PKG_VERSION")
+                );
+                if let Some(id) = &state.crawl_id {
+                    info.push_str(&format!("isPartOf: {}\r\n", warc::field_value(id)));
+                }
+                let name = self
+                    .path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let record = Record {
+                    kind: "warcinfo",
+                    id: &self.warcinfo_id,
+                    date: &warc::warc_date(DateTime::now()),
+                    content_type: "application/warc-fields",
+                    headers: vec![("WARC-Filename", name)],
+                    block: info.as_bytes(),
+                };
+                self.bytes += record.write_gz(&mut self.file)?;
+            }
+            Format::Csv => {
+                let line = format!("{}\n", Row::COLUMNS.join(","));
+                self.file.write_all(line.as_bytes())?;
+                self.bytes += line.len() as u64;
+            }
+            Format::Jsonl => {}
+        }
+        Ok(())
+    }
+
+    fn page(&mut self, page: &Document, body: Option<&[u8]>) -> anyhow::Result<()> {
+        let row = Row::of(page);
+        match self.format {
+            Format::Warc => {
+                self.bytes += write_warc_page(&mut self.file, page, &row, body, &self.warcinfo_id)?
+            }
+            Format::Jsonl => {
+                let mut line = serde_json::to_vec(&row)?;
+                line.push(b'\n');
+                self.file.write_all(&line)?;
+                self.bytes += line.len() as u64;
+            }
+            Format::Csv => {
+                let line = row.csv_line();
+                self.file.write_all(line.as_bytes())?;
+                self.bytes += line.len() as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes to the file and returns its length.
+    fn flush(&mut self) -> anyhow::Result<u64> {
+        self.file.flush()?;
+        self.file.get_ref().sync_data()?;
+        Ok(self.bytes)
+    }
+}
+
+/// A page's fields for JSON lines and CSV (and the WARC metadata record).
+#[derive(Debug, Serialize)]
+struct Row {
+    url: String,
+    final_url: Option<String>,
+    status: i32,
+    content_type: Option<String>,
+    fetched_at: Option<String>,
+    ip: Option<String>,
+    bytes: i64,
+    truncated: bool,
+    domain: Option<String>,
+    depth: i32,
+    crawl_id: Option<String>,
+    title: Option<String>,
+    description: Option<String>,
+    canonical: Option<String>,
+    lang: Option<String>,
+    charset: Option<String>,
+    outlinks: i32,
+    redirect_to: Option<String>,
+}
+
+impl Row {
+    const COLUMNS: [&'static str; 18] = [
+        "url",
+        "final_url",
+        "status",
+        "content_type",
+        "fetched_at",
+        "ip",
+        "bytes",
+        "truncated",
+        "domain",
+        "depth",
+        "crawl_id",
+        "title",
+        "description",
+        "canonical",
+        "lang",
+        "charset",
+        "outlinks",
+        "redirect_to",
+    ];
+
+    fn of(d: &Document) -> Row {
+        let s = |k: &str| d.get_str(k).ok().map(str::to_string);
+        Row {
+            url: s("_id").unwrap_or_default(),
+            final_url: s("final_url"),
+            status: d.get_i32("status").unwrap_or(0),
+            content_type: s("content_type"),
+            fetched_at: d
+                .get_datetime("fetched_at")
+                .ok()
+                .and_then(|t| t.try_to_rfc3339_string().ok()),
+            ip: s("ip"),
+            bytes: d.get_i64("bytes").unwrap_or(0),
+            truncated: d.get_bool("truncated").unwrap_or(false),
+            domain: s("domain"),
+            depth: d.get_i32("depth").unwrap_or(0),
+            crawl_id: s("crawl_id"),
+            title: s("title"),
+            description: s("description"),
+            canonical: s("canonical"),
+            lang: s("lang"),
+            charset: s("charset"),
+            outlinks: d.get_i32("outlinks").unwrap_or(0),
+            redirect_to: s("redirect_to"),
+        }
+    }
+
+    /// One CSV line (RFC 4180: fields with a comma, quote or line break
+    /// are quoted, quotes doubled).
+    fn csv_line(&self) -> String {
+        let opt = |v: &Option<String>| v.clone().unwrap_or_default();
+        let fields = [
+            self.url.clone(),
+            opt(&self.final_url),
+            self.status.to_string(),
+            opt(&self.content_type),
+            opt(&self.fetched_at),
+            opt(&self.ip),
+            self.bytes.to_string(),
+            self.truncated.to_string(),
+            opt(&self.domain),
+            self.depth.to_string(),
+            opt(&self.crawl_id),
+            opt(&self.title),
+            opt(&self.description),
+            opt(&self.canonical),
+            opt(&self.lang),
+            opt(&self.charset),
+            self.outlinks.to_string(),
+            opt(&self.redirect_to),
+        ];
+        let mut line = fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",");
+        line.push('\n');
+        line
+    }
+}
+
+fn csv_field(f: &str) -> String {
+    if f.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", f.replace('"', "\"\""))
+    } else {
+        f.to_string()
+    }
+}
+
+/// The response, request and metadata records of one page; returns the
+/// bytes written.
+fn write_warc_page(
+    out: &mut impl Write,
+    page: &Document,
+    row: &Row,
+    body: Option<&[u8]>,
+    warcinfo_id: &str,
+) -> anyhow::Result<u64> {
+    let ex = Exchange::of(page);
+    let target = row.final_url.clone().unwrap_or_else(|| row.url.clone());
+    let when = ex
+        .started
+        .or_else(|| page.get_datetime("fetched_at").ok().copied())
+        .unwrap_or_else(DateTime::now);
+    let date = warc::warc_date(when);
+    let payload = body.unwrap_or_default();
+    // The head as received, but for the framing: the payload is written
+    // whole and decoded, so its length is given and any chunking dropped.
+    let mut headers: Vec<(String, Vec<u8>)> = ex
+        .headers
+        .into_iter()
+        .filter(|(n, _)| {
+            !n.eq_ignore_ascii_case("content-length") && !n.eq_ignore_ascii_case("transfer-encoding")
+        })
+        .collect();
+    headers.push(("Content-Length".into(), payload.len().to_string().into_bytes()));
+    let status = u16::try_from(row.status).unwrap_or(0);
+    let reason = http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let version = ex.http_version.as_deref().unwrap_or("HTTP/1.1");
+    let block = warc::http_block(&format!("{version} {status} {reason}"), &headers, payload);
+    let response_id = warc::record_id();
+    let mut response_headers = vec![
+        ("WARC-Target-URI", target.clone()),
+        ("WARC-Warcinfo-ID", warcinfo_id.to_string()),
+    ];
+    if let Some(ip) = &ex.ip {
+        response_headers.push(("WARC-IP-Address", ip.clone()));
+    }
+    response_headers.push(("WARC-Payload-Digest", warc::sha1_digest(payload)));
+    if row.truncated {
+        response_headers.push(("WARC-Truncated", "length".into()));
+    } else if (payload.len() as i64) < row.bytes {
+        // The body was received but not kept (not HTML, or not a 2xx).
+        response_headers.push(("WARC-Truncated", "unspecified".into()));
+    }
+    let mut written = Record {
+        kind: "response",
+        id: &response_id,
+        date: &date,
+        content_type: "application/http;msgtype=response",
+        headers: response_headers,
+        block: &block,
+    }
+    .write_gz(out)?;
+
+    let request = request_block(&target, &ex.request_headers);
+    written += Record {
+        kind: "request",
+        id: &warc::record_id(),
+        date: &date,
+        content_type: "application/http;msgtype=request",
+        headers: vec![
+            ("WARC-Target-URI", target.clone()),
+            ("WARC-Warcinfo-ID", warcinfo_id.to_string()),
+            ("WARC-Concurrent-To", response_id.clone()),
+        ],
+        block: &request,
+    }
+    .write_gz(out)?;
+
+    let mut fields = String::new();
+    let mut field = |name: &str, value: &str| {
+        fields.push_str(name);
+        fields.push_str(": ");
+        fields.push_str(&warc::field_value(value));
+        fields.push_str("\r\n");
+    };
+    field("via", &row.url);
+    field("depth", &row.depth.to_string());
+    field("outlinks", &row.outlinks.to_string());
+    for (name, value) in [
+        ("title", &row.title),
+        ("description", &row.description),
+        ("canonical", &row.canonical),
+        ("lang", &row.lang),
+        ("charset", &row.charset),
+        ("redirect-to", &row.redirect_to),
+        ("crawl-id", &row.crawl_id),
+    ] {
+        if let Some(v) = value {
+            field(name, v);
+        }
+    }
+    written += Record {
+        kind: "metadata",
+        id: &warc::record_id(),
+        date: &date,
+        content_type: "application/warc-fields",
+        headers: vec![
+            ("WARC-Target-URI", target.clone()),
+            ("WARC-Warcinfo-ID", warcinfo_id.to_string()),
+            ("WARC-Concurrent-To", response_id),
+        ],
+        block: fields.as_bytes(),
+    }
+    .write_gz(out)?;
+    Ok(written)
+}
+
+/// The request as sent: `GET`, the path and query, `Host`, then the
+/// headers the client sends on every request.
+fn request_block(target: &str, headers: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let (path, host) = match url::Url::parse(target) {
+        Ok(u) => {
+            let mut path = u.path().to_string();
+            if let Some(q) = u.query() {
+                path.push('?');
+                path.push_str(q);
+            }
+            let host = match (u.host_str(), u.port()) {
+                (Some(h), Some(p)) => format!("{h}:{p}"),
+                (Some(h), None) => h.to_string(),
+                _ => String::new(),
+            };
+            (path, host)
+        }
+        Err(_) => ("/".to_string(), String::new()),
+    };
+    let mut all = vec![("Host".to_string(), host.into_bytes())];
+    all.extend(headers.iter().cloned());
+    warc::http_block(&format!("GET {path} HTTP/1.1"), &all, b"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_with_commas_quotes_or_breaks_are_quoted() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
+    }
+
+    #[test]
+    fn requests_name_the_host_and_port_and_keep_the_query() {
+        let block = request_block(
+            "http://a.test:8080/p/1?x=2#frag",
+            &[("user-agent".into(), b"bot".to_vec())],
+        );
+        assert_eq!(
+            String::from_utf8(block).expect("ascii"),
+            "GET /p/1?x=2 HTTP/1.1\r\nHost: a.test:8080\r\nuser-agent: bot\r\n\r\n"
+        );
+    }
+}

@@ -1,0 +1,197 @@
+//! End-to-end: crawl the synthetic web, then take the data out with
+//! `pages export` and read it with an independent WARC reader, warcio
+//! (installed by `scripts/warcio.sh`), as a researcher would.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crawl_tests::harness::{all_docs, args, bin, repo_root, run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::web::{WebServer, WebSpec};
+use sha1::{Digest, Sha1};
+
+fn web_spec() -> WebSpec {
+    WebSpec {
+        seed: 11,
+        hosts: 6,
+        outside_hosts: 1,
+        pages_per_host: 40,
+        crawl_delay_every: 0,
+        ..WebSpec::default()
+    }
+}
+
+/// Runs `pages ARGS` against the store; returns stdout.
+fn pages(uri: &str, list: &[&str]) -> String {
+    let out = Command::new(bin("pages").expect("the pages binary"))
+        .env("CRAWLER_MONGO_URI", uri)
+        .args(list)
+        .output()
+        .expect("running pages");
+    assert!(
+        out.status.success(),
+        "pages {list:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs warcio's own Python on a script; returns stdout.
+fn warcio_python(script: &str, file: &Path) -> String {
+    let status = Command::new(repo_root().join("scripts/warcio.sh"))
+        .arg("install")
+        .status()
+        .expect("scripts/warcio.sh install");
+    assert!(status.success(), "installing warcio failed");
+    let python = repo_root().join(".venv-warcio/bin/python");
+    let out = Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .arg(file)
+        .output()
+        .expect("running warcio's python");
+    assert!(
+        out.status.success(),
+        "warcio script failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn warcio(list: &[&str]) -> (bool, String) {
+    let out = Command::new(repo_root().join("scripts/warcio.sh"))
+        .args(list)
+        .output()
+        .expect("running warcio");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crawl_exports_to_warc_that_warcio_reads_and_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreServer::start().unwrap();
+    let server = WebServer::start(web_spec(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let web = server.web();
+    let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
+    spec.supervisors = 1;
+    spec.dispatcher_args = args(&["--min-delay-ms", "5", "--max-depth", "100"]);
+    let run = run_crawl(&spec, Duration::from_secs(300)).await.unwrap();
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+
+    let db = store.client().await.unwrap().database("crawler");
+    let stored = all_docs(&db, "pages").await.unwrap();
+    assert!(stored.len() >= 100, "only {} pages stored", stored.len());
+    // The exchange is kept with each page: the address dialled and the
+    // headers both ways.
+    for d in &stored {
+        let id = d.get_str("_id").unwrap();
+        assert_eq!(d.get_str("ip"), Ok("127.0.0.1"), "ip of {id}");
+        let ex = shared::exchange::Exchange::of(d);
+        assert!(
+            ex.request_headers.iter().any(|(n, _)| n == "user-agent"),
+            "request headers of {id}"
+        );
+        assert!(!ex.headers.is_empty(), "response headers of {id}");
+    }
+
+    // WARC, checked by warcio: every record's digests verify.
+    let out = dir.path().join("warc");
+    let out_s = out.to_str().unwrap();
+    pages(&store.uri, &["export", "--format", "warc", "--out", out_s]);
+    let file = out.join("pages-00000.warc.gz");
+    let (ok, text) = warcio(&["check", "-v", file.to_str().unwrap()]);
+    assert!(ok, "warcio check failed:\n{text}");
+    assert!(text.contains("digest pass"), "warcio checked no digest:\n{text}");
+    assert!(!text.contains("digest fail"), "a digest failed:\n{text}");
+
+    // One response, request and metadata record per stored page (and a
+    // warcinfo), per warcio's index.
+    let (ok, index) = warcio(&["index", "-f", "warc-type,warc-target-uri", file.to_str().unwrap()]);
+    assert!(ok, "warcio index failed:\n{index}");
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    for line in index.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        *kinds
+            .entry(v["warc-type"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    assert_eq!(kinds.get("warcinfo"), Some(&1), "{kinds:?}");
+    for kind in ["response", "request", "metadata"] {
+        assert_eq!(kinds.get(kind), Some(&stored.len()), "{kind} records: {kinds:?}");
+    }
+
+    // Each 200 page's payload, as warcio reads it, is byte for byte what
+    // the synthetic web served.
+    let script = r#"
+import hashlib, json, sys
+from warcio.archiveiterator import ArchiveIterator
+with open(sys.argv[1], 'rb') as f:
+    for r in ArchiveIterator(f):
+        if r.rec_type == 'response':
+            body = r.content_stream().read()
+            print(json.dumps({'uri': r.rec_headers.get_header('WARC-Target-URI'),
+                              'status': r.http_headers.get_statuscode(),
+                              'ip': r.rec_headers.get_header('WARC-IP-Address'),
+                              'sha1': hashlib.sha1(body).hexdigest()}))
+"#;
+    let mut checked = 0;
+    for line in warcio_python(script, &file).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["ip"], "127.0.0.1");
+        if v["status"] != "200" {
+            continue;
+        }
+        let url = url::Url::parse(v["uri"].as_str().unwrap()).unwrap();
+        let served = web.respond(url.host_str().unwrap(), &url[url::Position::BeforePath..]);
+        let want = hex(&Sha1::digest(&served.body));
+        assert_eq!(
+            v["sha1"].as_str().unwrap(),
+            want,
+            "payload of {url} differs from what was served"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 100, "only {checked} payloads compared");
+
+    // JSON lines and CSV: one line a page (CSV after its header).
+    let jsonl = dir.path().join("jsonl");
+    pages(
+        &store.uri,
+        &["export", "--format", "jsonl", "--out", jsonl.to_str().unwrap()],
+    );
+    let lines = std::fs::read_to_string(jsonl.join("pages-00000.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), stored.len());
+    let csv = dir.path().join("csv");
+    pages(
+        &store.uri,
+        &["export", "--format", "csv", "--out", csv.to_str().unwrap()],
+    );
+    let lines = std::fs::read_to_string(csv.join("pages-00000.csv")).unwrap();
+    assert_eq!(lines.lines().count(), stored.len() + 1);
+
+    // A second run of a finished export writes nothing more.
+    let before = std::fs::metadata(&file).unwrap().len();
+    pages(&store.uri, &["export", "--format", "warc", "--out", out_s]);
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), before);
+
+    // stats counts every page.
+    let stats = pages(&store.uri, &["stats"]);
+    assert!(
+        stats.starts_with(&format!("pages: {}\n", stored.len())),
+        "{stats}"
+    );
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
