@@ -184,6 +184,53 @@ with open(sys.argv[1], 'rb') as f:
     pages(&store.uri, &["export", "--format", "warc", "--out", out_s]);
     assert_eq!(std::fs::metadata(&file).unwrap().len(), before);
 
+    // An export cut short (its last checkpoint half-way, then half a
+    // record more written) resumes to the same records: pages go in `_id`
+    // order, three records each after the warcinfo.
+    let (ok, index) = warcio(&[
+        "index",
+        "-f",
+        "offset,warc-type,warc-target-uri",
+        file.to_str().unwrap(),
+    ]);
+    assert!(ok, "warcio index failed:\n{index}");
+    let records: Vec<serde_json::Value> = index.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut ids: Vec<&str> = stored.iter().map(|d| d.get_str("_id").unwrap()).collect();
+    ids.sort_unstable();
+    let k = ids.len() / 2;
+    let cut: u64 = records[1 + 3 * k]["offset"].as_str().unwrap().parse().unwrap();
+    let state_path = out.join("export-state.json");
+    let mut state: serde_json::Value = serde_json::from_slice(&std::fs::read(&state_path).unwrap()).unwrap();
+    state["finished"] = false.into();
+    state["last_id"] = ids[k - 1].into();
+    state["file_bytes"] = cut.into();
+    state["pages"] = k.into();
+    std::fs::write(&state_path, serde_json::to_vec(&state).unwrap()).unwrap();
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes.truncate(cut as usize + 100);
+    std::fs::write(&file, &bytes).unwrap();
+    pages(&store.uri, &["export", "--format", "warc", "--out", out_s]);
+    let (ok, text) = warcio(&["check", file.to_str().unwrap()]);
+    assert!(ok, "warcio check failed after resuming:\n{text}");
+    let (ok, resumed) = warcio(&["index", "-f", "warc-type,warc-target-uri", file.to_str().unwrap()]);
+    assert!(ok, "warcio index failed after resuming:\n{resumed}");
+    let uris = |index: &str| -> Vec<(String, String)> {
+        index
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|v| (v["warc-type"].to_string(), v["warc-target-uri"].to_string()))
+            .collect()
+    };
+    let first: Vec<_> = records
+        .iter()
+        .map(|v| (v["warc-type"].to_string(), v["warc-target-uri"].to_string()))
+        .collect();
+    assert_eq!(
+        uris(&resumed),
+        first,
+        "the resumed export differs from the whole one"
+    );
+
     // stats counts every page.
     let stats = pages(&store.uri, &["stats"]);
     assert!(
