@@ -71,5 +71,12 @@ echo "== summary (store used: $kind)"
 if [ -s "$run/summary.json" ]; then
   python3 -m json.tool "$run/summary.json"
 fi
-echo "run directory: $run  (timing logs: $run/logs, store data: $run/store/data)"
+echo "== the data, as WARC (pages export; read it with any WARC tool, e.g. scripts/warcio.sh index)"
+CRAWLER_MONGO_URI="$uri" "$bin/pages" export --format warc --out "$run/warc" || status=$?
+ls -l "$run/warc"/*.warc.gz 2>/dev/null || true
+first=$(head -n 1 "$seeds")
+echo "read a page back (with the store running again: scripts/store.sh start $run/store ${uri##*:} --persist):"
+echo "  CRAWLER_MONGO_URI=$uri $bin/pages get '$first'      # --raw, --headers, --doc"
+echo "  CRAWLER_MONGO_URI=$uri $bin/pages stats"
+echo "run directory: $run  (timing logs: $run/logs, store data: $run/store/data, WARC: $run/warc)"
 exit $status
