@@ -317,4 +317,73 @@ pub(crate) mod tests {
         let old = RobotsEntry::from_response(200, b"", &policy(), 0);
         assert!(old.expired());
     }
+
+    /// robots.txt comes from the network: any body, any status, any
+    /// `Crawl-delay` value and any path must give rules, never a panic,
+    /// and a delay within the cap (in place of `cargo fuzz`, which CI's
+    /// stable toolchain cannot run).
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn robots_line() -> impl Strategy<Value = String> {
+            let value = prop_oneof![
+                "[ -~]{0,12}",
+                "\\PC{0,8}",
+                any::<f64>().prop_map(|f| f.to_string()),
+                any::<i64>().prop_map(|i| i.to_string()),
+                Just("1e39".to_string()),
+                Just("-inf".to_string()),
+                Just("NaN".to_string()),
+            ];
+            let field = prop_oneof![
+                Just("User-agent"),
+                Just("user-AGENT"),
+                Just("Allow"),
+                Just("Disallow"),
+                Just("Crawl-delay"),
+                Just("Sitemap"),
+                Just("#"),
+                Just(""),
+            ];
+            (field, value, prop_oneof![Just(": "), Just(":"), Just(" ")])
+                .prop_map(|(f, v, sep)| format!("{f}{sep}{v}"))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+            #[test]
+            fn any_robots_file_gives_rules_and_a_bounded_delay(
+                lines in prop::collection::vec(robots_line(), 0..24),
+                eol in prop_oneof![Just("\n"), Just("\r\n"), Just("\r")],
+                status in prop_oneof![Just(0u16), Just(200), Just(204), Just(301), Just(404), Just(500), any::<u16>()],
+                path in "/[ -~]{0,40}",
+                max_ms in 0u64..10_000_000,
+            ) {
+                let body = lines.join(eol);
+                let p = CrawlPolicy { max_crawl_delay_ms: max_ms, ..policy() };
+                let e = RobotsEntry::from_response(status, body.as_bytes(), &p, now_ms());
+                prop_assert!(e.crawl_delay.is_none_or(|d| d <= Duration::from_millis(max_ms)));
+                let url = Url::parse("http://site.test/").and_then(|b| b.join(&path));
+                if let Ok(url) = url {
+                    let allowed = e.allowed(&url);
+                    match status {
+                        400..=499 => prop_assert!(allowed),
+                        200..=299 => {}
+                        _ => prop_assert!(!allowed),
+                    }
+                }
+            }
+
+            #[test]
+            fn any_delay_value_is_clamped(secs: f32, max_ms: u64) {
+                if let Some(d) = crawl_delay(secs, max_ms) {
+                    prop_assert!(d <= Duration::from_millis(max_ms));
+                    prop_assert!(secs > 0.0);
+                }
+            }
+        }
+    }
 }

@@ -1,0 +1,162 @@
+//! Property tests of the code that reads what the network and users send:
+//! URL parsing and normalisation, link and feature extraction, the frame
+//! reader and the wire decoder. Whatever the input, they return a value or
+//! an error, never panic, and keep their bounds.
+//!
+//! These stand in for `cargo fuzz`, which needs a nightly toolchain that
+//! CI does not have. proptest shrinks a failing input and saves its seed
+//! under `shared/proptest-regressions/`, which is committed, so a failure
+//! found once is replayed on every run.
+
+use proptest::prelude::*;
+use shared::extract::{extract, extract_reference, ExtractOptions};
+use shared::protocol::{self, CrawlResult, Outcome, ToChild, ToDispatcher, ToSupervisor, WorkItem};
+use shared::urls::{self, MAX_URL_LEN};
+use url::Url;
+
+fn options() -> ExtractOptions {
+    ExtractOptions {
+        skip_nofollow: false,
+        max_links: 50,
+    }
+}
+
+/// Strings made mostly of the characters URL and HTML parsers treat
+/// specially, so cases reach their edge paths rather than plain text.
+fn hostile_text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        Just("<".to_string()),
+        Just(">".to_string()),
+        Just("\"".to_string()),
+        Just("'".to_string()),
+        Just("=".to_string()),
+        Just("/".to_string()),
+        Just("&".to_string()),
+        Just("&amp;".to_string()),
+        Just("&#x0;".to_string()),
+        Just("&#99999999;".to_string()),
+        Just("<a href=".to_string()),
+        Just("<base href=".to_string()),
+        Just("<title>".to_string()),
+        Just("</title>".to_string()),
+        Just("<script>".to_string()),
+        Just("</script>".to_string()),
+        Just("<!--".to_string()),
+        Just("-->".to_string()),
+        Just("<svg>".to_string()),
+        Just("<meta name=description content=".to_string()),
+        Just("<link rel=canonical href=".to_string()),
+        Just("http://".to_string()),
+        Just("//".to_string()),
+        Just("..".to_string()),
+        Just("?".to_string()),
+        Just("#".to_string()),
+        Just("%".to_string()),
+        Just("%zz".to_string()),
+        Just("[::1]".to_string()),
+        Just(":99999".to_string()),
+        Just("xn--".to_string()),
+        Just("\r\n".to_string()),
+        Just("\0".to_string()),
+        "[a-z0-9.]{0,6}",
+        "\\PC{0,4}",
+    ];
+    prop::collection::vec(piece, 0..40).prop_map(|v| v.concat())
+}
+
+fn base() -> Url {
+    Url::parse("http://site.test/dir/page.html").expect("a base URL")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// A normalised URL is http(s), has a host, no fragment, fits the
+    /// length bound, and normalising it again changes nothing.
+    #[test]
+    fn normalised_urls_are_fixed_points(href in hostile_text()) {
+        for url in [urls::resolve(&base(), &href), urls::parse(&href)].into_iter().flatten() {
+            prop_assert!(matches!(url.scheme(), "http" | "https"), "{url}");
+            prop_assert!(url.host_str().is_some_and(|h| !h.is_empty()), "{url}");
+            prop_assert!(url.fragment().is_none(), "{url}");
+            prop_assert!(url.as_str().len() <= MAX_URL_LEN + 64, "{} bytes", url.as_str().len());
+            let again = urls::parse(url.as_str());
+            prop_assert_eq!(again.as_ref().map(Url::as_str), Ok(url.as_str()));
+        }
+    }
+
+    /// Extraction takes any bytes; the links it returns are normalised,
+    /// unique and within the page cap, and the fast scanner agrees with
+    /// the reference extractor.
+    #[test]
+    fn extraction_takes_any_bytes(body in prop::collection::vec(any::<u8>(), 0..2048)) {
+        let f = extract(&body, &base(), None, options());
+        prop_assert!(f.links.len() <= options().max_links);
+        for link in &f.links {
+            let again = urls::parse(link);
+            prop_assert_eq!(again.as_ref().map(Url::as_str), Ok(link.as_str()));
+        }
+        let mut unique = f.links.clone();
+        unique.sort();
+        unique.dedup();
+        prop_assert_eq!(unique.len(), f.links.len());
+        prop_assert_eq!(f, extract_reference(&body, &base(), None, options()));
+    }
+
+    #[test]
+    fn extraction_of_tag_soup_matches_the_reference(page in hostile_text()) {
+        let f = extract(page.as_bytes(), &base(), None, options());
+        prop_assert_eq!(f, extract_reference(page.as_bytes(), &base(), None, options()));
+    }
+
+    /// The wire decoder refuses garbage with an error (no panic, no
+    /// allocation the bytes do not pay for: the limit is the message cap).
+    #[test]
+    fn the_wire_decoder_takes_any_bytes(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        let _ = protocol::decode::<ToDispatcher>(&bytes);
+        let _ = protocol::decode::<ToSupervisor>(&bytes);
+        let _ = protocol::decode::<ToChild>(&bytes);
+        let _ = protocol::decode::<protocol::FromChild>(&bytes);
+    }
+
+    /// What is encoded decodes to the same message, and any cut of it is
+    /// an error or a message, never a panic.
+    #[test]
+    fn messages_round_trip(url in "\\PC{0,64}", domain in "[a-z.]{0,16}", depth: u16, lease: u64, cut: usize,
+                           links in prop::collection::vec("\\PC{0,32}", 0..8)) {
+        let item = WorkItem { lease, lease_expires_ms: lease / 2, leased_ms: 1, url: url.clone(), domain: domain.clone(), depth };
+        let result = CrawlResult {
+            lease,
+            url,
+            domain,
+            depth,
+            outcome: Outcome::failed(protocol::FailureKind::Timeout, "x".repeat(depth as usize % 2000)),
+            outlinks: links,
+            sent_ms: 7,
+        };
+        let work = ToChild::Work(vec![item]);
+        let bytes = protocol::encode(&work);
+        prop_assert_eq!(protocol::decode::<ToChild>(&bytes).ok(), Some(work));
+        let from = protocol::FromChild::Result(result);
+        let bytes = protocol::encode(&from);
+        prop_assert_eq!(protocol::decode::<protocol::FromChild>(&bytes).ok(), Some(from));
+        let _ = protocol::decode::<protocol::FromChild>(&bytes[..cut % (bytes.len() + 1)]);
+    }
+
+    /// The frame reader takes any byte stream: a frame, an error, or the
+    /// end, and never reads past a length over the cap.
+    #[test]
+    fn the_frame_reader_takes_any_stream(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
+        runtime.block_on(async {
+            let mut r = &bytes[..];
+            // At most one frame per four bytes read; stop at the first error.
+            for _ in 0..=bytes.len() / 4 {
+                match shared::framing::read_frame::<_, protocol::FromChild>(&mut r).await {
+                    Ok(Some(_)) => continue,
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        });
+    }
+}
