@@ -8,6 +8,7 @@
 pub mod address_policy;
 pub mod body_dict;
 pub mod cli;
+pub mod cluster_auth;
 pub mod extract;
 pub mod failure;
 pub mod framing;
