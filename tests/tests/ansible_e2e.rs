@@ -118,6 +118,7 @@ async fn the_playbook_installs_a_crawl_that_runs() {
         "dispatcher_port": free_port(),
         "debug_port": debug_port,
         "debug_token": "test-token",
+        "cluster_secret_src": dir.path().join("secrets/cluster_secret"),
         "crawler_min_delay_ms": 20,
         "supervisor_children": 2,
         "dispatcher_extra_args": ["--max-depth", "100"],
