@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use bson::doc;
 use bytes::Bytes;
 use futures::TryStreamExt;
-use shared::cluster_auth::{Challenges, ClusterKey, Nonce, Proof, Refusal};
+use shared::cluster_auth::{Challenges, ClusterKey, Nonce, Proof, Refusal, SealError, Session};
 use shared::protocol::{
     self, now_ms, CrawlPolicy, CrawlResult, FailureKind, Intro, Outcome, ProcessInfo, ToDispatcher,
     ToSupervisor, WorkItem, PROTOCOL_VERSION,
@@ -392,6 +392,40 @@ impl Dispatcher {
                 return Ok(());
             }
         };
+        // After the handshake every message is sealed with its connection's
+        // key; only Hello and Join travel bare.
+        let msg = match msg {
+            ToDispatcher::Sealed {
+                counter,
+                tag,
+                payload,
+            } => {
+                let Some(s) = cluster::sup_index(&self.sups, &identity) else {
+                    let who = short_id(&identity);
+                    self.refusals.refuse(Reason::Unauthenticated, 1, || {
+                        format!("a sealed message from peer {who}, which was never admitted; dropped")
+                    });
+                    return self.send_to(&identity, &ToSupervisor::Reintroduce).await;
+                };
+                match self.open(s, &identity, counter, &tag, &payload) {
+                    Some(inner) => inner,
+                    None => return Ok(()),
+                }
+            }
+            m @ (ToDispatcher::Hello { .. } | ToDispatcher::Join { .. }) => m,
+            _ => {
+                let who = short_id(&identity);
+                let reason = if sup.is_some() {
+                    Reason::Unsealed
+                } else {
+                    Reason::Unauthenticated
+                };
+                self.refusals.refuse(reason, 1, || {
+                    format!("an unsealed message from peer {who}, which has not proved the cluster secret on this connection; dropped")
+                });
+                return self.send_to(&identity, &ToSupervisor::Reintroduce).await;
+            }
+        };
         if let Some(s) = sup {
             self.sups[s].last_heard = Instant::now();
         }
@@ -416,28 +450,66 @@ impl Dispatcher {
             (ToDispatcher::Bye, Some(s)) => {
                 self.sups[s].said_bye = true;
                 self.drop_supervisor(s, "said bye");
-                self.send_to(&identity, &ToSupervisor::Farewell).await?;
+                self.send_sealed(s, &ToSupervisor::Farewell).await?;
             }
             // A supervisor admitted once (then given up for dead) that
             // leaves still gets its Farewell, so it need not wait for it.
-            (ToDispatcher::Bye, None) if cluster::sup_index(&self.sups, &identity).is_some() => {
-                self.send_to(&identity, &ToSupervisor::Farewell).await?;
+            (ToDispatcher::Bye, None) => {
+                if let Some(s) = cluster::sup_index(&self.sups, &identity) {
+                    self.send_sealed(s, &ToSupervisor::Farewell).await?;
+                }
             }
             (msg, None) => {
                 let what = match &msg {
                     ToDispatcher::Results(r) => format!("{} results", r.len()),
                     ToDispatcher::Child { .. } => "a child announcement".into(),
                     ToDispatcher::Heartbeat { .. } => "a heartbeat".into(),
-                    _ => "a Bye".into(),
+                    _ => "a message".into(),
                 };
                 let who = short_id(&identity);
                 self.refusals.refuse(Reason::Unauthenticated, 1, || {
-                    format!("{what} from peer {who}, which has not proved the cluster secret; dropped")
+                    format!("{what} from peer {who}, which is not (or no longer) admitted; dropped")
                 });
                 self.send_to(&identity, &ToSupervisor::Reintroduce).await?;
             }
+            // `open` never returns a sealed message.
+            (ToDispatcher::Sealed { .. }, Some(_)) => {}
         }
         Ok(())
+    }
+
+    /// Opens a sealed message from `identity` (admitted as `s`) with the
+    /// keys of its connection: the inner message, or None (refused and
+    /// counted, no answer: it may be injected) when the seal does not hold.
+    fn open(
+        &mut self,
+        s: SupId,
+        identity: &Bytes,
+        counter: u64,
+        tag: &Proof,
+        payload: &[u8],
+    ) -> Option<ToDispatcher> {
+        let who = short_id(identity);
+        if let Err(e) = self.sups[s].session.open(counter, tag, payload) {
+            let reason = match e {
+                SealError::BadTag => Reason::BadSeal,
+                SealError::Replayed => Reason::Replayed,
+            };
+            let id = self.sups[s].id.clone();
+            self.refusals.refuse(reason, 1, || {
+                format!("a message on supervisor {id}'s connection (peer {who}) whose seal does not hold ({}); dropped", e.as_str())
+            });
+            return None;
+        }
+        match protocol::decode::<ToDispatcher>(payload) {
+            Ok(ToDispatcher::Sealed { .. }) | Err(_) => {
+                self.refusals.refuse(Reason::Undecodable, 1, || {
+                    format!("a sealed message from peer {who} holds no message")
+                });
+                None
+            }
+            Ok(m) => Some(m),
+        }
     }
 
     /// A Hello opens an introduction: the peer gets a Challenge (a random
@@ -481,7 +553,7 @@ impl Dispatcher {
                 return self.send_to(&identity, &ToSupervisor::Refused(why)).await;
             }
         };
-        self.admit(identity.clone(), intro);
+        self.admit(identity.clone(), intro, admitted.session(&self.key));
         let policy = self.policy.clone();
         let proof = admitted.welcome_proof(&self.key, &protocol::encode(&policy));
         self.send_to(&identity, &ToSupervisor::Welcome { policy, proof })
@@ -489,7 +561,7 @@ impl Dispatcher {
     }
 
     /// A supervisor that proved the secret (re)joins.
-    fn admit(&mut self, identity: Bytes, intro: Intro) {
+    fn admit(&mut self, identity: Bytes, intro: Intro, session: Session) {
         let Intro {
             supervisor_id: id,
             capacity,
@@ -524,6 +596,7 @@ impl Dispatcher {
             live: true,
             said_bye: false,
             results: 0,
+            session,
         });
         if !holding.is_empty() {
             self.adopt(sid, holding);
@@ -777,8 +850,7 @@ impl Dispatcher {
                     .record(Op::QueueWait, Duration::from_millis(wait), "ok", None, None);
             }
             let n = items.len();
-            let identity = self.sups[s].identity.clone();
-            self.send_to(&identity, &ToSupervisor::Work(items)).await?;
+            self.send_sealed(s, &ToSupervisor::Work(items)).await?;
             self.timing.record_batch(Op::Dispatch, start.elapsed(), "ok", n);
         }
         Ok(())
@@ -794,8 +866,7 @@ impl Dispatcher {
                 self.drop_supervisor(s, "missed heartbeats");
                 continue;
             }
-            let identity = self.sups[s].identity.clone();
-            self.send_to(&identity, &ToSupervisor::Heartbeat).await?;
+            self.send_sealed(s, &ToSupervisor::Heartbeat).await?;
         }
         self.challenges.expire(Instant::now());
         let expired = self.frontier.expire(now_ms());
@@ -856,6 +927,23 @@ impl Dispatcher {
         self.timing.gauges(&line);
     }
 
+    /// Sends `msg` to admitted supervisor `s`, sealed with its connection's key.
+    async fn send_sealed(&mut self, s: SupId, msg: &ToSupervisor) -> anyhow::Result<()> {
+        let payload = protocol::encode(msg);
+        let (counter, tag) = self.sups[s].session.seal(&payload);
+        let identity = self.sups[s].identity.clone();
+        self.send_to(
+            &identity,
+            &ToSupervisor::Sealed {
+                counter,
+                tag,
+                payload,
+            },
+        )
+        .await
+    }
+
+    /// Sends `msg` bare: only the handshake and refusals go this way.
     async fn send_to(&mut self, identity: &Bytes, msg: &ToSupervisor) -> anyhow::Result<()> {
         let mut m = ZmqMessage::from(protocol::encode(msg));
         m.push_front(identity.clone());
@@ -883,8 +971,7 @@ impl Dispatcher {
         self.writer.flush().await;
         let live: Vec<SupId> = (0..self.sups.len()).filter(|s| self.sups[*s].live).collect();
         for s in &live {
-            let identity = self.sups[*s].identity.clone();
-            self.send_to(&identity, &ToSupervisor::Stop).await?;
+            self.send_sealed(*s, &ToSupervisor::Stop).await?;
         }
         eprintln!(
             "dispatcher: crawl finished; waiting for {} supervisors to stop",
@@ -941,8 +1028,7 @@ impl Dispatcher {
                 _ = beat.tick() => {
                     for s in live {
                         if !self.said_bye(*s) {
-                            let identity = self.sups[*s].identity.clone();
-                            let _ = self.send_to(&identity, &ToSupervisor::Heartbeat).await;
+                            let _ = self.send_sealed(*s, &ToSupervisor::Heartbeat).await;
                         }
                     }
                 }

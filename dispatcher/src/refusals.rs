@@ -20,6 +20,12 @@ pub(crate) enum Reason {
     Unauthenticated,
     /// A Join whose proof does not match.
     BadProof,
+    /// A sealed message whose tag does not match its connection's key.
+    BadSeal,
+    /// A sealed message whose counter was used already.
+    Replayed,
+    /// A bare message (not Hello or Join) on an admitted connection.
+    Unsealed,
     /// A Join with no challenge pending for its peer.
     NoChallenge,
     /// A Join whose introduction did not decode, though its proof matched.
@@ -45,6 +51,9 @@ impl Reason {
         match self {
             Reason::Unauthenticated => "unauthenticated",
             Reason::BadProof => "bad_proof",
+            Reason::BadSeal => "bad_seal",
+            Reason::Replayed => "replayed",
+            Reason::Unsealed => "unsealed",
             Reason::NoChallenge => "no_challenge",
             Reason::MalformedJoin => "malformed_join",
             Reason::Oversized => "oversized",

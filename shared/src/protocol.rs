@@ -169,6 +169,14 @@ pub enum ToDispatcher {
     /// Answer to [`ToSupervisor::Challenge`]: `intro` is an encoded
     /// [`Intro`], `proof` the HMAC over it and both nonces.
     Join { proof: Proof, intro: Vec<u8> },
+    /// Every message of an admitted connection after the Welcome:
+    /// `payload` is an encoded [`ToDispatcher`], `tag` its HMAC under the
+    /// connection's key (see [`crate::cluster_auth::Session`]).
+    Sealed {
+        counter: u64,
+        tag: Proof,
+        payload: Vec<u8>,
+    },
 }
 
 /// Dispatcher → supervisor.
@@ -199,6 +207,13 @@ pub enum ToSupervisor {
     },
     /// The Join was refused: nothing else is said to this peer.
     Refused(Refusal),
+    /// Every message to an admitted connection after the Welcome (but
+    /// Reintroduce): `payload` is an encoded [`ToSupervisor`].
+    Sealed {
+        counter: u64,
+        tag: Proof,
+        payload: Vec<u8>,
+    },
 }
 
 /// Supervisor → crawler-child.
@@ -367,6 +382,23 @@ mod tests {
         };
         assert!(message.len() <= MAX_FAILURE_MESSAGE);
         assert!(message.len() >= MAX_FAILURE_MESSAGE - 1);
+    }
+
+    #[test]
+    fn a_hello_of_an_older_version_is_still_read_as_one() {
+        // Protocol 5's Hello: variant 0, version 5, then its supervisor id
+        // and more; the version is where protocol 6 reads it, so the
+        // dispatcher can tell an old supervisor to stop.
+        let mut old = Vec::new();
+        old.extend_from_slice(&0u32.to_le_bytes());
+        old.extend_from_slice(&5u32.to_le_bytes());
+        old.extend_from_slice(&4u64.to_le_bytes());
+        old.extend_from_slice(b"sup0");
+        old.extend_from_slice(&[0; 64]);
+        assert!(matches!(
+            decode::<ToDispatcher>(&old),
+            Ok(ToDispatcher::Hello { version: 5, .. })
+        ));
     }
 
     #[test]

@@ -17,7 +17,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use shared::cluster_auth::{ClusterKey, Introduction};
+use shared::cluster_auth::{ClusterKey, Introduction, Session};
 use shared::protocol::{
     self, CrawlPolicy, Intro, Nonce, Refusal, ToDispatcher, ToSupervisor, PROTOCOL_VERSION,
 };
@@ -31,14 +31,15 @@ const HELLO_PATIENCE: Duration = Duration::from_secs(2);
 /// Longest a message to the dispatcher may take to leave.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 enum State {
     /// No socket: the next [`DispatcherLink::maintain`] reconnects.
     Down,
     /// Connected and said Hello at this instant; no (proven) Welcome yet.
     Introduced(Instant, Introduction),
-    /// Welcomed: results and heartbeats flow.
-    Up,
+    /// Welcomed: results and heartbeats flow, sealed with this
+    /// connection's keys.
+    Up(Session),
 }
 
 pub struct DispatcherLink {
@@ -54,7 +55,13 @@ pub struct DispatcherLink {
     patience: Duration,
     /// The cluster secret we prove, and expect the dispatcher to prove.
     key: ClusterKey,
+    /// When a message whose seal did not hold was last logged (at most one
+    /// line per [`SEAL_LOG_EVERY`]; every one is counted).
+    seal_logged: Option<Instant>,
 }
+
+/// At most one log line per this long about messages refused for their seal.
+const SEAL_LOG_EVERY: Duration = Duration::from_secs(10);
 
 impl DispatcherLink {
     /// Connects (retrying while the dispatcher is not up yet, for up to
@@ -87,6 +94,7 @@ impl DispatcherLink {
             silence_limit,
             patience,
             key,
+            seal_logged: None,
         };
         if !link.say_hello().await {
             bail!("could not send Hello to the dispatcher at {endpoint}");
@@ -161,7 +169,7 @@ impl DispatcherLink {
     }
 
     pub fn is_up(&self) -> bool {
-        matches!(self.state, State::Up)
+        matches!(self.state, State::Up(_))
     }
 
     /// Called about once a second: declares a silent dispatcher gone and
@@ -229,10 +237,24 @@ impl DispatcherLink {
 
     /// Sends `msg`; false (and the link goes down) when it could not be sent.
     pub async fn send(&mut self, msg: &ToDispatcher) -> bool {
+        // After the Welcome everything is sealed (a new introduction is not).
+        let bytes = match (&mut self.state, msg) {
+            (State::Up(session), m)
+                if !matches!(m, ToDispatcher::Hello { .. } | ToDispatcher::Join { .. }) =>
+            {
+                let payload = protocol::encode(m);
+                let (counter, tag) = session.seal(&payload);
+                protocol::encode(&ToDispatcher::Sealed {
+                    counter,
+                    tag,
+                    payload,
+                })
+            }
+            _ => protocol::encode(msg),
+        };
         let Some(socket) = self.socket.as_mut() else {
             return false;
         };
-        let bytes = protocol::encode(msg);
         // A dispatcher that stops reading (frozen, or its host gone) must
         // not hold this supervisor: past the deadline the link goes down
         // and is re-established like any other broken link.
@@ -274,44 +296,84 @@ impl DispatcherLink {
             };
             metrics::counter!("crawler_zmq_messages_received_total").increment(1);
             let Some(frame) = msg.iter().last() else { continue };
-            match protocol::decode::<ToSupervisor>(frame) {
-                Ok(m) => {
-                    self.last_heard = Instant::now();
-                    match (&m, &self.state) {
-                        (ToSupervisor::Welcome { policy, proof }, State::Introduced(_, introduction)) => {
-                            let policy_bytes = protocol::encode(policy);
-                            if let Err(why) = introduction.check_welcome(&self.key, proof, &policy_bytes) {
-                                eprintln!(
-                                    "supervisor: the Welcome from {} does not prove the cluster secret ({}); not trusting it",
-                                    self.endpoint,
-                                    why.as_str()
-                                );
-                                self.go_down();
-                                return None;
-                            }
-                            if self.down_since.take().is_some() {
-                                eprintln!("supervisor: rejoined the dispatcher at {}", self.endpoint);
-                            }
-                            self.state = State::Up;
-                        }
-                        // A Welcome nobody asked for proves nothing.
-                        (ToSupervisor::Welcome { .. }, _) => continue,
-                        // Until the dispatcher has proven itself, only its
-                        // side of the handshake is listened to.
-                        (
-                            ToSupervisor::Challenge { .. }
-                            | ToSupervisor::Refused(_)
-                            | ToSupervisor::Stop
-                            | ToSupervisor::Reintroduce,
-                            _,
-                        )
-                        | (_, State::Up) => {}
-                        _ => continue,
-                    }
-                    return Some(m);
+            let m = match protocol::decode::<ToSupervisor>(frame) {
+                Ok(m) => m,
+                Err(e) => {
+                    eprintln!("supervisor: ignoring undecodable message: {e}");
+                    continue;
                 }
-                Err(e) => eprintln!("supervisor: ignoring undecodable message: {e}"),
-            }
+            };
+            let m = match (m, &mut self.state) {
+                (
+                    ToSupervisor::Sealed {
+                        counter,
+                        tag,
+                        payload,
+                    },
+                    State::Up(session),
+                ) => {
+                    if let Err(e) = session.open(counter, &tag, &payload) {
+                        self.refused_seal(e.as_str());
+                        continue;
+                    }
+                    match protocol::decode::<ToSupervisor>(&payload) {
+                        Ok(ToSupervisor::Sealed { .. }) | Err(_) => continue,
+                        Ok(inner) => inner,
+                    }
+                }
+                // "Introduce yourself again" travels bare (the dispatcher
+                // may have lost our connection's keys); forged, it costs a
+                // new handshake, no more.
+                (m @ ToSupervisor::Reintroduce, _) => m,
+                // Anything else bare on a welcomed connection is not from
+                // the dispatcher that welcomed us.
+                (_, State::Up(_)) => {
+                    self.refused_seal("unsealed");
+                    continue;
+                }
+                (ToSupervisor::Welcome { policy, proof }, State::Introduced(_, introduction)) => {
+                    let policy_bytes = protocol::encode(&policy);
+                    let checked = introduction
+                        .check_welcome(&self.key, &proof, &policy_bytes)
+                        .ok()
+                        .and_then(|()| introduction.session(&self.key));
+                    let Some(session) = checked else {
+                        eprintln!(
+                            "supervisor: the Welcome from {} does not prove the cluster secret; not trusting it",
+                            self.endpoint
+                        );
+                        self.go_down();
+                        return None;
+                    };
+                    if self.down_since.take().is_some() {
+                        eprintln!("supervisor: rejoined the dispatcher at {}", self.endpoint);
+                    }
+                    self.state = State::Up(session);
+                    ToSupervisor::Welcome { policy, proof }
+                }
+                // Until the dispatcher has proven itself, only its side of
+                // the handshake is listened to.
+                (
+                    m @ (ToSupervisor::Challenge { .. } | ToSupervisor::Refused(_) | ToSupervisor::Stop),
+                    State::Introduced(..),
+                ) => m,
+                _ => continue,
+            };
+            self.last_heard = Instant::now();
+            return Some(m);
+        }
+    }
+
+    /// A message from the dispatcher's side whose seal did not hold:
+    /// dropped, counted, and logged at most once per [`SEAL_LOG_EVERY`].
+    fn refused_seal(&mut self, reason: &'static str) {
+        metrics::counter!("crawler_cluster_refusals_total", "reason" => reason).increment(1);
+        if self.seal_logged.is_none_or(|at| at.elapsed() >= SEAL_LOG_EVERY) {
+            self.seal_logged = Some(Instant::now());
+            eprintln!(
+                "supervisor: dropped a message from {} whose seal does not hold ({reason})",
+                self.endpoint
+            );
         }
     }
 

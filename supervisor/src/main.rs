@@ -366,7 +366,14 @@ impl Supervisor {
                     Some(ToSupervisor::Challenge { nonce }) => link.answer(nonce, &self.intro()).await,
                     Some(ToSupervisor::Refused(why)) => link.refused(why),
                     Some(ToSupervisor::Welcome { .. }) => self.announce_children(link).await,
-                    Some(ToSupervisor::Stop | ToSupervisor::Heartbeat | ToSupervisor::Farewell) | None => {}
+                    // (The link opens sealed messages; none reaches here.)
+                    Some(
+                        ToSupervisor::Stop
+                        | ToSupervisor::Heartbeat
+                        | ToSupervisor::Farewell
+                        | ToSupervisor::Sealed { .. },
+                    )
+                    | None => {}
                 },
                 ev = self.events.recv() => match ev {
                     Some(SlotEvent::Message(_, FromChild::Result(r))) => {

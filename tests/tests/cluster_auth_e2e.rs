@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use crawl_tests::harness::{all_docs, args, free_port, random_secret, spawn_crawl, ClusterSpec, StoreServer};
 use crawl_tests::verify;
 use crawl_tests::web::{WebServer, WebSpec};
-use shared::cluster_auth::{fresh_nonce, ClusterKey, Introduction};
+use shared::cluster_auth::{fresh_nonce, ClusterKey, Introduction, Session};
 use shared::protocol::{
     self, CrawlResult, FailureKind, Intro, Outcome, ProcessInfo, Refusal, ToDispatcher, ToSupervisor,
     WorkItem, PROTOCOL_VERSION,
@@ -37,8 +37,12 @@ use zeromq::{DealerSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 /// A peer of the test's own on the dispatcher's ROUTER.
 struct Peer {
     socket: DealerSocket,
-    /// Everything the dispatcher sent this peer.
+    /// Everything the dispatcher sent this peer (sealed ones opened).
     heard: Vec<ToSupervisor>,
+    /// This connection's keys, once welcomed.
+    session: Option<Session>,
+    /// The last frame sent, to replay.
+    last_sent: Vec<u8>,
 }
 
 impl Peer {
@@ -52,6 +56,8 @@ impl Peer {
                     return Peer {
                         socket,
                         heard: Vec::new(),
+                        session: None,
+                        last_sent: Vec::new(),
                     }
                 }
                 _ if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(200)).await,
@@ -60,14 +66,34 @@ impl Peer {
         }
     }
 
+    /// Sends `msg`, sealed once welcomed (as a supervisor does).
     async fn send(&mut self, msg: &ToDispatcher) {
-        tokio::time::timeout(
-            Duration::from_secs(5),
-            self.socket.send(ZmqMessage::from(protocol::encode(msg))),
-        )
-        .await
-        .expect("send timed out")
-        .expect("send failed");
+        let bytes = match (&mut self.session, msg) {
+            (Some(session), m) if !matches!(m, ToDispatcher::Hello { .. } | ToDispatcher::Join { .. }) => {
+                let payload = protocol::encode(m);
+                let (counter, tag) = session.seal(&payload);
+                protocol::encode(&ToDispatcher::Sealed {
+                    counter,
+                    tag,
+                    payload,
+                })
+            }
+            _ => protocol::encode(msg),
+        };
+        self.send_bytes(bytes).await;
+    }
+
+    /// Sends `msg` bare, sealed or not.
+    async fn send_bare(&mut self, msg: &ToDispatcher) {
+        self.send_bytes(protocol::encode(msg)).await;
+    }
+
+    async fn send_bytes(&mut self, bytes: Vec<u8>) {
+        self.last_sent = bytes.clone();
+        tokio::time::timeout(Duration::from_secs(5), self.socket.send(ZmqMessage::from(bytes)))
+            .await
+            .expect("send timed out")
+            .expect("send failed");
     }
 
     /// The next message, or None after `within`.
@@ -77,7 +103,21 @@ impl Peer {
             .ok()?
             .ok()?;
         let frame = msg.iter().last()?;
-        let m: ToSupervisor = protocol::decode(frame).ok()?;
+        let mut m: ToSupervisor = protocol::decode(frame).ok()?;
+        if let (
+            ToSupervisor::Sealed {
+                counter,
+                tag,
+                payload,
+            },
+            Some(session),
+        ) = (&m, &mut self.session)
+        {
+            session
+                .open(*counter, tag, payload)
+                .expect("the dispatcher's seal holds");
+            m = protocol::decode(payload).ok()?;
+        }
         self.heard.push(m.clone());
         Some(m)
     }
@@ -116,6 +156,7 @@ impl Peer {
         if let ToSupervisor::Welcome { policy, proof } = &answer {
             me.check_welcome(key, proof, &protocol::encode(policy))
                 .expect("the dispatcher's Welcome proves the secret");
+            self.session = me.session(key);
         }
         answer
     }
@@ -247,6 +288,11 @@ async fn only_holders_of_the_secret_join_and_only_their_own_leases_count() {
         .chain([fetched(7, &forged_outside, vec![forged_inside.clone()])])
         .collect::<Vec<_>>();
     let rogue_msgs = [
+        ToDispatcher::Sealed {
+            counter: 0,
+            tag: fresh_nonce(),
+            payload: protocol::encode(&ToDispatcher::Results(forged.clone())),
+        },
         ToDispatcher::Results(forged),
         ToDispatcher::Heartbeat { holding: vec![0, 1] },
         ToDispatcher::Child {
@@ -287,6 +333,17 @@ async fn only_holders_of_the_secret_join_and_only_their_own_leases_count() {
         .collect::<Vec<_>>();
     on_a.push(fetched(u64::MAX / 3, &seed, vec![forged_inside.clone()]));
     b.send(&ToDispatcher::Results(on_a)).await;
+    // B sends a heartbeat, then replays it; and a bare heartbeat on its
+    // admitted connection: the replay and the bare one are refused.
+    b.send(&ToDispatcher::Heartbeat { holding: Vec::new() }).await;
+    let replay = b.last_sent.clone();
+    b.send_bytes(replay).await;
+    b.send_bare(&ToDispatcher::Heartbeat { holding: Vec::new() })
+        .await;
+    assert_eq!(
+        b.next(Duration::from_secs(10)).await,
+        Some(ToSupervisor::Reintroduce)
+    );
     b.send(&ToDispatcher::Bye).await;
     assert_eq!(
         b.next(Duration::from_secs(10)).await,
@@ -321,13 +378,15 @@ async fn only_holders_of_the_secret_join_and_only_their_own_leases_count() {
     };
     assert!(refusals(&metrics, "bad_proof") >= 2.0, "{metrics}");
     assert!(refusals(&metrics, "no_challenge") >= 1.0, "{metrics}");
-    assert!(refusals(&metrics, "unauthenticated") >= 3.0, "{metrics}");
+    assert!(refusals(&metrics, "unauthenticated") >= 4.0, "{metrics}");
     assert_eq!(
         refusals(&metrics, "foreign_lease"),
         held.len() as f64,
         "{metrics}"
     );
     assert!(refusals(&metrics, "unknown_lease") >= 1.0, "{metrics}");
+    assert_eq!(refusals(&metrics, "replayed"), 1.0, "{metrics}");
+    assert_eq!(refusals(&metrics, "unsealed"), 1.0, "{metrics}");
     assert!(
         metrics.contains("# HELP crawler_cluster_refusals_total"),
         "{metrics}"
