@@ -405,6 +405,26 @@ async fn only_holders_of_the_secret_join_and_only_their_own_leases_count() {
         "{cluster}"
     );
 
+    // The secret is on no command line, and no crawler child (which parses
+    // the open web) has it in its environment: the supervisor removed it.
+    let children = crawl.child_pids(0);
+    assert!(!children.is_empty());
+    let secret_bytes = spec.cluster_secret.as_bytes();
+    let holds = |haystack: &[u8]| haystack.windows(secret_bytes.len()).any(|w| w == secret_bytes);
+    let pids = children
+        .iter()
+        .copied()
+        .chain(crawl.supervisor_pids())
+        .chain(crawl.dispatcher_pid());
+    for pid in pids {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(!holds(&cmdline), "the secret is on the command line of {pid}");
+    }
+    for pid in &children {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+        assert!(!holds(&environ), "child {pid} has the secret in its environment");
+    }
+
     // A leaves; what it held goes to the real supervisor.
     a.send(&ToDispatcher::Bye).await;
     assert_eq!(
