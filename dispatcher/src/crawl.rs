@@ -362,16 +362,17 @@ impl Dispatcher {
     }
 
     /// One message from the ROUTER socket. Only Hello and Join are taken
-    /// from a peer that has not proved it knows the cluster secret (a live
-    /// supervisor's identity); anything else from it is dropped, counted,
-    /// logged (rate-limited) and answered with Reintroduce, the refusal
-    /// that makes a real supervisor introduce itself again.
+    /// bare; everything else must be sealed with the keys of an admitted
+    /// connection (see `shared::cluster_auth::Session`). Anything else is
+    /// dropped, counted, logged (rate-limited) and, unless it may have
+    /// been injected into an admitted connection, answered with
+    /// Reintroduce, the refusal that makes a real supervisor introduce
+    /// itself again.
     ///
-    /// The identity is the ZeroMQ routing id the ROUTER gave the
-    /// connection: random (a UUIDv4) unless the peer names one, never sent
-    /// to any peer, so a peer without the secret cannot speak as an
-    /// admitted one unless it can guess it or read the traffic (see the
-    /// README: the link is authenticated at the start, not encrypted).
+    /// A connection is known by the ZeroMQ routing id the ROUTER gave it
+    /// (random unless the peer names one, never sent to any peer). The seal
+    /// is what makes that safe: a peer that names an admitted connection's
+    /// id, or injects into its TCP stream, still cannot seal a message.
     async fn on_message(&mut self, identity: Bytes, payload: &[u8]) -> anyhow::Result<()> {
         metrics::counter!("crawler_zmq_messages_received_total").increment(1);
         // Only a live supervisor counts as known; one given up for dead
