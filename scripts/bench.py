@@ -47,7 +47,7 @@ Figures (the JSON keys are in brackets):
 Figures are indicative on a loaded machine: compare runs made under the same
 load.
 """
-import argparse, json, os, random, shutil, signal, socket, subprocess, sys, tempfile, time
+import argparse, json, os, random, secrets, shutil, signal, socket, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target", "release")
@@ -326,6 +326,9 @@ def main():
         delay_hosts = set(info["crawl_delay_hosts"])
         endpoint = f"tcp://127.0.0.1:{free_port()}"
         common = ["--mongo-uri", uri]
+        # A fresh cluster secret per run, in the environment (never on a
+        # command line; binaries from before the secret just ignore it).
+        crawler_env = dict(os.environ, CRAWLER_CLUSTER_SECRET=secrets.token_hex(32))
         if args.timing_log:
             common += ["--timing-log", os.path.join(work, "logs") + "/"]
         summary_file = os.path.join(work, "summary.json")
@@ -344,11 +347,11 @@ def main():
             [os.path.join(args.crawler_bin_dir, "dispatcher"), "--bind", endpoint, "--seeds", seeds,
              "--min-supervisors", str(args.supervisors), "--summary-file", summary_file, "--progress-secs", "5"]
             + common + dispatcher_flags,
-            stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "dispatcher.log"), "w"))
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "dispatcher.log"), "w"), env=crawler_env)
         sups = [subprocess.Popen(
             [os.path.join(args.crawler_bin_dir, "supervisor"), "--dispatcher", endpoint, "--id", f"sup{i}",
              "--children", str(args.children), "--hosts-file", hosts_file] + common + args.supervisor_arg,
-            stderr=open(os.path.join(work, f"supervisor{i}.log"), "w")) for i in range(args.supervisors)]
+            stderr=open(os.path.join(work, f"supervisor{i}.log"), "w"), env=crawler_env) for i in range(args.supervisors)]
         procs += [dispatcher] + sups
 
         peak = {}  # role -> max VmHWM KiB

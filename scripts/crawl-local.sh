@@ -53,6 +53,10 @@ fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 endpoint="tcp://127.0.0.1:$port"
 common=(--mongo-uri "$uri" --timing-log "$run/logs/")
+# A fresh cluster secret for this run, in a file only we can read; the
+# processes get its path (the secret itself never goes on a command line).
+(umask 077 && python3 -c 'import secrets; print(secrets.token_hex(32))' >"$run/cluster_secret")
+common+=(--cluster-secret-file "$run/cluster_secret")
 
 echo "== crawling (store: $kind at $uri; logs in $run/logs)"
 "$bin/dispatcher" --bind "$endpoint" --seeds "$seeds" --min-supervisors "$SUPERVISORS" \

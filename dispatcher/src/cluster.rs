@@ -21,6 +21,8 @@ pub struct SupState {
     pub live: bool,
     pub said_bye: bool,
     pub results: u64,
+    /// Seals and opens this connection's messages after its Welcome.
+    pub session: shared::cluster_auth::Session,
 }
 
 /// What `/debug/cluster` shows.

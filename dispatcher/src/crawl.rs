@@ -8,9 +8,10 @@ use anyhow::{bail, Context};
 use bson::doc;
 use bytes::Bytes;
 use futures::TryStreamExt;
+use shared::cluster_auth::{Challenges, ClusterKey, Nonce, Proof, Refusal, SealError, Session};
 use shared::protocol::{
-    self, now_ms, CrawlPolicy, CrawlResult, FailureKind, Outcome, ProcessInfo, ToDispatcher, ToSupervisor,
-    WorkItem, PROTOCOL_VERSION,
+    self, now_ms, CrawlPolicy, CrawlResult, FailureKind, Intro, Outcome, ProcessInfo, ToDispatcher,
+    ToSupervisor, WorkItem, PROTOCOL_VERSION,
 };
 use shared::store::{state, Stores};
 use shared::timing::{Op, TimingLog};
@@ -21,9 +22,10 @@ use zeromq::{RouterSendHalf, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMe
 use crate::admin::{self, AdminCmd};
 use crate::breaker::{self, Breakers, Trip};
 use crate::cluster::{self, ClusterView, SharedView, SupState, SupervisorView};
-use crate::frontier::{Frontier, SupId};
+use crate::frontier::{Frontier, LeaseRefusal, SupId};
 use crate::monitor::{FrontierView, Monitor};
 use crate::persist::FrontierWriter;
+use crate::refusals::{Reason, Refusals};
 use crate::stats::{Stats, Summary};
 use crate::{seeds, Args, Scope, ROLE};
 
@@ -38,8 +40,18 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// live one answers well within this; a stuck or gone one is not waited
 /// for longer (what it held stays `queued` in the store).
 const STOP_WAIT: Duration = Duration::from_secs(25);
+/// A challenge not answered within this long is forgotten (a supervisor
+/// answers in milliseconds; its Hello is repeated after 2 s anyway).
+const CHALLENGE_TTL: Duration = Duration::from_secs(10);
+/// Most introductions pending at once; past it the oldest is dropped, so a
+/// flood of Hellos costs a fixed amount of memory (64 bytes each).
+const MAX_PENDING_CHALLENGES: usize = 4096;
+/// Longest message taken from a peer that has not been admitted: a Join
+/// carries what a supervisor holds (a few thousand URLs of at most 2 KiB),
+/// far below this; anything longer is refused before it is decoded.
+const MAX_UNADMITTED_MESSAGE: usize = 32 * 1024 * 1024;
 
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub async fn run(args: Args, key: ClusterKey) -> anyhow::Result<()> {
     let view: SharedView = Arc::new(Mutex::new(ClusterView::default()));
     let (admin_tx, admin_rx) = mpsc::channel(16);
     let routes = cluster::route(view.clone()).merge(admin::route(admin_tx));
@@ -60,7 +72,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     stores.ping().await?;
     stores.ensure_indexes().await?;
 
-    let mut d = Dispatcher::new(&args, stores.clone(), view, timing, admin_rx);
+    let mut d = Dispatcher::new(&args, stores.clone(), view, timing, admin_rx, key);
     d.load(&args).await?;
 
     // Bound only now: a supervisor connecting while a big frontier loads
@@ -116,6 +128,11 @@ struct Dispatcher {
     monitor_every: Duration,
     breakers: Breakers,
     admin: mpsc::Receiver<AdminCmd>,
+    /// The cluster secret supervisors must prove (see `shared::cluster_auth`).
+    key: ClusterKey,
+    /// Introductions under way: challenges sent, by ZeroMQ identity.
+    challenges: Challenges<Bytes>,
+    refusals: Refusals,
 }
 
 impl Dispatcher {
@@ -125,6 +142,7 @@ impl Dispatcher {
         view: SharedView,
         timing: TimingLog,
         admin: mpsc::Receiver<AdminCmd>,
+        key: ClusterKey,
     ) -> Self {
         let policy = args.policy();
         Dispatcher {
@@ -154,6 +172,9 @@ impl Dispatcher {
             monitor_every: Duration::from_secs_f64(args.monitor_secs.max(0.0)),
             breakers: Breakers::new(args.breaker()),
             admin,
+            key,
+            challenges: Challenges::new(PROTOCOL_VERSION, CHALLENGE_TTL, MAX_PENDING_CHALLENGES),
+            refusals: Refusals::default(),
         }
     }
 
@@ -340,31 +361,79 @@ impl Dispatcher {
         Ok(())
     }
 
+    /// One message from the ROUTER socket. Only Hello and Join are taken
+    /// bare; everything else must be sealed with the keys of an admitted
+    /// connection (see `shared::cluster_auth::Session`). Anything else is
+    /// dropped, counted, logged (rate-limited) and, unless it may have
+    /// been injected into an admitted connection, answered with
+    /// Reintroduce, the refusal that makes a real supervisor introduce
+    /// itself again.
+    ///
+    /// A connection is known by the ZeroMQ routing id the ROUTER gave it
+    /// (random unless the peer names one, never sent to any peer). The seal
+    /// is what makes that safe: a peer that names an admitted connection's
+    /// id, or injects into its TCP stream, still cannot seal a message.
     async fn on_message(&mut self, identity: Bytes, payload: &[u8]) -> anyhow::Result<()> {
         metrics::counter!("crawler_zmq_messages_received_total").increment(1);
-        let msg: ToDispatcher = match protocol::decode(payload) {
-            Ok(m) => m,
-            Err(e) => {
-                eprintln!("dispatcher: ignoring undecodable message: {e}");
-                return Ok(());
-            }
-        };
         // Only a live supervisor counts as known; one given up for dead
         // (or met by a previous dispatcher) is asked to introduce itself.
         let sup = cluster::sup_index(&self.sups, &identity).filter(|s| self.sups[*s].live);
+        if sup.is_none() && payload.len() > MAX_UNADMITTED_MESSAGE {
+            let n = payload.len();
+            self.refusals.refuse(Reason::Oversized, 1, || {
+                format!("a {n}-byte message from a peer not admitted")
+            });
+            return Ok(());
+        }
+        let msg: ToDispatcher = match protocol::decode(payload) {
+            Ok(m) => m,
+            Err(e) => {
+                self.refusals
+                    .refuse(Reason::Undecodable, 1, || format!("undecodable message: {e}"));
+                return Ok(());
+            }
+        };
+        // After the handshake every message is sealed with its connection's
+        // key; only Hello and Join travel bare.
+        let msg = match msg {
+            ToDispatcher::Sealed {
+                counter,
+                tag,
+                payload,
+            } => {
+                let Some(s) = cluster::sup_index(&self.sups, &identity) else {
+                    let who = short_id(&identity);
+                    self.refusals.refuse(Reason::Unauthenticated, 1, || {
+                        format!("a sealed message from peer {who}, which was never admitted; dropped")
+                    });
+                    return self.send_to(&identity, &ToSupervisor::Reintroduce).await;
+                };
+                match self.open(s, &identity, counter, &tag, &payload) {
+                    Some(inner) => inner,
+                    None => return Ok(()),
+                }
+            }
+            m @ (ToDispatcher::Hello { .. } | ToDispatcher::Join { .. }) => m,
+            _ => {
+                let who = short_id(&identity);
+                let reason = if sup.is_some() {
+                    Reason::Unsealed
+                } else {
+                    Reason::Unauthenticated
+                };
+                self.refusals.refuse(reason, 1, || {
+                    format!("an unsealed message from peer {who}, which has not proved the cluster secret on this connection; dropped")
+                });
+                return self.send_to(&identity, &ToSupervisor::Reintroduce).await;
+            }
+        };
         if let Some(s) = sup {
             self.sups[s].last_heard = Instant::now();
         }
         match (msg, sup) {
-            (hello @ ToDispatcher::Hello { .. }, _) => self.on_hello(identity, hello).await?,
-            // Results are never thrown away, whoever sends them: their
-            // pages are stored and their links are new work.
-            (ToDispatcher::Results(results), s) => {
-                self.on_results(s, results);
-                if s.is_none() {
-                    self.send_to(&identity, &ToSupervisor::Reintroduce).await?;
-                }
-            }
+            (ToDispatcher::Hello { version, nonce }, _) => self.on_hello(identity, version, nonce).await?,
+            (ToDispatcher::Join { proof, intro }, _) => self.on_join(identity, proof, &intro).await?,
+            (ToDispatcher::Results(results), Some(s)) => self.on_results(s, results),
             (ToDispatcher::Child { slot, process, alive }, Some(s)) => {
                 let id = self.sups[s].id.clone();
                 if let Ok(mut v) = self.view.lock() {
@@ -379,39 +448,128 @@ impl Dispatcher {
             (ToDispatcher::Heartbeat { holding }, Some(s)) => {
                 self.frontier.renew(s, &holding, now_ms());
             }
-            (ToDispatcher::Bye, s) => {
-                if let Some(s) = s {
-                    self.sups[s].said_bye = true;
-                    self.drop_supervisor(s, "said bye");
-                }
-                self.send_to(&identity, &ToSupervisor::Farewell).await?;
+            (ToDispatcher::Bye, Some(s)) => {
+                self.sups[s].said_bye = true;
+                self.drop_supervisor(s, "said bye");
+                self.send_sealed(s, &ToSupervisor::Farewell).await?;
             }
-            (ToDispatcher::Child { .. } | ToDispatcher::Heartbeat { .. }, None) => {
+            // A supervisor admitted once (then given up for dead) that
+            // leaves still gets its Farewell, so it need not wait for it.
+            (ToDispatcher::Bye, None) => {
+                if let Some(s) = cluster::sup_index(&self.sups, &identity) {
+                    self.send_sealed(s, &ToSupervisor::Farewell).await?;
+                }
+            }
+            (msg, None) => {
+                let what = match &msg {
+                    ToDispatcher::Results(r) => format!("{} results", r.len()),
+                    ToDispatcher::Child { .. } => "a child announcement".into(),
+                    ToDispatcher::Heartbeat { .. } => "a heartbeat".into(),
+                    _ => "a message".into(),
+                };
+                let who = short_id(&identity);
+                self.refusals.refuse(Reason::Unauthenticated, 1, || {
+                    format!("{what} from peer {who}, which is not (or no longer) admitted; dropped")
+                });
                 self.send_to(&identity, &ToSupervisor::Reintroduce).await?;
             }
+            // `open` never returns a sealed message.
+            (ToDispatcher::Sealed { .. }, Some(_)) => {}
         }
         Ok(())
     }
 
-    /// A supervisor (re)joins. `hello` is a [`ToDispatcher::Hello`].
-    async fn on_hello(&mut self, identity: Bytes, hello: ToDispatcher) -> anyhow::Result<()> {
-        let ToDispatcher::Hello {
-            version,
+    /// Opens a sealed message from `identity` (admitted as `s`) with the
+    /// keys of its connection: the inner message, or None (refused and
+    /// counted, no answer: it may be injected) when the seal does not hold.
+    fn open(
+        &mut self,
+        s: SupId,
+        identity: &Bytes,
+        counter: u64,
+        tag: &Proof,
+        payload: &[u8],
+    ) -> Option<ToDispatcher> {
+        let who = short_id(identity);
+        if let Err(e) = self.sups[s].session.open(counter, tag, payload) {
+            let reason = match e {
+                SealError::BadTag => Reason::BadSeal,
+                SealError::Replayed => Reason::Replayed,
+            };
+            let id = self.sups[s].id.clone();
+            self.refusals.refuse(reason, 1, || {
+                format!("a message on supervisor {id}'s connection (peer {who}) whose seal does not hold ({}); dropped", e.as_str())
+            });
+            return None;
+        }
+        match protocol::decode::<ToDispatcher>(payload) {
+            Ok(ToDispatcher::Sealed { .. }) | Err(_) => {
+                self.refusals.refuse(Reason::Undecodable, 1, || {
+                    format!("a sealed message from peer {who} holds no message")
+                });
+                None
+            }
+            Ok(m) => Some(m),
+        }
+    }
+
+    /// A Hello opens an introduction: the peer gets a Challenge (a random
+    /// nonce, nothing computed from the secret), or Stop when it speaks
+    /// another protocol version.
+    async fn on_hello(&mut self, identity: Bytes, version: u32, nonce: Nonce) -> anyhow::Result<()> {
+        if version != PROTOCOL_VERSION {
+            let who = short_id(&identity);
+            self.refusals.refuse(Reason::Version, 1, || {
+                format!("peer {who} speaks protocol {version}, we speak {PROTOCOL_VERSION}; told to stop")
+            });
+            return self.send_to(&identity, &ToSupervisor::Stop).await;
+        }
+        let (d_nonce, evicted) = self.challenges.challenge(identity.clone(), nonce, Instant::now());
+        if evicted {
+            self.refusals.refuse(Reason::ChallengeEvicted, 1, || {
+                format!("over {MAX_PENDING_CHALLENGES} introductions pending; the oldest dropped")
+            });
+        }
+        self.send_to(&identity, &ToSupervisor::Challenge { nonce: d_nonce })
+            .await
+    }
+
+    /// A Join: the proof is checked before anything in it is believed (or
+    /// even decoded); a peer that fails gets Refused and nothing else.
+    async fn on_join(&mut self, identity: Bytes, proof: Proof, intro: &[u8]) -> anyhow::Result<()> {
+        let checked = self
+            .challenges
+            .verify(&self.key, &identity, &proof, intro, Instant::now())
+            .and_then(|admitted| {
+                let intro = protocol::decode::<Intro>(intro).map_err(|_| Refusal::Malformed)?;
+                Ok((admitted, intro))
+            });
+        let (admitted, intro) = match checked {
+            Ok(ok) => ok,
+            Err(why) => {
+                let who = short_id(&identity);
+                self.refusals.refuse(why.into(), 1, || {
+                    format!("the introduction of peer {who} does not prove the cluster secret; refused")
+                });
+                return self.send_to(&identity, &ToSupervisor::Refused(why)).await;
+            }
+        };
+        self.admit(identity.clone(), intro, admitted.session(&self.key));
+        let policy = self.policy.clone();
+        let proof = admitted.welcome_proof(&self.key, &protocol::encode(&policy));
+        self.send_to(&identity, &ToSupervisor::Welcome { policy, proof })
+            .await
+    }
+
+    /// A supervisor that proved the secret (re)joins.
+    fn admit(&mut self, identity: Bytes, intro: Intro, session: Session) {
+        let Intro {
             supervisor_id: id,
             capacity,
             process,
             holding,
-        } = hello
-        else {
-            return Ok(());
-        };
-        if version != PROTOCOL_VERSION {
-            eprintln!(
-                "dispatcher: supervisor {id} speaks protocol {version}, we speak {PROTOCOL_VERSION}; refused"
-            );
-            return self.send_to(&identity, &ToSupervisor::Stop).await;
-        }
-        // A supervisor reconnecting on the same socket starts over.
+        } = intro;
+        // A supervisor reintroducing itself on the same socket starts over.
         if let Some(old) = cluster::sup_index(&self.sups, &identity) {
             self.drop_supervisor(old, "said hello again");
         }
@@ -433,42 +591,50 @@ impl Dispatcher {
         }
         self.sups.push(SupState {
             id,
-            identity: identity.clone(),
+            identity,
             capacity,
             last_heard: Instant::now(),
             live: true,
             said_bye: false,
             results: 0,
+            session,
         });
         if !holding.is_empty() {
             self.adopt(sid, holding);
         }
-        self.send_to(
-            &identity,
-            &ToSupervisor::Welcome {
-                policy: self.policy.clone(),
-            },
-        )
-        .await
+        // Earlier connections of the same supervisor (it reconnected on a
+        // new socket) are gone: what they held and it did not list goes
+        // back to the queue now rather than after the heartbeat timeout.
+        let earlier: Vec<SupId> = (0..sid)
+            .filter(|&o| self.sups[o].live && self.sups[o].id == self.sups[sid].id)
+            .collect();
+        for o in earlier {
+            self.drop_supervisor(o, "reconnected");
+        }
     }
 
     /// Takes over the leases a (re)joining supervisor still holds: they
     /// were handed out before this dispatcher started (or before it gave
-    /// the supervisor up for dead), so it must not lease them again.
+    /// the supervisor up for dead, or on an earlier connection), so it must
+    /// not lease them again. Only what the frontier can vouch for is
+    /// adopted, with its own domain and depth (see `Frontier::adopt`).
     fn adopt(&mut self, s: SupId, holding: Vec<WorkItem>) {
-        for item in &holding {
-            // Leased URLs the previous dispatcher had not written yet.
-            if self.frontier.mark_seen(&item.url) {
-                self.admitted += 1;
-                self.writer.insert(&item.url, &item.domain, item.depth);
-            }
-        }
         let held = holding.len();
-        let adopted = self.frontier.adopt(s, holding, now_ms());
+        let id = self.sups[s].id.clone();
+        let earlier: HashSet<SupId> = (0..s).filter(|&o| self.sups[o].id == id).collect();
+        let report = self
+            .frontier
+            .adopt(s, holding, now_ms(), |holder| earlier.contains(&holder));
         eprintln!(
-            "dispatcher: supervisor {} holds {held} URLs from before; adopted {adopted} leases",
-            self.sups[s].id
+            "dispatcher: supervisor {id} holds {held} URLs from before; adopted {} leases",
+            report.adopted
         );
+        if report.refused > 0 {
+            let n = report.refused;
+            self.refusals.refuse(Reason::UnadoptableLease, n as u64, || {
+                format!("{n} URLs supervisor {id} holds are not queued here or out at another supervisor; not adopted (their results will be dropped)")
+            });
+        }
     }
 
     fn drop_supervisor(&mut self, s: SupId, why: &str) {
@@ -495,9 +661,10 @@ impl Dispatcher {
         }
     }
 
-    /// Records results. `s` is None for a sender this dispatcher does not
-    /// know (yet): its results still count.
-    fn on_results(&mut self, s: Option<SupId>, results: Vec<CrawlResult>) {
+    /// Records results from supervisor `s`: only those for leases issued
+    /// to `s`; what a result is about (URL, domain, depth) comes from the
+    /// lease record, not from the message. The rest is dropped and counted.
+    fn on_results(&mut self, s: SupId, results: Vec<CrawlResult>) {
         let start = Instant::now();
         let n = results.len();
         let now = now_ms();
@@ -506,11 +673,28 @@ impl Dispatcher {
                 let wait = Duration::from_millis(now.saturating_sub(r.sent_ms));
                 self.timing.record(Op::ResultWait, wait, "ok", None, None);
             }
-            // Ends the lease (and frees its credit) if it is still current.
-            self.frontier.complete(r.lease);
-            if let Some(s) = s {
-                self.sups[s].results += 1;
-            }
+            // Ends the lease (and frees its credit) if it is `s`'s.
+            let leased = match self.frontier.complete_for(s, r.lease) {
+                Ok(leased) => leased,
+                Err(why) => {
+                    let (reason, what) = match why {
+                        LeaseRefusal::Unknown => (Reason::UnknownLease, "a lease not out"),
+                        LeaseRefusal::Foreign => (Reason::ForeignLease, "a lease out at another supervisor"),
+                    };
+                    let (who, lease) = (self.sups[s].id.clone(), r.lease);
+                    self.refusals.refuse(reason, 1, || {
+                        format!("supervisor {who} reported on {what} (lease {lease}); dropped")
+                    });
+                    continue;
+                }
+            };
+            let r = CrawlResult {
+                url: leased.url,
+                domain: leased.domain,
+                depth: leased.depth,
+                ..r
+            };
+            self.sups[s].results += 1;
             self.stats.record(&r.outcome);
             if breaker::is_error(&r.outcome).is_some() {
                 self.stats.counts.error_outcomes += 1;
@@ -539,7 +723,7 @@ impl Dispatcher {
                 self.writer.mark(r.url, st, failure);
             }
         }
-        let from = s.map_or_else(|| "unknown".to_string(), |s| self.sups[s].id.clone());
+        let from = self.sups[s].id.clone();
         metrics::counter!("crawler_supervisor_results_total", "supervisor" => from).increment(n as u64);
         self.timing.record_batch(Op::Report, start.elapsed(), "ok", n);
     }
@@ -667,8 +851,7 @@ impl Dispatcher {
                     .record(Op::QueueWait, Duration::from_millis(wait), "ok", None, None);
             }
             let n = items.len();
-            let identity = self.sups[s].identity.clone();
-            self.send_to(&identity, &ToSupervisor::Work(items)).await?;
+            self.send_sealed(s, &ToSupervisor::Work(items)).await?;
             self.timing.record_batch(Op::Dispatch, start.elapsed(), "ok", n);
         }
         Ok(())
@@ -684,9 +867,9 @@ impl Dispatcher {
                 self.drop_supervisor(s, "missed heartbeats");
                 continue;
             }
-            let identity = self.sups[s].identity.clone();
-            self.send_to(&identity, &ToSupervisor::Heartbeat).await?;
+            self.send_sealed(s, &ToSupervisor::Heartbeat).await?;
         }
+        self.challenges.expire(Instant::now());
         let expired = self.frontier.expire(now_ms());
         if expired > 0 {
             self.stats.counts.leases_expired += expired as u64;
@@ -745,6 +928,23 @@ impl Dispatcher {
         self.timing.gauges(&line);
     }
 
+    /// Sends `msg` to admitted supervisor `s`, sealed with its connection's key.
+    async fn send_sealed(&mut self, s: SupId, msg: &ToSupervisor) -> anyhow::Result<()> {
+        let payload = protocol::encode(msg);
+        let (counter, tag) = self.sups[s].session.seal(&payload);
+        let identity = self.sups[s].identity.clone();
+        self.send_to(
+            &identity,
+            &ToSupervisor::Sealed {
+                counter,
+                tag,
+                payload,
+            },
+        )
+        .await
+    }
+
+    /// Sends `msg` bare: only the handshake and refusals go this way.
     async fn send_to(&mut self, identity: &Bytes, msg: &ToSupervisor) -> anyhow::Result<()> {
         let mut m = ZmqMessage::from(protocol::encode(msg));
         m.push_front(identity.clone());
@@ -772,8 +972,7 @@ impl Dispatcher {
         self.writer.flush().await;
         let live: Vec<SupId> = (0..self.sups.len()).filter(|s| self.sups[*s].live).collect();
         for s in &live {
-            let identity = self.sups[*s].identity.clone();
-            self.send_to(&identity, &ToSupervisor::Stop).await?;
+            self.send_sealed(*s, &ToSupervisor::Stop).await?;
         }
         eprintln!(
             "dispatcher: crawl finished; waiting for {} supervisors to stop",
@@ -830,8 +1029,7 @@ impl Dispatcher {
                 _ = beat.tick() => {
                     for s in live {
                         if !self.said_bye(*s) {
-                            let identity = self.sups[*s].identity.clone();
-                            let _ = self.send_to(&identity, &ToSupervisor::Heartbeat).await;
+                            let _ = self.send_sealed(*s, &ToSupervisor::Heartbeat).await;
                         }
                     }
                 }
@@ -845,4 +1043,10 @@ impl Dispatcher {
         let id = &self.sups[s].id;
         self.sups.iter().any(|o| o.said_bye && o.id == *id)
     }
+}
+
+/// A short, loggable name for a ZeroMQ identity (its first bytes in hex):
+/// enough to tell peers apart in a log, not enough to speak as one.
+fn short_id(identity: &Bytes) -> String {
+    identity.iter().take(4).map(|b| format!("{b:02x}")).collect()
 }

@@ -47,6 +47,30 @@ pub struct Lease {
     domain_id: u32,
 }
 
+/// What a result is about, from the dispatcher's own lease record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Leased {
+    pub url: String,
+    pub domain: String,
+    pub depth: u16,
+}
+
+/// Why a result's lease was not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseRefusal {
+    /// Not out (never issued, expired, or already reported).
+    Unknown,
+    /// Out at another supervisor.
+    Foreign,
+}
+
+/// What [`Frontier::adopt`] did with a supervisor's held URLs.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Adoption {
+    pub adopted: usize,
+    pub refused: usize,
+}
+
 struct Sup {
     live: bool,
     domains: usize,
@@ -403,56 +427,147 @@ impl Frontier {
 
     /// A result arrived: the lease ends. `None` for an unknown (expired or
     /// duplicate) lease.
-    pub fn complete(&mut self, lease: u64) -> Option<Lease> {
-        let l = self.leases.remove(&lease)?;
+    #[cfg(test)]
+    pub fn complete(&mut self, lease: u64) -> Option<Leased> {
+        let sup = self.leases.get(&lease)?.sup;
+        self.complete_for(sup, lease).ok()
+    }
+
+    /// A result from `sup` for `lease`: the lease ends, and what was leased
+    /// (URL, domain, depth) comes back from the lease record, which is what
+    /// the result is about, whatever the message says. A lease this
+    /// frontier does not have out is [`LeaseRefusal::Unknown`]; one out at
+    /// another supervisor is [`LeaseRefusal::Foreign`] and stays with its
+    /// holder (a peer cannot end, or learn about, another's lease).
+    pub fn complete_for(&mut self, sup: SupId, lease: u64) -> Result<Leased, LeaseRefusal> {
+        match self.leases.get(&lease) {
+            None => return Err(LeaseRefusal::Unknown),
+            Some(l) if l.sup != sup => return Err(LeaseRefusal::Foreign),
+            Some(_) => {}
+        }
+        let l = self.leases.remove(&lease).ok_or(LeaseRefusal::Unknown)?;
         self.release_credit(l.sup);
         let d = &mut self.domains[l.domain_id as usize];
         d.in_flight = d.in_flight.saturating_sub(1);
+        let domain = d.name.clone();
         self.make_ready(l.domain_id);
-        Some(l)
+        Ok(Leased {
+            url: l.url,
+            domain,
+            depth: l.depth,
+        })
     }
 
     /// Leases `items` to `sup` under their existing lease ids: a
     /// supervisor that (re)joined still holds them, typically from before
-    /// a dispatcher restart. They leave their queues (so nobody else gets
-    /// them) and their domains go to `sup` unless a live supervisor owns
-    /// them, so each domain stays with the child already pacing it.
-    /// Returns how many leases were adopted (a lease already known is not).
-    pub fn adopt(&mut self, sup: SupId, items: Vec<WorkItem>, now_ms: u64) -> usize {
-        let mut held: HashMap<u32, HashSet<String>> = HashMap::new();
-        let mut adopted = 0;
+    /// a dispatcher restart or a reconnect. Nothing is taken on the
+    /// supervisor's word but the lease id and the URL:
+    ///
+    /// - a lease out at `sup` already stays as it is;
+    /// - a lease out at an earlier connection of the same supervisor
+    ///   (`same_supervisor` says which; it reconnected) moves to `sup`,
+    ///   with the domain if that connection owned it;
+    /// - a lease out at anyone else is refused;
+    /// - a lease this frontier does not know (it was issued before a
+    ///   restart, or expired) is adopted only when its URL waits in the
+    ///   queue of its domain (the domain computed here from the URL); it
+    ///   leaves the queue, and the lease gets the queued depth;
+    /// - anything else (a URL never seen, or already finished) is refused:
+    ///   the supervisor's result for it will be dropped, and the URL is
+    ///   crawled again if it is ever queued (a page is stored only once).
+    ///
+    /// Adopted domains go to `sup` unless a live supervisor owns them, so
+    /// each domain stays with the child already pacing it.
+    pub fn adopt(
+        &mut self,
+        sup: SupId,
+        items: Vec<WorkItem>,
+        now_ms: u64,
+        same_supervisor: impl Fn(SupId) -> bool,
+    ) -> Adoption {
+        let mut report = Adoption::default();
+        let expires_ms = now_ms.saturating_add(self.lease_ms);
+        // Unknown leases, by domain: one pass over each queue, not one per URL.
+        let mut wanted: HashMap<u32, HashMap<String, u64>> = HashMap::new();
         for item in items {
-            if self.leases.contains_key(&item.lease) {
-                continue;
+            match self.leases.get(&item.lease).map(|l| l.sup) {
+                Some(holder) if holder == sup => report.adopted += 1,
+                Some(holder) if same_supervisor(holder) => {
+                    self.transfer(item.lease, holder, sup, expires_ms);
+                    report.adopted += 1;
+                }
+                Some(_) => report.refused += 1,
+                None => {
+                    let domain = shared::urls::parse(&item.url).map(|u| shared::urls::domain_of(&u));
+                    let id = domain.ok().and_then(|d| self.domain_ids.get(&d).copied());
+                    // Lease ids near the top could overflow `next_lease`.
+                    match id {
+                        Some(id) if item.lease < u64::MAX / 2 => {
+                            wanted.entry(id).or_default().insert(item.url, item.lease);
+                        }
+                        _ => report.refused += 1,
+                    }
+                }
             }
-            let id = self.domain_id(&item.domain);
-            self.give_domain(id, sup);
-            self.domains[id as usize].in_flight += 1;
-            self.sups[sup].held += 1;
-            // New leases must not collide with adopted ones.
-            self.next_lease = self.next_lease.max(item.lease.saturating_add(1));
-            held.entry(id).or_default().insert(item.url.clone());
-            self.leases.insert(
-                item.lease,
-                Lease {
-                    url: item.url,
-                    depth: item.depth,
-                    sup,
-                    expires_ms: now_ms.saturating_add(self.lease_ms),
-                    domain_id: id,
-                },
-            );
-            adopted += 1;
         }
-        // One pass per domain, not one per URL.
-        for (id, urls) in held {
+        for (id, mut urls) in wanted {
+            let mut found = Vec::new();
             let d = &mut self.domains[id as usize];
             let before = d.queue.len();
-            d.queue.retain(|q| !urls.contains(&q.url));
+            d.queue.retain(|q| match urls.remove(&q.url) {
+                Some(lease) => {
+                    found.push((lease, q.url.clone(), q.depth));
+                    false
+                }
+                None => true,
+            });
             self.queued -= before - d.queue.len();
+            report.refused += urls.len();
+            if found.is_empty() {
+                continue;
+            }
+            self.give_domain(id, sup);
+            for (lease, url, depth) in found {
+                self.domains[id as usize].in_flight += 1;
+                self.sups[sup].held += 1;
+                // New leases must not collide with adopted ones.
+                self.next_lease = self.next_lease.max(lease.saturating_add(1));
+                self.leases.insert(
+                    lease,
+                    Lease {
+                        url,
+                        depth,
+                        sup,
+                        expires_ms,
+                        domain_id: id,
+                    },
+                );
+                report.adopted += 1;
+            }
             self.make_ready(id);
         }
-        adopted
+        report
+    }
+
+    /// Moves `lease` from supervisor `from` to `to` (the same supervisor on
+    /// a new connection), with its domain if `from` owned it.
+    fn transfer(&mut self, lease: u64, from: SupId, to: SupId, expires_ms: u64) {
+        let Some(l) = self.leases.get_mut(&lease) else {
+            return;
+        };
+        l.sup = to;
+        l.expires_ms = l.expires_ms.max(expires_ms);
+        let id = l.domain_id;
+        self.release_credit(from);
+        self.sups[to].held += 1;
+        if self.domains[id as usize].owner == Some(from) {
+            let d = &mut self.domains[id as usize];
+            d.owner = Some(to);
+            d.in_ready = false;
+            self.sups[from].domains = self.sups[from].domains.saturating_sub(1);
+            self.sups[to].domains += 1;
+            self.make_ready(id);
+        }
     }
 
     /// Makes `sup` the owner of domain `id` unless a live supervisor owns it.
@@ -726,9 +841,16 @@ mod tests {
             })
             .collect();
         let s1 = f.add_supervisor();
-        assert_eq!(f.adopt(s1, held.clone(), 10), 3);
-        // A repeated Hello adopts nothing twice.
-        assert_eq!(f.adopt(s1, held, 10), 0);
+        let adopted = |a: Adoption| a.adopted;
+        assert_eq!(adopted(f.adopt(s1, held.clone(), 10, |_| false)), 3);
+        // A repeated Hello changes nothing: the leases are s1's already.
+        assert_eq!(
+            f.adopt(s1, held, 10, |_| false),
+            Adoption {
+                adopted: 3,
+                refused: 0
+            }
+        );
         assert_eq!(f.queued(), 1);
         assert_eq!(f.in_flight(), 3);
         assert_eq!(f.held(s1), 3);
@@ -747,5 +869,111 @@ mod tests {
             assert!(f.complete(lease).is_some());
         }
         assert!(f.is_idle());
+    }
+
+    #[test]
+    fn a_result_counts_only_from_the_holder_and_is_about_the_leased_url() {
+        let mut f = f();
+        let s1 = f.add_supervisor();
+        let s2 = f.add_supervisor();
+        f.push("http://a/0".into(), "a", 3);
+        f.push("http://b/0".into(), "b", 0);
+        let t1 = f.take(s1, 10, 0);
+        assert_eq!(t1.len(), 1);
+        // s2 reports on s1's lease: refused, and the lease stays s1's.
+        assert_eq!(f.complete_for(s2, t1[0].lease), Err(LeaseRefusal::Foreign));
+        assert_eq!(f.held(s1), 1);
+        assert_eq!(f.complete_for(s1, 999_999), Err(LeaseRefusal::Unknown));
+        // The holder's result is about what was leased, from the record.
+        let leased = f.complete_for(s1, t1[0].lease).unwrap();
+        assert_eq!(leased.url, t1[0].url);
+        assert_eq!(leased.domain, t1[0].domain);
+        assert_eq!(leased.depth, t1[0].depth);
+        assert_eq!(f.held(s1), 0);
+        assert_eq!(f.complete_for(s1, t1[0].lease), Err(LeaseRefusal::Unknown));
+    }
+
+    fn held_item(url: &str, domain: &str, lease: u64, depth: u16) -> WorkItem {
+        WorkItem {
+            lease,
+            lease_expires_ms: 0,
+            leased_ms: 0,
+            url: url.into(),
+            domain: domain.into(),
+            depth,
+        }
+    }
+
+    #[test]
+    fn adoption_takes_only_queued_urls_with_their_own_domain_and_depth() {
+        // A restarted dispatcher: http://a.test/0 is queued at depth 2.
+        let mut f = Frontier::new(4, 1000, 1 << 20);
+        assert!(f.mark_seen("http://a.test/0"));
+        f.push("http://a.test/0".into(), "a.test", 2);
+        let s1 = f.add_supervisor();
+        let claimed = vec![
+            // Queued here: adopted, but with depth 2 and domain a.test
+            // whatever the claim says.
+            held_item("http://a.test/0", "evil.test", 500, 0),
+            // Never seen here (nor its domain): refused.
+            held_item("http://evil.test/", "evil.test", 501, 0),
+            // A known domain, but not a queued URL: refused.
+            held_item("http://a.test/forged", "a.test", 502, 0),
+            // Not a URL at all.
+            held_item("not a url", "a.test", 503, 0),
+        ];
+        assert_eq!(
+            f.adopt(s1, claimed, 10, |_| false),
+            Adoption {
+                adopted: 1,
+                refused: 3
+            }
+        );
+        assert_eq!(f.queued(), 0);
+        assert_eq!(f.held(s1), 1);
+        let leased = f.complete_for(s1, 500).unwrap();
+        assert_eq!(
+            leased,
+            Leased {
+                url: "http://a.test/0".into(),
+                domain: "a.test".into(),
+                depth: 2
+            }
+        );
+        for lease in [501, 502, 503] {
+            assert_eq!(f.complete_for(s1, lease), Err(LeaseRefusal::Unknown));
+        }
+    }
+
+    #[test]
+    fn adoption_moves_leases_of_an_earlier_connection_but_never_anothers() {
+        let mut f = f();
+        let old = f.add_supervisor();
+        let other = f.add_supervisor();
+        f.push("http://a.test/0".into(), "a.test", 0);
+        f.push("http://b.test/0".into(), "b.test", 0);
+        let mine = f.take(old, 10, 0);
+        let theirs = f.take(other, 10, 0);
+        assert_eq!((mine.len(), theirs.len()), (1, 1));
+        // The same supervisor reconnects as `new`, listing its lease and,
+        // by mistake or malice, the other supervisor's.
+        let new = f.add_supervisor();
+        let claimed = vec![mine[0].clone(), theirs[0].clone()];
+        assert_eq!(
+            f.adopt(new, claimed, 10, |s| s == old),
+            Adoption {
+                adopted: 1,
+                refused: 1
+            }
+        );
+        assert_eq!((f.held(old), f.held(new), f.held(other)), (0, 1, 1));
+        assert_eq!(f.complete_for(old, mine[0].lease), Err(LeaseRefusal::Foreign));
+        assert!(f.complete_for(new, mine[0].lease).is_ok());
+        assert!(f.complete_for(other, theirs[0].lease).is_ok());
+        // The old connection owned a.test; the new one does now, and the
+        // old one leaving hands nothing back twice.
+        assert_eq!(f.remove_supervisor(old), 0);
+        f.push("http://a.test/1".into(), "a.test", 0);
+        assert_eq!(f.take(new, 10, 0).len(), 1);
     }
 }

@@ -10,13 +10,14 @@ mod crawl;
 mod frontier;
 mod monitor;
 mod persist;
+mod refusals;
 mod seeds;
 mod stats;
 
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
-use shared::cli::{ObsArgs, StoreArgs};
+use shared::cli::{ClusterArgs, ObsArgs, StoreArgs};
 use shared::protocol::CrawlPolicy;
 
 const ROLE: &str = "dispatcher";
@@ -161,6 +162,8 @@ pub struct Args {
     pub store: StoreArgs,
     #[command(flatten)]
     pub obs: ObsArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 impl Args {
@@ -199,5 +202,17 @@ impl Args {
 fn main() -> anyhow::Result<()> {
     shared::alloc::tune();
     let args = Args::parse();
-    shared::runtime()?.block_on(crawl::run(args))
+    let key = args
+        .cluster
+        .key(std::env::var_os(shared::cluster_auth::SECRET_ENV))?;
+    if key.is_insecure() {
+        eprintln!(
+            "dispatcher: WARNING: --insecure-cluster: anyone who can reach {} can join the crawl, report results and get the debug token sent to it",
+            args.bind
+        );
+    }
+    // Read once; nothing this process starts inherits it. Still
+    // single-threaded here, so changing the environment is sound.
+    std::env::remove_var(shared::cluster_auth::SECRET_ENV);
+    shared::runtime()?.block_on(crawl::run(args, key))
 }

@@ -9,6 +9,7 @@ pub mod address_policy;
 pub mod alloc;
 pub mod body_dict;
 pub mod cli;
+pub mod cluster_auth;
 pub mod exchange;
 pub mod extract;
 pub mod failure;

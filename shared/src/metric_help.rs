@@ -23,6 +23,11 @@ enum Kind {
 const FAMILIES: &[(&str, Kind, &str)] = &[
     // Dispatcher.
     (
+        "crawler_cluster_refusals_total",
+        Kind::Counter,
+        "What the dispatcher refused on its cluster link, by reason: messages from peers that have not proven the cluster secret (unauthenticated, bad_proof, no_challenge, malformed_join, oversized, undecodable, version), messages of an admitted connection whose seal does not hold (bad_seal, replayed, unsealed), results for leases it did not issue to the sender (unknown_lease, foreign_lease), held URLs it would not adopt (unadoptable_lease) and challenges dropped by a flood of Hellos (challenge_evicted).",
+    ),
+    (
         "crawler_dispatcher_results_total",
         Kind::Counter,
         "Crawl results the dispatcher recorded, by outcome (fetched, disallowed, failed).",

@@ -12,10 +12,13 @@
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
+pub use crate::cluster_auth::{Nonce, Proof, Refusal};
 pub use crate::failure::FailureKind;
 
 /// Bumped whenever a message changes shape; peers with another version are refused.
-pub const PROTOCOL_VERSION: u32 = 5;
+/// 6: the introduction is a challenge–response on the cluster secret
+/// (see [`crate::cluster_auth`]).
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// One URL to crawl, leased to whoever holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -123,23 +126,31 @@ pub struct ProcessInfo {
     pub debug_addr: Option<String>,
 }
 
+/// Who a supervisor is, sent in its [`ToDispatcher::Join`] as encoded
+/// bytes: the proof covers these exact bytes, and the dispatcher decodes
+/// them only once the proof checks out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Intro {
+    pub supervisor_id: String,
+    /// URLs the supervisor can hold at once; the dispatcher never
+    /// leases it more (credit-based backpressure).
+    pub capacity: u32,
+    pub process: ProcessInfo,
+    /// URLs this supervisor still holds from before a reconnect (its
+    /// children are crawling them, or their results wait to be sent).
+    /// A restarted dispatcher adopts these leases instead of handing
+    /// the URLs out a second time (see `adopt` in the dispatcher: only
+    /// URLs it knows, with its own domain and depth).
+    pub holding: Vec<WorkItem>,
+}
+
 /// Supervisor → dispatcher.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToDispatcher {
-    /// First message, and again after a reconnect.
-    Hello {
-        version: u32,
-        supervisor_id: String,
-        /// URLs the supervisor can hold at once; the dispatcher never
-        /// leases it more (credit-based backpressure).
-        capacity: u32,
-        process: ProcessInfo,
-        /// URLs this supervisor still holds from before a reconnect (its
-        /// children are crawling them, or their results wait to be sent).
-        /// A restarted dispatcher adopts these leases instead of handing
-        /// the URLs out a second time.
-        holding: Vec<WorkItem>,
-    },
+    /// First message, and again after a reconnect: opens an introduction.
+    /// `version` stays the first field of the first variant, so a peer of
+    /// another protocol version is still recognised and told to stop.
+    Hello { version: u32, nonce: Nonce },
     /// Finished URLs; each one frees one credit.
     Results(Vec<CrawlResult>),
     /// A child (re)started or stopped; carries its debug address.
@@ -155,13 +166,27 @@ pub enum ToDispatcher {
     Heartbeat { holding: Vec<u64> },
     /// Children have exited; the supervisor is leaving.
     Bye,
+    /// Answer to [`ToSupervisor::Challenge`]: `intro` is an encoded
+    /// [`Intro`], `proof` the HMAC over it and both nonces.
+    Join { proof: Proof, intro: Vec<u8> },
+    /// Every message of an admitted connection after the Welcome:
+    /// `payload` is an encoded [`ToDispatcher`], `tag` its HMAC under the
+    /// connection's key (see [`crate::cluster_auth::Session`]).
+    Sealed {
+        counter: u64,
+        tag: Proof,
+        payload: Vec<u8>,
+    },
 }
 
 /// Dispatcher → supervisor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToSupervisor {
+    /// The peer proved it knows the cluster secret; `proof` proves the
+    /// dispatcher does too, over this policy (see [`crate::cluster_auth`]).
     Welcome {
         policy: CrawlPolicy,
+        proof: Proof,
     },
     Work(Vec<WorkItem>),
     Heartbeat,
@@ -172,8 +197,23 @@ pub enum ToSupervisor {
     Farewell,
     /// "I do not know you (any more)": sent to a peer that was declared dead
     /// or that the dispatcher never met (it restarted). The supervisor
-    /// answers with a fresh Hello.
+    /// answers with a fresh Hello. Also the answer to any message (but a
+    /// Hello or a Join) from a peer that has not proved it knows the secret.
     Reintroduce,
+    /// Answer to a Hello: the dispatcher's nonce, to prove knowledge of the
+    /// secret over.
+    Challenge {
+        nonce: Nonce,
+    },
+    /// The Join was refused: nothing else is said to this peer.
+    Refused(Refusal),
+    /// Every message to an admitted connection after the Welcome (but
+    /// Reintroduce): `payload` is an encoded [`ToSupervisor`].
+    Sealed {
+        counter: u64,
+        tag: Proof,
+        payload: Vec<u8>,
+    },
 }
 
 /// Supervisor → crawler-child.
@@ -342,6 +382,23 @@ mod tests {
         };
         assert!(message.len() <= MAX_FAILURE_MESSAGE);
         assert!(message.len() >= MAX_FAILURE_MESSAGE - 1);
+    }
+
+    #[test]
+    fn a_hello_of_an_older_version_is_still_read_as_one() {
+        // Protocol 5's Hello: variant 0, version 5, then its supervisor id
+        // and more; the version is where protocol 6 reads it, so the
+        // dispatcher can tell an old supervisor to stop.
+        let mut old = Vec::new();
+        old.extend_from_slice(&0u32.to_le_bytes());
+        old.extend_from_slice(&5u32.to_le_bytes());
+        old.extend_from_slice(&4u64.to_le_bytes());
+        old.extend_from_slice(b"sup0");
+        old.extend_from_slice(&[0; 64]);
+        assert!(matches!(
+            decode::<ToDispatcher>(&old),
+            Ok(ToDispatcher::Hello { version: 5, .. })
+        ));
     }
 
     #[test]

@@ -138,6 +138,9 @@ fn spawn(spec: &ChildSpec) -> std::io::Result<(Child, ChildStdin, Frames)> {
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        // A child parses pages from the open web; it never needs the
+        // cluster secret (main() already removed it; this keeps it so).
+        .env_remove(shared::cluster_auth::SECRET_ENV)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

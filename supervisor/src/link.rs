@@ -7,11 +7,20 @@
 //! socket, reconnects with a new one and introduces itself again with a
 //! Hello that lists the URLs still held, which the dispatcher adopts.
 //! Meanwhile the children keep crawling and results wait in the outbox.
+//!
+//! Every introduction is a challenge–response on the cluster secret
+//! ([`shared::cluster_auth`]): Hello (our nonce), the dispatcher's
+//! Challenge, our Join (the proof, over our introduction), its Welcome
+//! (its proof). Until a Welcome proves the dispatcher knows the secret,
+//! nothing it sends but the handshake is acted on.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use shared::protocol::{self, CrawlPolicy, ToDispatcher, ToSupervisor};
+use shared::cluster_auth::{ClusterKey, Introduction, Session};
+use shared::protocol::{
+    self, CrawlPolicy, Intro, Nonce, Refusal, ToDispatcher, ToSupervisor, PROTOCOL_VERSION,
+};
 use zeromq::{DealerSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
 /// One connection attempt may take this long (a dead remote host would
@@ -22,14 +31,15 @@ const HELLO_PATIENCE: Duration = Duration::from_secs(2);
 /// Longest a message to the dispatcher may take to leave.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 enum State {
     /// No socket: the next [`DispatcherLink::maintain`] reconnects.
     Down,
-    /// Connected and said Hello at this instant; no Welcome yet.
-    Introduced(Instant),
-    /// Welcomed: results and heartbeats flow.
-    Up,
+    /// Connected and said Hello at this instant; no (proven) Welcome yet.
+    Introduced(Instant, Introduction),
+    /// Welcomed: results and heartbeats flow, sealed with this
+    /// connection's keys.
+    Up(Session),
 }
 
 pub struct DispatcherLink {
@@ -43,14 +53,22 @@ pub struct DispatcherLink {
     silence_limit: Duration,
     /// How long to keep reconnecting before giving up.
     patience: Duration,
+    /// The cluster secret we prove, and expect the dispatcher to prove.
+    key: ClusterKey,
+    /// When a message whose seal did not hold was last logged (at most one
+    /// line per [`SEAL_LOG_EVERY`]; every one is counted).
+    seal_logged: Option<Instant>,
 }
+
+/// At most one log line per this long about messages refused for their seal.
+const SEAL_LOG_EVERY: Duration = Duration::from_secs(10);
 
 impl DispatcherLink {
     /// Connects (retrying while the dispatcher is not up yet, for up to
-    /// `patience`) and introduces itself with `hello`.
+    /// `patience`) and opens an introduction with a Hello.
     pub async fn connect(
         endpoint: &str,
-        hello: ToDispatcher,
+        key: ClusterKey,
         patience: Duration,
         silence_limit: Duration,
     ) -> anyhow::Result<DispatcherLink> {
@@ -70,28 +88,37 @@ impl DispatcherLink {
         let mut link = DispatcherLink {
             endpoint: endpoint.to_string(),
             socket: Some(socket),
-            state: State::Introduced(Instant::now()),
+            state: State::Down,
             last_heard: Instant::now(),
             down_since: None,
             silence_limit,
             patience,
+            key,
+            seal_logged: None,
         };
-        if !link.send(&hello).await {
+        if !link.say_hello().await {
             bail!("could not send Hello to the dispatcher at {endpoint}");
         }
         Ok(link)
     }
 
-    /// Waits for the dispatcher's Welcome, which carries the crawl policy.
-    /// A dispatcher that dies between our Hello and its Welcome must not
-    /// leave us waiting forever: after the silence limit this fails (and
-    /// the service manager restarts us).
-    pub async fn welcome(&mut self) -> anyhow::Result<CrawlPolicy> {
+    /// Runs the introduction to its end: answers the Challenge with
+    /// `intro` and waits for a Welcome that proves the dispatcher knows
+    /// the secret; returns the crawl policy it carries. A dispatcher that
+    /// dies meanwhile must not leave us waiting forever: after the silence
+    /// limit this fails (and the service manager restarts us). A refusal
+    /// is final here: at start-up it means a different secret.
+    pub async fn welcome(&mut self, intro: &Intro) -> anyhow::Result<CrawlPolicy> {
         let limit = self.silence_limit;
         let wait = async {
             loop {
                 match self.recv().await {
-                    Some(ToSupervisor::Welcome { policy }) => return Ok(policy),
+                    Some(ToSupervisor::Welcome { policy, .. }) => return Ok(policy),
+                    Some(ToSupervisor::Challenge { nonce }) => self.answer(nonce, intro).await,
+                    Some(ToSupervisor::Refused(why)) => bail!(
+                        "the dispatcher refused our introduction ({}): is the cluster secret the same on both sides?",
+                        why.as_str()
+                    ),
                     Some(ToSupervisor::Stop) => bail!("dispatcher said stop before welcome"),
                     Some(_) => {}
                     None => bail!("lost the dispatcher before its welcome"),
@@ -103,27 +130,61 @@ impl DispatcherLink {
             .map_err(|_| anyhow::anyhow!("no Welcome from the dispatcher within {limit:?}"))?
     }
 
+    /// Opens a new introduction: a Hello with a fresh nonce.
+    async fn say_hello(&mut self) -> bool {
+        let introduction = Introduction::new(PROTOCOL_VERSION);
+        let hello = ToDispatcher::Hello {
+            version: PROTOCOL_VERSION,
+            nonce: introduction.nonce(),
+        };
+        self.state = State::Introduced(Instant::now(), introduction);
+        self.send(&hello).await
+    }
+
+    /// Answers the dispatcher's Challenge with a Join: `intro` (who we are
+    /// and what we hold, as of now) and the proof over it. Ignored unless
+    /// an introduction is open.
+    pub async fn answer(&mut self, d_nonce: Nonce, intro: &Intro) {
+        let State::Introduced(_, introduction) = &mut self.state else {
+            return;
+        };
+        let bytes = protocol::encode(intro);
+        let proof = introduction.answer(&self.key, d_nonce, &bytes);
+        self.send(&ToDispatcher::Join { proof, intro: bytes }).await;
+    }
+
+    /// The dispatcher refused our Join (after start-up): the link goes
+    /// down and is tried again, until the patience runs out.
+    pub fn refused(&mut self, why: Refusal) {
+        eprintln!(
+            "supervisor: the dispatcher refused our introduction ({}): is the cluster secret the same on both sides? retrying",
+            why.as_str()
+        );
+        self.go_down();
+    }
+
     /// How long [`DispatcherLink::maintain`] keeps reconnecting before it gives up.
     pub fn set_patience(&mut self, patience: Duration) {
         self.patience = patience;
     }
 
     pub fn is_up(&self) -> bool {
-        self.state == State::Up
+        matches!(self.state, State::Up(_))
     }
 
     /// Called about once a second: declares a silent dispatcher gone and
     /// reconnects a link that is down, introducing itself with `hello()`.
     /// Fails once the dispatcher has been unreachable for `patience`.
-    pub async fn maintain(&mut self, hello: impl FnOnce() -> ToDispatcher) -> anyhow::Result<()> {
-        if self.state != State::Down && self.last_heard.elapsed() > self.silence_limit {
+    pub async fn maintain(&mut self) -> anyhow::Result<()> {
+        let down = matches!(self.state, State::Down);
+        if !down && self.last_heard.elapsed() > self.silence_limit {
             eprintln!(
                 "supervisor: dispatcher silent for {:?}; reconnecting (children keep crawling)",
                 self.silence_limit
             );
             self.go_down();
         }
-        if self.state != State::Down {
+        if !matches!(self.state, State::Down) {
             return Ok(());
         }
         let down_for = self.down_since.map_or(Duration::ZERO, |t| t.elapsed());
@@ -137,9 +198,8 @@ impl DispatcherLink {
             Ok(socket) => {
                 self.socket = Some(socket);
                 self.last_heard = Instant::now();
-                self.state = State::Introduced(Instant::now());
                 metrics::counter!("crawler_dispatcher_reconnects_total").increment(1);
-                self.send(&hello()).await;
+                self.say_hello().await;
             }
             Err(e) if down_for.as_secs().is_multiple_of(10) => eprintln!("supervisor: {e:#}; still trying"),
             Err(_) => {}
@@ -149,16 +209,15 @@ impl DispatcherLink {
 
     /// The dispatcher asked us to introduce ourselves again (it restarted,
     /// or had given us up for dead). Ignored while a Hello is fresh.
-    pub async fn reintroduce(&mut self, hello: impl FnOnce() -> ToDispatcher) {
-        if let State::Introduced(at) = self.state {
+    pub async fn reintroduce(&mut self) {
+        if let State::Introduced(at, _) = &self.state {
             if at.elapsed() < HELLO_PATIENCE {
                 return;
             }
         }
         if self.socket.is_some() {
             eprintln!("supervisor: the dispatcher does not know us; saying hello again");
-            self.state = State::Introduced(Instant::now());
-            self.send(&hello()).await;
+            self.say_hello().await;
         }
     }
 
@@ -178,10 +237,24 @@ impl DispatcherLink {
 
     /// Sends `msg`; false (and the link goes down) when it could not be sent.
     pub async fn send(&mut self, msg: &ToDispatcher) -> bool {
+        // After the Welcome everything is sealed (a new introduction is not).
+        let bytes = match (&mut self.state, msg) {
+            (State::Up(session), m)
+                if !matches!(m, ToDispatcher::Hello { .. } | ToDispatcher::Join { .. }) =>
+            {
+                let payload = protocol::encode(m);
+                let (counter, tag) = session.seal(&payload);
+                protocol::encode(&ToDispatcher::Sealed {
+                    counter,
+                    tag,
+                    payload,
+                })
+            }
+            _ => protocol::encode(msg),
+        };
         let Some(socket) = self.socket.as_mut() else {
             return false;
         };
-        let bytes = protocol::encode(msg);
         // A dispatcher that stops reading (frozen, or its host gone) must
         // not hold this supervisor: past the deadline the link goes down
         // and is re-established like any other broken link.
@@ -223,19 +296,84 @@ impl DispatcherLink {
             };
             metrics::counter!("crawler_zmq_messages_received_total").increment(1);
             let Some(frame) = msg.iter().last() else { continue };
-            match protocol::decode(frame) {
-                Ok(m) => {
-                    self.last_heard = Instant::now();
-                    if matches!(m, ToSupervisor::Welcome { .. }) {
-                        if self.down_since.take().is_some() {
-                            eprintln!("supervisor: rejoined the dispatcher at {}", self.endpoint);
-                        }
-                        self.state = State::Up;
-                    }
-                    return Some(m);
+            let m = match protocol::decode::<ToSupervisor>(frame) {
+                Ok(m) => m,
+                Err(e) => {
+                    eprintln!("supervisor: ignoring undecodable message: {e}");
+                    continue;
                 }
-                Err(e) => eprintln!("supervisor: ignoring undecodable message: {e}"),
-            }
+            };
+            let m = match (m, &mut self.state) {
+                (
+                    ToSupervisor::Sealed {
+                        counter,
+                        tag,
+                        payload,
+                    },
+                    State::Up(session),
+                ) => {
+                    if let Err(e) = session.open(counter, &tag, &payload) {
+                        self.refused_seal(e.as_str());
+                        continue;
+                    }
+                    match protocol::decode::<ToSupervisor>(&payload) {
+                        Ok(ToSupervisor::Sealed { .. }) | Err(_) => continue,
+                        Ok(inner) => inner,
+                    }
+                }
+                // "Introduce yourself again" travels bare (the dispatcher
+                // may have lost our connection's keys); forged, it costs a
+                // new handshake, no more.
+                (m @ ToSupervisor::Reintroduce, _) => m,
+                // Anything else bare on a welcomed connection is not from
+                // the dispatcher that welcomed us.
+                (_, State::Up(_)) => {
+                    self.refused_seal("unsealed");
+                    continue;
+                }
+                (ToSupervisor::Welcome { policy, proof }, State::Introduced(_, introduction)) => {
+                    let policy_bytes = protocol::encode(&policy);
+                    let checked = introduction
+                        .check_welcome(&self.key, &proof, &policy_bytes)
+                        .ok()
+                        .and_then(|()| introduction.session(&self.key));
+                    let Some(session) = checked else {
+                        eprintln!(
+                            "supervisor: the Welcome from {} does not prove the cluster secret; not trusting it",
+                            self.endpoint
+                        );
+                        self.go_down();
+                        return None;
+                    };
+                    if self.down_since.take().is_some() {
+                        eprintln!("supervisor: rejoined the dispatcher at {}", self.endpoint);
+                    }
+                    self.state = State::Up(session);
+                    ToSupervisor::Welcome { policy, proof }
+                }
+                // Until the dispatcher has proven itself, only its side of
+                // the handshake is listened to.
+                (
+                    m @ (ToSupervisor::Challenge { .. } | ToSupervisor::Refused(_) | ToSupervisor::Stop),
+                    State::Introduced(..),
+                ) => m,
+                _ => continue,
+            };
+            self.last_heard = Instant::now();
+            return Some(m);
+        }
+    }
+
+    /// A message from the dispatcher's side whose seal did not hold:
+    /// dropped, counted, and logged at most once per [`SEAL_LOG_EVERY`].
+    fn refused_seal(&mut self, reason: &'static str) {
+        metrics::counter!("crawler_cluster_refusals_total", "reason" => reason).increment(1);
+        if self.seal_logged.is_none_or(|at| at.elapsed() >= SEAL_LOG_EVERY) {
+            self.seal_logged = Some(Instant::now());
+            eprintln!(
+                "supervisor: dropped a message from {} whose seal does not hold ({reason})",
+                self.endpoint
+            );
         }
     }
 

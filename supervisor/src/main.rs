@@ -12,10 +12,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use shared::cli::{ObsArgs, StoreArgs};
+use shared::cli::{ClusterArgs, ObsArgs, StoreArgs};
+use shared::cluster_auth::{ClusterKey, SECRET_ENV};
 use shared::protocol::{
-    self, CrawlResult, FailureKind, FromChild, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem,
-    PROTOCOL_VERSION,
+    self, CrawlResult, FailureKind, FromChild, Intro, Outcome, ProcessInfo, ToDispatcher, ToSupervisor,
+    WorkItem,
 };
 use shared::timing::TimingLog;
 use tokio::sync::mpsc;
@@ -86,12 +87,18 @@ struct Args {
     store: StoreArgs,
     #[command(flatten)]
     obs: ObsArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
 }
 
 fn main() -> anyhow::Result<()> {
     shared::alloc::tune();
     let args = Args::parse();
-    shared::runtime()?.block_on(run(args))
+    let key = args.cluster.key(std::env::var_os(SECRET_ENV))?;
+    // Read once; no child (nor anything else this process starts) inherits
+    // it. Still single-threaded here, so changing the environment is sound.
+    std::env::remove_var(SECRET_ENV);
+    shared::runtime()?.block_on(run(args, key))
 }
 
 /// Once a second, this process's and this machine's CPU use as a gauge
@@ -118,7 +125,7 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
     }
 }
 
-async fn run(args: Args) -> anyhow::Result<()> {
+async fn run(args: Args, key: ClusterKey) -> anyhow::Result<()> {
     if args.children == 0 {
         bail!("--children must be at least 1");
     }
@@ -143,14 +150,17 @@ async fn run(args: Args) -> anyhow::Result<()> {
         pid: std::process::id(),
         debug_addr: Some(debug.addr.to_string()),
     };
-    let intro = Intro {
+    let intro = Me {
         id: id.clone(),
         capacity: args.child_capacity * args.children as u32,
         process: me,
     };
+    if key.is_insecure() {
+        eprintln!("supervisor {id}: WARNING: --insecure-cluster: no cluster secret is proven either way");
+    }
     let mut link = link::DispatcherLink::connect(
         &args.dispatcher,
-        intro.hello(Vec::new()),
+        key,
         Duration::from_secs(args.connect_timeout_secs),
         Duration::from_secs(args.dispatcher_silence_secs.max(2)),
     )
@@ -160,7 +170,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "supervisor {id}: connected to {}, debug on http://{}",
         args.dispatcher, debug.addr
     );
-    let policy = link.welcome().await?;
+    let policy = link.welcome(&intro.intro(Vec::new())).await?;
 
     let program = match &args.child_bin {
         Some(p) => p.clone(),
@@ -193,17 +203,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What a supervisor says in its Hello.
-struct Intro {
+/// Who this supervisor is, for its introductions.
+struct Me {
     id: String,
     capacity: u32,
     process: ProcessInfo,
 }
 
-impl Intro {
-    fn hello(&self, holding: Vec<WorkItem>) -> ToDispatcher {
-        ToDispatcher::Hello {
-            version: PROTOCOL_VERSION,
+impl Me {
+    fn intro(&self, holding: Vec<WorkItem>) -> Intro {
+        Intro {
             supervisor_id: self.id.clone(),
             capacity: self.capacity,
             process: self.process.clone(),
@@ -219,13 +228,13 @@ struct Supervisor {
     in_flight: HashMap<u64, (usize, WorkItem, u32)>,
     outbox: Vec<CrawlResult>,
     hasher: ahash::RandomState,
-    intro: Intro,
+    intro: Me,
     /// Live children by slot, re-announced after a reconnect.
     children: BTreeMap<usize, ProcessInfo>,
 }
 
 impl Supervisor {
-    fn start(spec: ChildSpec, children: usize, intro: Intro) -> Supervisor {
+    fn start(spec: ChildSpec, children: usize, intro: Me) -> Supervisor {
         let (ev_tx, events) = mpsc::channel(4096);
         let slots = (0..children)
             .map(|slot| {
@@ -246,9 +255,9 @@ impl Supervisor {
         }
     }
 
-    /// A Hello listing every URL still held: with the children, or
-    /// finished and waiting in the outbox.
-    fn hello(&self) -> ToDispatcher {
+    /// An introduction listing every URL still held: with the children,
+    /// or finished and waiting in the outbox.
+    fn intro(&self) -> Intro {
         let mut holding: Vec<WorkItem> = self.in_flight.values().map(|(_, item, _)| item.clone()).collect();
         holding.extend(self.outbox.iter().map(|r| WorkItem {
             lease: r.lease,
@@ -258,7 +267,7 @@ impl Supervisor {
             domain: r.domain.clone(),
             depth: r.depth,
         }));
-        self.intro.hello(holding)
+        self.intro.intro(holding)
     }
 
     fn slot_of(&self, domain: &str) -> usize {
@@ -354,9 +363,18 @@ impl Supervisor {
                         stopping = true;
                         self.stop_slots().await;
                     }
-                    Some(ToSupervisor::Reintroduce) => link.reintroduce(|| self.hello()).await,
+                    Some(ToSupervisor::Reintroduce) => link.reintroduce().await,
+                    Some(ToSupervisor::Challenge { nonce }) => link.answer(nonce, &self.intro()).await,
+                    Some(ToSupervisor::Refused(why)) => link.refused(why),
                     Some(ToSupervisor::Welcome { .. }) => self.announce_children(link).await,
-                    Some(ToSupervisor::Stop | ToSupervisor::Heartbeat | ToSupervisor::Farewell) | None => {}
+                    // (The link opens sealed messages; none reaches here.)
+                    Some(
+                        ToSupervisor::Stop
+                        | ToSupervisor::Heartbeat
+                        | ToSupervisor::Farewell
+                        | ToSupervisor::Sealed { .. },
+                    )
+                    | None => {}
                 },
                 ev = self.events.recv() => match ev {
                     Some(SlotEvent::Message(_, FromChild::Result(r))) => {
@@ -417,7 +435,7 @@ impl Supervisor {
                         link.send(&beat).await;
                     }
                     if gave_up.is_none() {
-                        if let Err(e) = link.maintain(|| self.hello()).await {
+                        if let Err(e) = link.maintain().await {
                             eprintln!("supervisor: {e:#}; draining children");
                             gave_up = Some(e);
                             if !stopping {

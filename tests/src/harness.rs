@@ -205,6 +205,12 @@ pub struct ClusterSpec {
     pub supervisor_args: Vec<String>,
     /// More flags for supervisor `i` only (index `i` of this list).
     pub per_supervisor_args: Vec<Vec<String>>,
+    /// The cluster secret the dispatcher and the supervisors share, random
+    /// per spec; it reaches them in their environment (`CRAWLER_CLUSTER_SECRET`).
+    pub cluster_secret: String,
+    /// `--min-supervisors` for the dispatcher (default: `supervisors`); a
+    /// test that joins supervisors of its own sets it higher.
+    pub min_supervisors: Option<usize>,
 }
 
 impl ClusterSpec {
@@ -223,6 +229,8 @@ impl ClusterSpec {
             env: Vec::new(),
             supervisor_args: Vec::new(),
             per_supervisor_args: Vec::new(),
+            cluster_secret: random_secret(),
+            min_supervisors: None,
         }
     }
 
@@ -262,6 +270,14 @@ impl ClusterSpec {
         }
         v
     }
+}
+
+/// A fresh cluster secret: 32 random bytes in hex.
+pub fn random_secret() -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// How a crawl ended.
@@ -324,9 +340,13 @@ fn start_dispatcher(spec: &ClusterSpec, endpoint: &str) -> anyhow::Result<(Child
     let mut dispatcher = Command::new(bin("dispatcher")?)
         .args(["--bind", endpoint, "--seeds"])
         .arg(&spec.seeds_file)
-        .args(["--min-supervisors", &spec.supervisors.to_string()])
+        .args([
+            "--min-supervisors",
+            &spec.min_supervisors.unwrap_or(spec.supervisors).to_string(),
+        ])
         .args(spec.store_args())
         .args(&spec.dispatcher_args)
+        .env(shared::cluster_auth::SECRET_ENV, &spec.cluster_secret)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
@@ -349,6 +369,7 @@ fn start_supervisor(spec: &ClusterSpec, endpoint: &str, i: usize) -> anyhow::Res
         .args(spec.store_args())
         .args(&spec.supervisor_args)
         .args(spec.per_supervisor_args.get(i).into_iter().flatten())
+        .env(shared::cluster_auth::SECRET_ENV, &spec.cluster_secret)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .kill_on_drop(true);
     if let Some(h) = &spec.hosts_file {
@@ -391,6 +412,11 @@ impl RunningCrawl {
     pub fn restart_supervisor(&mut self, i: usize) -> anyhow::Result<()> {
         self.supervisors[i] = start_supervisor(&self.spec, &self.endpoint, i)?;
         Ok(())
+    }
+
+    /// The dispatcher's ZeroMQ endpoint (`tcp://127.0.0.1:PORT`).
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
     }
 
     /// The dispatcher's pid (None once it was reaped).

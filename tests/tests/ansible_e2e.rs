@@ -118,6 +118,7 @@ async fn the_playbook_installs_a_crawl_that_runs() {
         "dispatcher_port": free_port(),
         "debug_port": debug_port,
         "debug_token": "test-token",
+        "cluster_secret_src": dir.path().join("secrets/cluster_secret"),
         "crawler_min_delay_ms": 20,
         "supervisor_children": 2,
         "dispatcher_extra_args": ["--max-depth", "100"],
@@ -145,6 +146,25 @@ async fn the_playbook_installs_a_crawl_that_runs() {
     );
     for bin in ["dispatcher", "supervisor", "crawler-child", "cluster-profile"] {
         assert!(prefix.join("bin").join(bin).exists(), "{bin} not installed");
+    }
+    // The cluster secret: made once on the control machine, installed on
+    // the node, both readable by their owner only, named in crawler.env by
+    // its path and never written into a unit's command line.
+    use std::os::unix::fs::PermissionsExt;
+    let made = dir.path().join("secrets/cluster_secret");
+    let installed = prefix.join("etc/cluster_secret");
+    let secret = std::fs::read_to_string(&made).unwrap();
+    assert_eq!(secret.trim().len(), 64, "a 32-byte hex secret");
+    assert_eq!(std::fs::read_to_string(&installed).unwrap(), secret);
+    for f in [&made, &installed] {
+        let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", f.display());
+    }
+    let env = std::fs::read_to_string(prefix.join("etc/crawler.env")).unwrap();
+    assert!(env.contains("CRAWLER_CLUSTER_SECRET_FILE="), "{env}");
+    for unit in ["crawler-dispatcher.service", "crawler-supervisor.service"] {
+        let text = std::fs::read_to_string(prefix.join("etc").join(unit)).unwrap();
+        assert!(!text.contains(secret.trim()), "the secret is in {unit}");
     }
 
     // Run what the units say, as systemd would.

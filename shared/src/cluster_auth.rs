@@ -1,0 +1,712 @@
+//! Who may join the cluster: a challenge–response on a shared secret.
+//!
+//! The dispatcher's ZeroMQ port is reachable by whoever can reach the
+//! machine, and the `zeromq` crate has no CURVE. Without this, any peer
+//! could say Hello, be handed domains and URLs, report results (marking
+//! URLs done, injecting links) and announce a debug address that
+//! `cluster-profile` would then send the debug token to. So every
+//! supervisor proves, before it is welcomed, that it knows the cluster
+//! secret, and the dispatcher proves the same back in its Welcome.
+//!
+//! The introduction, four messages (the supervisor speaks first):
+//!
+//! ```text
+//! supervisor                                          dispatcher
+//!   Hello { version, nonce: Ns }              ──▶   remembers (Ns, Nd) for this peer
+//!                                             ◀──   Challenge { nonce: Nd }
+//!   Join { proof: Ps, intro: bytes }          ──▶   verifies Ps, only then decodes intro
+//!   verifies Pd                               ◀──   Welcome { policy, proof: Pd }
+//!
+//! Ps = HMAC-SHA256(secret, "…supervisor proof" ‖ version ‖ Ns ‖ Nd ‖ intro)
+//! Pd = HMAC-SHA256(secret, "…dispatcher proof" ‖ version ‖ Ns ‖ Nd ‖ SHA-256(intro) ‖ policy)
+//! ```
+//!
+//! Why this shape: the dispatcher's nonce makes every proof fresh (a
+//! recorded Join cannot be replayed, Nd differs every time), the
+//! supervisor's nonce does the same for the Welcome; the proof covers the
+//! whole introduction (supervisor id, capacity, debug address, the leases
+//! it holds) so a proof cannot be moved to another Hello or another peer;
+//! the labels differ by direction, so one side's proof is never valid as
+//! the other's (no reflection). A peer without the secret gets a random
+//! nonce and a refusal, nothing computed from the secret. The dispatcher
+//! keeps only two nonces per pending peer (not the introduction), bounded
+//! in number and age, so unauthenticated peers cannot make it hold much.
+//!
+//! After the Welcome, both sides seal every message with a key derived for
+//! that connection (a [`Session`]): a counter and an HMAC per message, so
+//! that the handshake's guarantee lasts for the whole connection.
+//!
+//! Everything here is pure (no sockets, no clocks of its own), so the
+//! handshake is tested without a network.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::time::{Duration, Instant};
+
+use hmac::{Hmac, KeyInit, Mac};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The environment variable that may carry the secret (never argv: `ps`
+/// shows a command line to every user of the machine).
+pub const SECRET_ENV: &str = "CRAWLER_CLUSTER_SECRET";
+/// Shortest secret accepted: 16 bytes. `openssl rand -hex 32` gives 64.
+pub const MIN_SECRET_BYTES: usize = 16;
+/// Longest secret accepted (a file that big is the wrong file).
+pub const MAX_SECRET_BYTES: usize = 4096;
+
+/// A random number used once per introduction.
+pub type Nonce = [u8; 32];
+/// An HMAC-SHA256 tag.
+pub type Proof = [u8; 32];
+
+const SUPERVISOR_LABEL: &[u8] = b"synthcrawler cluster link: supervisor proof\0";
+const DISPATCHER_LABEL: &[u8] = b"synthcrawler cluster link: dispatcher proof\0";
+const SESSION_LABEL: &[u8] = b"synthcrawler cluster link: session key\0";
+const TO_DISPATCHER_LABEL: &[u8] = b"synthcrawler cluster link: to dispatcher\0";
+const TO_SUPERVISOR_LABEL: &[u8] = b"synthcrawler cluster link: to supervisor\0";
+/// The key every `--insecure-cluster` process shares: public, so it
+/// authenticates nothing, but the handshake stays one code path and an
+/// insecure process cannot join a cluster that has a secret.
+const INSECURE_KEY: &[u8] = b"synthcrawler --insecure-cluster: no secret";
+
+/// The cluster secret. Never printed: `Debug` shows no bytes, there is no
+/// `Display`, and the bytes are zeroed when dropped.
+pub struct ClusterKey {
+    bytes: Box<[u8]>,
+    insecure: bool,
+}
+
+/// Why a secret was not accepted (says nothing about its bytes).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    #[error("the cluster secret is {0} bytes; at least {MIN_SECRET_BYTES} are needed (e.g. `openssl rand -hex 32`)")]
+    TooShort(usize),
+    #[error("the cluster secret is over {MAX_SECRET_BYTES} bytes; is that the right file?")]
+    TooLong(usize),
+}
+
+impl ClusterKey {
+    /// A key from secret bytes, as read from a file or the environment;
+    /// surrounding whitespace (a trailing newline) is not part of it.
+    pub fn from_secret(raw: &[u8]) -> Result<ClusterKey, SecretError> {
+        let secret = raw.trim_ascii();
+        if secret.len() < MIN_SECRET_BYTES {
+            return Err(SecretError::TooShort(secret.len()));
+        }
+        if secret.len() > MAX_SECRET_BYTES {
+            return Err(SecretError::TooLong(secret.len()));
+        }
+        Ok(ClusterKey {
+            bytes: secret.into(),
+            insecure: false,
+        })
+    }
+
+    /// The public key of `--insecure-cluster`.
+    pub fn insecure() -> ClusterKey {
+        ClusterKey {
+            bytes: INSECURE_KEY.into(),
+            insecure: true,
+        }
+    }
+
+    /// Whether this is the public `--insecure-cluster` key.
+    pub fn is_insecure(&self) -> bool {
+        self.insecure
+    }
+
+    fn mac(&self, label: &[u8], version: u32, s_nonce: &Nonce, d_nonce: &Nonce) -> Hmac<Sha256> {
+        // HMAC takes keys of any length.
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.bytes)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+        mac.update(label);
+        mac.update(&version.to_le_bytes());
+        mac.update(s_nonce);
+        mac.update(d_nonce);
+        mac
+    }
+
+    fn supervisor_mac(&self, version: u32, s_nonce: &Nonce, d_nonce: &Nonce, intro: &[u8]) -> Hmac<Sha256> {
+        let mut mac = self.mac(SUPERVISOR_LABEL, version, s_nonce, d_nonce);
+        mac.update(intro);
+        mac
+    }
+
+    fn dispatcher_mac(
+        &self,
+        version: u32,
+        s_nonce: &Nonce,
+        d_nonce: &Nonce,
+        intro_digest: &[u8; 32],
+        policy: &[u8],
+    ) -> Hmac<Sha256> {
+        let mut mac = self.mac(DISPATCHER_LABEL, version, s_nonce, d_nonce);
+        mac.update(intro_digest);
+        mac.update(policy);
+        mac
+    }
+}
+
+impl ClusterKey {
+    /// The key that seals every message of one admitted connection: derived
+    /// from the secret and that introduction, so it is new every time.
+    fn session_key(
+        &self,
+        version: u32,
+        s_nonce: &Nonce,
+        d_nonce: &Nonce,
+        intro_digest: &[u8; 32],
+    ) -> [u8; 32] {
+        let mut mac = self.mac(SESSION_LABEL, version, s_nonce, d_nonce);
+        mac.update(intro_digest);
+        tag(mac)
+    }
+}
+
+impl std::fmt::Debug for ClusterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.insecure {
+            f.write_str("ClusterKey(insecure)")
+        } else {
+            f.write_str("ClusterKey(redacted)")
+        }
+    }
+}
+
+impl Drop for ClusterKey {
+    fn drop(&mut self) {
+        for b in self.bytes.iter_mut() {
+            // SAFETY: `b` is a valid, aligned &mut u8. Volatile, so the
+            // zeroing of memory about to be freed is not optimised away.
+            unsafe { std::ptr::write_volatile(b, 0) };
+        }
+    }
+}
+
+/// Which end of a connection a [`Session`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Dispatcher,
+    Supervisor,
+}
+
+/// Seals and opens the messages of one admitted connection: every message
+/// after the Welcome carries a counter and an HMAC-SHA256 (under a key of
+/// this connection) over its direction, counter and bytes. So a message
+/// cannot be altered or injected by someone on the path, nor replayed
+/// (counters only go up), nor reflected back (each direction has its own
+/// label). A gap in counters is allowed: a message the dispatcher gave up
+/// sending is simply lost, as before. Costs about 0.4 µs plus 0.7 ns a
+/// byte (measured: 0.44 µs for 200 bytes, 6 ms for an 8 MiB batch).
+pub struct Session {
+    key: [u8; 32],
+    send_label: &'static [u8],
+    recv_label: &'static [u8],
+    next_send: u64,
+    next_recv: u64,
+}
+
+/// Why a sealed message was not opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SealError {
+    /// Its tag does not match: altered, forged or of another connection.
+    BadTag,
+    /// Its counter is not above the last one opened: a replay.
+    Replayed,
+}
+
+impl SealError {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SealError::BadTag => "bad_seal",
+            SealError::Replayed => "replayed",
+        }
+    }
+}
+
+impl Session {
+    fn new(key: [u8; 32], side: Side) -> Session {
+        let (send_label, recv_label) = match side {
+            Side::Dispatcher => (TO_SUPERVISOR_LABEL, TO_DISPATCHER_LABEL),
+            Side::Supervisor => (TO_DISPATCHER_LABEL, TO_SUPERVISOR_LABEL),
+        };
+        Session {
+            key,
+            send_label,
+            recv_label,
+            next_send: 0,
+            next_recv: 0,
+        }
+    }
+
+    fn mac(&self, label: &[u8], counter: u64, payload: &[u8]) -> Hmac<Sha256> {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+        mac.update(label);
+        mac.update(&counter.to_le_bytes());
+        mac.update(payload);
+        mac
+    }
+
+    /// The counter and tag to send `payload` with.
+    pub fn seal(&mut self, payload: &[u8]) -> (u64, Proof) {
+        let counter = self.next_send;
+        self.next_send = self.next_send.saturating_add(1);
+        (counter, tag(self.mac(self.send_label, counter, payload)))
+    }
+
+    /// Checks a received message (constant-time tag check); on success its
+    /// counter is used up.
+    pub fn open(&mut self, counter: u64, tag: &Proof, payload: &[u8]) -> Result<(), SealError> {
+        self.mac(self.recv_label, counter, payload)
+            .verify_slice(tag)
+            .map_err(|_| SealError::BadTag)?;
+        if counter < self.next_recv {
+            return Err(SealError::Replayed);
+        }
+        self.next_recv = counter.saturating_add(1);
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Session(..)")
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        for b in self.key.iter_mut() {
+            // SAFETY: as in ClusterKey's Drop.
+            unsafe { std::ptr::write_volatile(b, 0) };
+        }
+    }
+}
+
+/// Why the other side of an introduction was refused. Travels in
+/// `ToSupervisor::Refused`; `as_str` is the metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Refusal {
+    /// The proof does not match: the peer does not know the secret (or
+    /// the introduction was altered on the way).
+    BadProof,
+    /// A Join with no challenge outstanding for this peer (never sent,
+    /// already used, or expired).
+    NoChallenge,
+    /// The introduction could not be decoded after its proof checked out.
+    Malformed,
+}
+
+impl Refusal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::BadProof => "bad_proof",
+            Refusal::NoChallenge => "no_challenge",
+            Refusal::Malformed => "malformed_join",
+        }
+    }
+}
+
+/// A fresh random nonce (ThreadRng: a CSPRNG seeded from the OS).
+pub fn fresh_nonce() -> Nonce {
+    let mut n = [0u8; 32];
+    rand::rng().fill_bytes(&mut n);
+    n
+}
+
+fn tag(mac: Hmac<Sha256>) -> Proof {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(&mac.finalize().into_bytes());
+    out
+}
+
+/// The supervisor's side of one introduction: created for each Hello.
+#[derive(Debug, Clone)]
+pub struct Introduction {
+    version: u32,
+    nonce: Nonce,
+    /// Set once the Challenge is answered: the dispatcher's nonce and the
+    /// digest of the introduction sent, which the Welcome must prove.
+    answered: Option<(Nonce, [u8; 32])>,
+}
+
+impl Introduction {
+    pub fn new(version: u32) -> Introduction {
+        Introduction {
+            version,
+            nonce: fresh_nonce(),
+            answered: None,
+        }
+    }
+
+    /// The nonce the Hello carries.
+    pub fn nonce(&self) -> Nonce {
+        self.nonce
+    }
+
+    /// Answers the dispatcher's Challenge: the proof for a Join carrying
+    /// exactly the bytes `intro`. A second Challenge replaces the first.
+    pub fn answer(&mut self, key: &ClusterKey, d_nonce: Nonce, intro: &[u8]) -> Proof {
+        self.answered = Some((d_nonce, Sha256::digest(intro).into()));
+        tag(key.supervisor_mac(self.version, &self.nonce, &d_nonce, intro))
+    }
+
+    /// Checks the dispatcher's proof in its Welcome (over the encoded
+    /// policy it carries), in constant time.
+    pub fn check_welcome(&self, key: &ClusterKey, proof: &Proof, policy: &[u8]) -> Result<(), Refusal> {
+        let Some((d_nonce, digest)) = &self.answered else {
+            return Err(Refusal::NoChallenge);
+        };
+        key.dispatcher_mac(self.version, &self.nonce, d_nonce, digest, policy)
+            .verify_slice(proof)
+            .map_err(|_| Refusal::BadProof)
+    }
+
+    /// The keys of the connection this introduction opened, once the
+    /// Welcome checked out ([`Introduction::check_welcome`]).
+    pub fn session(&self, key: &ClusterKey) -> Option<Session> {
+        let (d_nonce, digest) = self.answered.as_ref()?;
+        Some(Session::new(
+            key.session_key(self.version, &self.nonce, d_nonce, digest),
+            Side::Supervisor,
+        ))
+    }
+}
+
+/// A challenge sent and not answered yet.
+#[derive(Debug, Clone)]
+struct Pending {
+    s_nonce: Nonce,
+    d_nonce: Nonce,
+    at: Instant,
+}
+
+/// The dispatcher's side: the challenges it has sent, by peer. Bounded in
+/// number ([`Challenges::new`]'s `max`, the oldest goes first) and age
+/// (`ttl`), so a flood of Hellos costs a fixed amount of memory.
+#[derive(Debug)]
+pub struct Challenges<P> {
+    version: u32,
+    pending: HashMap<P, Pending>,
+    ttl: Duration,
+    max: usize,
+}
+
+/// A supervisor whose Join proved it knows the secret; it can prove the
+/// dispatcher's side in return.
+#[derive(Debug)]
+pub struct Admitted {
+    version: u32,
+    s_nonce: Nonce,
+    d_nonce: Nonce,
+    intro_digest: [u8; 32],
+}
+
+impl Admitted {
+    /// The proof the Welcome carries, over the encoded `policy` it sends.
+    pub fn welcome_proof(&self, key: &ClusterKey, policy: &[u8]) -> Proof {
+        tag(key.dispatcher_mac(
+            self.version,
+            &self.s_nonce,
+            &self.d_nonce,
+            &self.intro_digest,
+            policy,
+        ))
+    }
+
+    /// The keys of the connection this admission opened.
+    pub fn session(&self, key: &ClusterKey) -> Session {
+        Session::new(
+            key.session_key(self.version, &self.s_nonce, &self.d_nonce, &self.intro_digest),
+            Side::Dispatcher,
+        )
+    }
+}
+
+impl<P: Hash + Eq + Clone> Challenges<P> {
+    pub fn new(version: u32, ttl: Duration, max: usize) -> Challenges<P> {
+        Challenges {
+            version,
+            pending: HashMap::new(),
+            ttl,
+            max: max.max(1),
+        }
+    }
+
+    /// A Hello from `peer` with nonce `s_nonce`: returns the nonce for the
+    /// Challenge, and whether an older pending challenge (of another peer)
+    /// was dropped to make room. A repeated Hello replaces the peer's
+    /// pending challenge.
+    pub fn challenge(&mut self, peer: P, s_nonce: Nonce, now: Instant) -> (Nonce, bool) {
+        let mut evicted = false;
+        if self.pending.len() >= self.max && !self.pending.contains_key(&peer) {
+            self.expire(now);
+            if self.pending.len() >= self.max {
+                let oldest = self
+                    .pending
+                    .iter()
+                    .min_by_key(|(_, p)| p.at)
+                    .map(|(k, _)| k.clone());
+                if let Some(oldest) = oldest {
+                    self.pending.remove(&oldest);
+                    evicted = true;
+                }
+            }
+        }
+        let d_nonce = fresh_nonce();
+        self.pending.insert(
+            peer,
+            Pending {
+                s_nonce,
+                d_nonce,
+                at: now,
+            },
+        );
+        (d_nonce, evicted)
+    }
+
+    /// A Join from `peer`: checks `proof` over `intro` (the bytes as
+    /// received) in constant time. The challenge is used up either way, so
+    /// each challenge allows one guess.
+    pub fn verify(
+        &mut self,
+        key: &ClusterKey,
+        peer: &P,
+        proof: &Proof,
+        intro: &[u8],
+        now: Instant,
+    ) -> Result<Admitted, Refusal> {
+        let p = self.pending.remove(peer).ok_or(Refusal::NoChallenge)?;
+        if now.saturating_duration_since(p.at) > self.ttl {
+            return Err(Refusal::NoChallenge);
+        }
+        key.supervisor_mac(self.version, &p.s_nonce, &p.d_nonce, intro)
+            .verify_slice(proof)
+            .map_err(|_| Refusal::BadProof)?;
+        Ok(Admitted {
+            version: self.version,
+            s_nonce: p.s_nonce,
+            d_nonce: p.d_nonce,
+            intro_digest: Sha256::digest(intro).into(),
+        })
+    }
+
+    /// Challenges pending now.
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Drops challenges older than the ttl; returns how many.
+    pub fn expire(&mut self, now: Instant) -> usize {
+        let before = self.pending.len();
+        let ttl = self.ttl;
+        self.pending
+            .retain(|_, p| now.saturating_duration_since(p.at) <= ttl);
+        before - self.pending.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V: u32 = 6;
+
+    fn key(s: &str) -> ClusterKey {
+        ClusterKey::from_secret(s.as_bytes()).unwrap()
+    }
+
+    /// One whole introduction; returns what each side concluded.
+    fn introduce(
+        sup_key: &ClusterKey,
+        disp_key: &ClusterKey,
+        intro: &[u8],
+    ) -> (Result<Admitted, Refusal>, Option<Result<(), Refusal>>) {
+        let now = Instant::now();
+        let mut challenges = Challenges::new(V, Duration::from_secs(10), 8);
+        let mut me = Introduction::new(V);
+        let (d_nonce, _) = challenges.challenge("peer", me.nonce(), now);
+        let proof = me.answer(sup_key, d_nonce, intro);
+        let admitted = challenges.verify(disp_key, &"peer", &proof, intro, now);
+        let welcome = admitted.as_ref().ok().map(|a| {
+            let pd = a.welcome_proof(disp_key, b"policy");
+            me.check_welcome(sup_key, &pd, b"policy")
+        });
+        (admitted, welcome)
+    }
+
+    #[test]
+    fn the_same_secret_admits_both_ways() {
+        let k = key("0123456789abcdef-secret");
+        let (admitted, welcome) = introduce(&k, &k, b"intro");
+        assert!(admitted.is_ok());
+        assert_eq!(welcome, Some(Ok(())));
+    }
+
+    #[test]
+    fn a_wrong_secret_is_refused_and_so_is_the_insecure_key() {
+        let (admitted, _) = introduce(&key("the-wrong-secret-000"), &key("the-right-secret-000"), b"i");
+        assert_eq!(admitted.unwrap_err(), Refusal::BadProof);
+        let (admitted, _) = introduce(&ClusterKey::insecure(), &key("the-right-secret-000"), b"i");
+        assert_eq!(admitted.unwrap_err(), Refusal::BadProof);
+        // Two insecure processes do agree (on a public key).
+        let (admitted, _) = introduce(&ClusterKey::insecure(), &ClusterKey::insecure(), b"i");
+        assert!(admitted.is_ok());
+    }
+
+    #[test]
+    fn a_proof_is_bound_to_its_introduction_its_nonces_and_its_peer() {
+        let k = key("0123456789abcdef-secret");
+        let now = Instant::now();
+        let mut challenges = Challenges::new(V, Duration::from_secs(10), 8);
+        let mut me = Introduction::new(V);
+        let (d_nonce, _) = challenges.challenge("a", me.nonce(), now);
+        let proof = me.answer(&k, d_nonce, b"id=sup0 debug=127.0.0.1:1");
+        // Another introduction (a changed debug address) with this proof: refused,
+        // and the challenge is used up by the failed try.
+        assert_eq!(
+            challenges
+                .verify(&k, &"a", &proof, b"id=sup0 debug=10.0.0.9:1", now)
+                .unwrap_err(),
+            Refusal::BadProof
+        );
+        assert_eq!(
+            challenges
+                .verify(&k, &"a", &proof, b"id=sup0 debug=127.0.0.1:1", now)
+                .unwrap_err(),
+            Refusal::NoChallenge
+        );
+        // Replayed to a new challenge (new dispatcher nonce), or by another peer: refused.
+        challenges.challenge("a", me.nonce(), now);
+        challenges.challenge("b", me.nonce(), now);
+        for peer in ["a", "b"] {
+            assert_eq!(
+                challenges
+                    .verify(&k, &peer, &proof, b"id=sup0 debug=127.0.0.1:1", now)
+                    .unwrap_err(),
+                Refusal::BadProof
+            );
+        }
+    }
+
+    #[test]
+    fn the_dispatchers_proof_covers_the_policy_and_is_not_the_supervisors() {
+        let k = key("0123456789abcdef-secret");
+        let now = Instant::now();
+        let mut challenges = Challenges::new(V, Duration::from_secs(10), 8);
+        let mut me = Introduction::new(V);
+        // A Welcome before any Challenge proves nothing.
+        assert_eq!(me.check_welcome(&k, &[0; 32], b"p"), Err(Refusal::NoChallenge));
+        let (d_nonce, _) = challenges.challenge(1u8, me.nonce(), now);
+        let ps = me.answer(&k, d_nonce, b"intro");
+        let admitted = challenges.verify(&k, &1, &ps, b"intro", now).unwrap();
+        let pd = admitted.welcome_proof(&k, b"policy");
+        assert_eq!(me.check_welcome(&k, &pd, b"policy"), Ok(()));
+        assert_eq!(
+            me.check_welcome(&k, &pd, b"policy, altered"),
+            Err(Refusal::BadProof)
+        );
+        // Reflection: the supervisor's own proof is no Welcome proof.
+        assert_eq!(me.check_welcome(&k, &ps, b"policy"), Err(Refusal::BadProof));
+        // A dispatcher without the secret cannot welcome us.
+        let fake = key("not-the-secret-at-all");
+        let fake_pd = admitted.welcome_proof(&fake, b"policy");
+        assert_eq!(me.check_welcome(&k, &fake_pd, b"policy"), Err(Refusal::BadProof));
+    }
+
+    #[test]
+    fn sealed_messages_open_once_in_their_direction_only() {
+        let k = key("0123456789abcdef-secret");
+        let now = Instant::now();
+        let mut challenges = Challenges::new(V, Duration::from_secs(10), 8);
+        let mut me = Introduction::new(V);
+        assert!(me.session(&k).is_none(), "no session before the Challenge");
+        let (d_nonce, _) = challenges.challenge(1u8, me.nonce(), now);
+        let ps = me.answer(&k, d_nonce, b"intro");
+        let admitted = challenges.verify(&k, &1, &ps, b"intro", now).unwrap();
+        let mut disp = admitted.session(&k);
+        let mut sup = me.session(&k).unwrap();
+        // Both ways, in order and with a gap.
+        let (c0, t0) = sup.seal(b"results 1");
+        let (c1, t1) = sup.seal(b"results 2");
+        let (c2, t2) = sup.seal(b"results 3");
+        assert_eq!((c0, c1, c2), (0, 1, 2));
+        assert_eq!(disp.open(c0, &t0, b"results 1"), Ok(()));
+        assert_eq!(disp.open(c2, &t2, b"results 3"), Ok(()));
+        // Replayed, or older than the last opened: refused.
+        assert_eq!(disp.open(c0, &t0, b"results 1"), Err(SealError::Replayed));
+        assert_eq!(disp.open(c1, &t1, b"results 2"), Err(SealError::Replayed));
+        let (w, tw) = disp.seal(b"work");
+        assert_eq!(sup.open(w, &tw, b"work"), Ok(()));
+        // Altered bytes or counter, or a message reflected back to its sender.
+        let (c3, t3) = sup.seal(b"results 4");
+        assert_eq!(disp.open(c3, &t3, b"results 5"), Err(SealError::BadTag));
+        assert_eq!(disp.open(c3 + 1, &t3, b"results 4"), Err(SealError::BadTag));
+        assert_eq!(sup.open(c3, &t3, b"results 4"), Err(SealError::BadTag));
+        assert_eq!(disp.open(c3, &t3, b"results 4"), Ok(()));
+        // Another connection of the same supervisor has other keys.
+        let mut me2 = Introduction::new(V);
+        let (d2, _) = challenges.challenge(1u8, me2.nonce(), now);
+        let p2 = me2.answer(&k, d2, b"intro");
+        let mut disp2 = challenges.verify(&k, &1, &p2, b"intro", now).unwrap().session(&k);
+        let (c, t) = sup.seal(b"hello");
+        assert_eq!(disp2.open(c, &t, b"hello"), Err(SealError::BadTag));
+    }
+
+    #[test]
+    fn challenges_expire_and_are_bounded() {
+        let k = key("0123456789abcdef-secret");
+        let t0 = Instant::now();
+        let mut challenges = Challenges::new(V, Duration::from_secs(10), 3);
+        let mut me = Introduction::new(V);
+        let (d_nonce, _) = challenges.challenge(0u32, me.nonce(), t0);
+        let proof = me.answer(&k, d_nonce, b"i");
+        // Too late: refused even with the right proof.
+        let late = t0 + Duration::from_secs(11);
+        assert_eq!(
+            challenges.verify(&k, &0, &proof, b"i", late).unwrap_err(),
+            Refusal::NoChallenge
+        );
+        // A flood keeps at most `max`, dropping the oldest.
+        for peer in 1..=3u32 {
+            assert!(
+                !challenges
+                    .challenge(peer, [0; 32], t0 + Duration::from_millis(peer as u64))
+                    .1
+            );
+        }
+        assert!(challenges.challenge(4, [0; 32], t0 + Duration::from_millis(4)).1);
+        assert_eq!(challenges.len(), 3);
+        // Peer 1's challenge (the oldest) is the one that went.
+        assert_eq!(
+            challenges.verify(&k, &1, &[0; 32], b"", t0).unwrap_err(),
+            Refusal::NoChallenge
+        );
+        assert_eq!(challenges.expire(t0 + Duration::from_secs(60)), 3);
+        assert!(challenges.is_empty());
+    }
+
+    #[test]
+    fn secrets_are_trimmed_checked_and_never_shown() {
+        assert_eq!(
+            ClusterKey::from_secret(b"  short\n").unwrap_err(),
+            SecretError::TooShort(5)
+        );
+        assert!(ClusterKey::from_secret(&[b'x'; MAX_SECRET_BYTES + 1]).is_err());
+        let k = key("0123456789abcdef-very-secret\n");
+        let shown = format!("{k:?}");
+        assert!(!shown.contains("secret"), "{shown}");
+        // Trailing newline or not, the same key.
+        let (admitted, _) = introduce(&k, &key("0123456789abcdef-very-secret"), b"i");
+        assert!(admitted.is_ok());
+        let err = ClusterKey::from_secret(b"hunter2").unwrap_err().to_string();
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+}
