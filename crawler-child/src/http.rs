@@ -37,7 +37,7 @@ pub struct Http {
     connect_timeout: Duration,
     /// The headers every request carries besides `Host`, as stored with
     /// each page (`shared::exchange`).
-    request_headers: bson::Bson,
+    request_head: bson::Bson,
 }
 
 /// What came back, with the body capped.
@@ -140,14 +140,17 @@ impl Http {
             .build()?;
         // What reqwest sends on every request: our User-Agent, its default
         // Accept, and the Accept-Encoding its gzip and brotli features add.
-        let request_headers = shared::exchange::headers_bson([
-            ("user-agent", policy.user_agent.as_bytes()),
-            ("accept", &b"*/*"[..]),
-            ("accept-encoding", &b"gzip, br"[..]),
-        ]);
+        let request_head = shared::exchange::head_bson(
+            None,
+            [
+                ("user-agent", policy.user_agent.as_bytes()),
+                ("accept", &b"*/*"[..]),
+                ("accept-encoding", &b"gzip, br"[..]),
+            ],
+        );
         Ok(Http {
             client,
-            request_headers,
+            request_head,
             max_body: policy.max_body_bytes,
             resolver,
             addresses,
@@ -192,8 +195,8 @@ impl Http {
     }
 
     /// The headers each request carries besides `Host`, as stored.
-    pub(crate) fn request_headers(&self) -> &bson::Bson {
-        &self.request_headers
+    pub(crate) fn request_head(&self) -> &bson::Bson {
+        &self.request_head
     }
 
     pub async fn get(&self, url: &Url) -> Result<Fetched, FetchError> {

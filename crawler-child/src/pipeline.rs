@@ -401,13 +401,18 @@ fn base_page(item: &WorkItem, ctx: &Ctx, final_url: &Url, resp: &Fetched) -> Doc
         d.insert("content_type", ct);
     }
     let head = &resp.head;
+    let reason = reqwest::StatusCode::from_u16(resp.status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let status_line = format!("{} {} {reason}", http_version(head.version), resp.status);
     let parts = shared::exchange::ResponseParts {
-        version: http_version(head.version),
+        status_line: status_line.trim_end(),
         headers: head.headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
         ip: head.remote,
         started: DateTime::from_system_time(head.started),
     };
-    shared::exchange::store(&mut d, parts, ctx.http.request_headers());
+    shared::exchange::store(&mut d, parts, ctx.http.request_head());
     d
 }
 

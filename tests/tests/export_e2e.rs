@@ -102,6 +102,14 @@ async fn a_crawl_exports_to_warc_that_warcio_reads_and_verifies() {
             "request headers of {id}"
         );
         assert!(!ex.headers.is_empty(), "response headers of {id}");
+        let status = d.get_i32("status").unwrap();
+        assert!(
+            ex.status_line
+                .as_deref()
+                .is_some_and(|l| l.starts_with(&format!("HTTP/1.1 {status}"))),
+            "status line of {id}: {:?}",
+            ex.status_line
+        );
     }
 
     // WARC, checked by warcio: every record's digests verify.

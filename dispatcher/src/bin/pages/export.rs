@@ -467,19 +467,14 @@ fn write_warc_page(
     // whole and decoded, so its length is given and any chunking dropped.
     let mut headers: Vec<(String, Vec<u8>)> = ex
         .headers
-        .into_iter()
+        .iter()
         .filter(|(n, _)| {
             !n.eq_ignore_ascii_case("content-length") && !n.eq_ignore_ascii_case("transfer-encoding")
         })
+        .cloned()
         .collect();
     headers.push(("Content-Length".into(), payload.len().to_string().into_bytes()));
-    let status = u16::try_from(row.status).unwrap_or(0);
-    let reason = http::StatusCode::from_u16(status)
-        .ok()
-        .and_then(|s| s.canonical_reason())
-        .unwrap_or("");
-    let version = ex.http_version.as_deref().unwrap_or("HTTP/1.1");
-    let block = warc::http_block(&format!("{version} {status} {reason}"), &headers, payload);
+    let block = warc::http_block(&status_line(&ex, row.status), &headers, payload);
     let response_id = warc::record_id();
     let mut response_headers = vec![
         ("WARC-Target-URI", target.clone()),
@@ -557,6 +552,22 @@ fn write_warc_page(
     }
     .write_gz(out)?;
     Ok(written)
+}
+
+/// The response's status line as stored, or (for pages stored before it
+/// was) made from the status with the standard reason phrase.
+pub(crate) fn status_line(ex: &Exchange, status: i32) -> String {
+    if let Some(line) = &ex.status_line {
+        return line.clone();
+    }
+    let status = u16::try_from(status).unwrap_or(0);
+    let reason = http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    format!("{} {status} {reason}", ex.http_version())
+        .trim_end()
+        .to_string()
 }
 
 /// The request as sent: `GET`, the path and query, `Host`, then the

@@ -86,11 +86,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             if headers {
                 let ex = shared::exchange::Exchange::of(&page);
                 let status = page.get_i32("status").unwrap_or(0);
-                writeln!(
-                    out,
-                    "{} {status}",
-                    ex.http_version.as_deref().unwrap_or("HTTP/1.1")
-                )?;
+                writeln!(out, "{}", export::status_line(&ex, status))?;
                 for (name, value) in ex.headers {
                     out.write_all(name.as_bytes())?;
                     out.write_all(b": ")?;
