@@ -26,7 +26,7 @@ use crate::frontier::{Frontier, LeaseRefusal, SupId};
 use crate::monitor::{FrontierView, Monitor};
 use crate::persist::FrontierWriter;
 use crate::refusals::{Reason, Refusals};
-use crate::stats::{Stats, Summary};
+use crate::stats::{self, FinishReason, Stats, Summary};
 use crate::{seeds, Args, Scope, ROLE};
 
 /// Pause before a retry, times the attempt number.
@@ -51,7 +51,7 @@ const MAX_PENDING_CHALLENGES: usize = 4096;
 /// far below this; anything longer is refused before it is decoded.
 const MAX_UNADMITTED_MESSAGE: usize = 32 * 1024 * 1024;
 
-pub async fn run(args: Args, key: ClusterKey) -> anyhow::Result<()> {
+pub async fn run(args: Args, settings: serde_json::Value, key: ClusterKey) -> anyhow::Result<()> {
     let view: SharedView = Arc::new(Mutex::new(ClusterView::default()));
     let (admin_tx, admin_rx) = mpsc::channel(16);
     let routes = cluster::route(view.clone()).merge(admin::route(admin_tx));
@@ -99,8 +99,8 @@ pub async fn run(args: Args, key: ClusterKey) -> anyhow::Result<()> {
         }
     });
     d.send = Some(send);
-    d.serve(&mut inbox).await?;
-    d.finish(&args, &mut inbox).await
+    let stopped = d.serve(&mut inbox).await?;
+    d.finish(&args, &settings, stopped, &mut inbox).await
 }
 
 struct Dispatcher {
@@ -211,13 +211,25 @@ impl Dispatcher {
             .stores
             .frontier()
             .find(doc! {})
-            .projection(doc! {"domain": 1, "depth": 1, "state": 1})
+            .projection(doc! {"domain": 1, "depth": 1, "state": 1, "crawl_id": 1})
             .await
             .context("reading the stored frontier")?;
         while let Some(d) = cursor.try_next().await.context("reading the stored frontier")? {
             let (Ok(url), Ok(domain)) = (d.get_str("_id"), d.get_str("domain")) else {
                 continue;
             };
+            // Pages and frontier entries are keyed by URL alone: a second
+            // crawl in the same database would take every URL the first
+            // one saw as done, and skip it without a word.
+            if let Ok(other) = d.get_str("crawl_id") {
+                if other != self.policy.crawl_id {
+                    bail!(
+                        "database {:?} holds crawl {other:?}; run with --crawl-id {other} to resume it, or give crawl {:?} its own --db",
+                        args.store.db,
+                        self.policy.crawl_id
+                    );
+                }
+            }
             self.frontier.mark_seen(url);
             self.admitted += 1;
             if d.get_str("state") == Ok(state::QUEUED) {
@@ -296,7 +308,8 @@ impl Dispatcher {
         self.started_dispatching && self.frontier.is_idle() && self.delayed.is_empty()
     }
 
-    async fn serve(&mut self, inbox: &mut mpsc::Receiver<(Bytes, Bytes)>) -> anyhow::Result<()> {
+    /// Runs the crawl until it is done (`false`) or signalled (`true`).
+    async fn serve(&mut self, inbox: &mut mpsc::Receiver<(Bytes, Bytes)>) -> anyhow::Result<bool> {
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         let mut slow_tick = tokio::time::interval(Duration::from_secs(1));
         // A zero period means no progress lines; the interval then idles.
@@ -354,11 +367,11 @@ impl Dispatcher {
                 Some(cmd) = self.admin.recv() => self.on_admin(cmd).await,
                 _ = &mut stop => {
                     eprintln!("dispatcher: signalled; stopping supervisors (queued URLs stay in the store; run again to resume)");
-                    break;
+                    return Ok(true);
                 }
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// One message from the ROUTER socket. Only Hello and Join are taken
@@ -968,7 +981,23 @@ impl Dispatcher {
     }
 
     /// Flushes the frontier, stops the supervisors, prints the summary.
-    async fn finish(mut self, args: &Args, inbox: &mut mpsc::Receiver<(Bytes, Bytes)>) -> anyhow::Result<()> {
+    async fn finish(
+        mut self,
+        args: &Args,
+        settings: &serde_json::Value,
+        stopped: bool,
+        inbox: &mut mpsc::Receiver<(Bytes, Bytes)>,
+    ) -> anyhow::Result<()> {
+        let left = self.frontier.queued() + self.frontier.in_flight() + self.delayed.len();
+        let finish_reason = if stopped {
+            FinishReason::Stopped
+        } else if left > 0 && !self.frontier.blocked_domains().1.is_empty() {
+            FinishReason::Halted
+        } else if self.stats.counts.over_page_limit > 0 {
+            FinishReason::MaxPages
+        } else {
+            FinishReason::Done
+        };
         self.writer.flush().await;
         let live: Vec<SupId> = (0..self.sups.len()).filter(|s| self.sups[*s].live).collect();
         for s in &live {
@@ -988,6 +1017,10 @@ impl Dispatcher {
         let elapsed = self.stats.started.elapsed().as_secs_f64();
         let summary = Summary {
             crawl_id: &self.policy.crawl_id,
+            started_at: stats::rfc3339(self.stats.started_at),
+            finished_at: stats::rfc3339(std::time::SystemTime::now()),
+            finish_reason,
+            settings,
             elapsed_secs: elapsed,
             pages_per_sec: self.stats.counts.fetched as f64 / elapsed.max(1e-3),
             frontier_left: self.frontier.queued() + self.frontier.in_flight() + self.delayed.len(),

@@ -6,6 +6,7 @@
 mod admin;
 mod breaker;
 mod cluster;
+mod config;
 mod crawl;
 mod frontier;
 mod monitor;
@@ -98,6 +99,11 @@ pub struct Args {
     /// Also write the final summary JSON to this file.
     #[arg(long)]
     pub summary_file: Option<PathBuf>,
+    /// Settings file (TOML) holding any of these flags under their names
+    /// (`min-delay-ms = 500`); the command line and the environment win
+    /// over it. See dispatcher/src/config.rs.
+    #[arg(long, env = config::CONFIG_ENV)]
+    pub config: Option<PathBuf>,
 
     // --- crawl policy, pushed to every child ---
     /// User-Agent header.
@@ -201,7 +207,7 @@ impl Args {
 
 fn main() -> anyhow::Result<()> {
     shared::alloc::tune();
-    let args = Args::parse();
+    let config::Parsed { args, settings } = config::parse(std::env::args_os().collect())?;
     let key = args
         .cluster
         .key(std::env::var_os(shared::cluster_auth::SECRET_ENV))?;
@@ -214,5 +220,5 @@ fn main() -> anyhow::Result<()> {
     // Read once; nothing this process starts inherits it. Still
     // single-threaded here, so changing the environment is sound.
     std::env::remove_var(shared::cluster_auth::SECRET_ENV);
-    shared::runtime()?.block_on(crawl::run(args, key))
+    shared::runtime()?.block_on(crawl::run(args, settings, key))
 }

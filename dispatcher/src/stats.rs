@@ -23,10 +23,14 @@ pub struct Counts {
     pub over_page_limit: u64,
     pub bad_links: u64,
     pub leases_expired: u64,
+    /// Body bytes received, over every response (as reported by children,
+    /// each at most `--max-body-bytes`).
+    pub bytes_fetched: u64,
 }
 
 pub struct Stats {
     pub started: Instant,
+    pub started_at: std::time::SystemTime,
     pub counts: Counts,
     last_fetched: u64,
     last_at: Instant,
@@ -37,6 +41,7 @@ impl Stats {
         let now = Instant::now();
         Stats {
             started: now,
+            started_at: std::time::SystemTime::now(),
             counts: Counts::default(),
             last_fetched: 0,
             last_at: now,
@@ -45,8 +50,9 @@ impl Stats {
 
     pub fn record(&mut self, outcome: &Outcome) {
         match outcome {
-            Outcome::Fetched { status, .. } => {
+            Outcome::Fetched { status, bytes, .. } => {
                 self.counts.fetched += 1;
+                self.counts.bytes_fetched = self.counts.bytes_fetched.saturating_add(*bytes);
                 *self.counts.status.entry(*status).or_default() += 1;
                 metrics::counter!("crawler_dispatcher_results_total", "outcome" => "fetched").increment(1);
             }
@@ -99,6 +105,10 @@ impl Stats {
 #[derive(Serialize)]
 pub struct Summary<'a> {
     pub crawl_id: &'a str,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+    pub finished_at: String,
+    pub finish_reason: FinishReason,
     pub elapsed_secs: f64,
     pub pages_per_sec: f64,
     pub frontier_left: usize,
@@ -107,4 +117,30 @@ pub struct Summary<'a> {
     pub supervisors: usize,
     #[serde(flatten)]
     pub counts: &'a Counts,
+    /// Every setting in force (command line, environment, config file or
+    /// default; secrets hidden), see `config.rs`.
+    pub settings: &'a serde_json::Value,
+}
+
+/// Why a crawl ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// Nothing left to crawl.
+    Done,
+    /// Nothing left, but `--max-pages` kept URLs out.
+    MaxPages,
+    /// Nothing left but URLs of halted domains (`scripts/unhalt.sh`, then
+    /// run again to crawl them).
+    Halted,
+    /// Signalled (SIGTERM, SIGINT) or told to stop; the rest stays queued
+    /// in the store for a resume.
+    Stopped,
+}
+
+/// A time as RFC 3339 (UTC, to the millisecond).
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    bson::DateTime::from_system_time(t)
+        .try_to_rfc3339_string()
+        .unwrap_or_default()
 }

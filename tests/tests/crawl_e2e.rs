@@ -179,10 +179,32 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     let expected = server.web().expected_crawl();
     let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
     spec.supervisors = 1;
-    spec.dispatcher_args = policy_args();
+    // The crawl described in a file; the command line adds to it.
+    let config = dir.path().join("crawl.toml");
+    std::fs::write(
+        &config,
+        format!("crawl-id = \"c1\"\nmin-delay-ms = {MIN_DELAY_MS}\nmax_depth = 100\n"),
+    )
+    .unwrap();
+    spec.dispatcher_args = args(&["--config", config.to_str().unwrap(), "--progress-secs", "5"]);
 
     let first = run_crawl(&spec, Duration::from_secs(300)).await.unwrap();
     assert!(first.dispatcher.success());
+    // The summary says how the crawl ended, what it fetched, and with
+    // which settings (from the file, the command line and defaults).
+    let summary = &first.summary;
+    assert_eq!(summary["crawl_id"], "c1", "summary: {summary}");
+    assert_eq!(summary["finish_reason"], "done", "summary: {summary}");
+    assert!(
+        summary["bytes_fetched"].as_u64().unwrap() > 100_000,
+        "summary: {summary}"
+    );
+    assert!(summary["started_at"].as_str().unwrap() < summary["finished_at"].as_str().unwrap());
+    assert_eq!(summary["settings"]["min-delay-ms"], MIN_DELAY_MS.to_string());
+    assert_eq!(summary["settings"]["max-depth"], "100");
+    assert_eq!(summary["settings"]["progress-secs"], "5");
+    assert_eq!(summary["settings"]["max-redirects"], "10");
+    assert!(!summary["settings"]["mongo-uri"].is_null());
     let db = store.client().await.unwrap().database("crawler");
     let after_first = all_docs(&db, "pages").await.unwrap().len();
     assert_eq!(after_first, expected.pages.len());
@@ -198,5 +220,26 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         requests_after_first,
         "the second run fetched again"
     );
+
+    // Another crawl id on the same database is refused with a clear
+    // error, rather than skipping every URL the first crawl saw.
+    let out = std::process::Command::new(crawl_tests::harness::bin("dispatcher").unwrap())
+        .env("CRAWLER_MONGO_URI", &store.uri)
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "--crawl-id",
+            "c2",
+            "--insecure-cluster",
+        ])
+        .arg("--seeds")
+        .arg(&spec.seeds_file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a second crawl id ran: {stderr}");
+    assert!(stderr.contains("holds crawl \"c1\""), "{stderr}");
+    assert_eq!(all_docs(&db, "pages").await.unwrap().len(), after_first);
+    assert_eq!(server.request_count(), requests_after_first);
     server.stop(Duration::from_secs(5)).await;
 }
