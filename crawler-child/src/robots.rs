@@ -327,6 +327,14 @@ pub(crate) mod tests {
 
         use super::*;
 
+        /// Cases per property: `PROPTEST_CASES`, or 512.
+        fn cases() -> u32 {
+            std::env::var("PROPTEST_CASES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(512)
+        }
+
         fn robots_line() -> impl Strategy<Value = String> {
             let value = prop_oneof![
                 "[ -~]{0,12}",
@@ -352,7 +360,8 @@ pub(crate) mod tests {
         }
 
         proptest! {
-            #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+            // 512 cases unless PROPTEST_CASES asks for more (a longer run).
+            #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
             #[test]
             fn any_robots_file_gives_rules_and_a_bounded_delay(

@@ -64,12 +64,21 @@ fn hostile_text() -> impl Strategy<Value = String> {
     prop::collection::vec(piece, 0..40).prop_map(|v| v.concat())
 }
 
+/// Cases per property: `PROPTEST_CASES`, or 512.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(512)
+}
+
 fn base() -> Url {
     Url::parse("http://site.test/dir/page.html").expect("a base URL")
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    // 512 cases unless PROPTEST_CASES asks for more (a longer run).
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     /// A normalised URL is http(s), has a host, no fragment, fits the
     /// length bound, and normalising it again changes nothing.
