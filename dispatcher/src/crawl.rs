@@ -250,7 +250,11 @@ impl Dispatcher {
         for f in &args.seeds {
             from_files.extend(seeds::read_file(f)?);
         }
+        // Checked before the seeds are stored, so a refused crawl leaves
+        // nothing behind, and again on what the store held already.
+        self.check_user_agent(&from_files)?;
         let all = seeds::sync_with_store(&self.stores, &from_files).await?;
+        self.check_user_agent(&all)?;
         if let Some(scope) = &mut self.scope {
             for s in &all {
                 if let Ok(u) = urls::parse(s) {
@@ -267,6 +271,20 @@ impl Dispatcher {
             self.frontier.queued()
         );
         Ok(())
+    }
+
+    /// Refuses to crawl a seed on the open web under the default user
+    /// agent, which names no one a site owner could reach.
+    fn check_user_agent(&self, seeds: &[String]) -> anyhow::Result<()> {
+        if self.policy.user_agent != crate::DEFAULT_USER_AGENT {
+            return Ok(());
+        }
+        match seeds::on_the_open_web(seeds) {
+            Some(seed) => bail!(
+                "seed {seed} is on the open web, and the default user agent names no one: give --user-agent (or user-agent in --config) naming the crawler and how to reach its operator, e.g. \"examplebot/1.0 (+https://example.org/bot; bot@example.org)\""
+            ),
+            None => Ok(()),
+        }
     }
 
     /// Admits a discovered URL if it is new, in scope and within limits.

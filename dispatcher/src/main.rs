@@ -22,6 +22,9 @@ use shared::cli::{ClusterArgs, ObsArgs, StoreArgs};
 use shared::protocol::CrawlPolicy;
 
 const ROLE: &str = "dispatcher";
+/// The user agent of crawls of the built-in synthetic web; a crawl of the
+/// open web must name its operator instead (see `seeds::on_the_open_web`).
+pub(crate) const DEFAULT_USER_AGENT: &str = "synthcrawler/0.1 (+https://example.invalid/crawler)";
 
 /// mimalloc instead of the system allocator, as in every crawler process
 /// (the frontier's URL strings and the results' outlinks are many small
@@ -106,8 +109,9 @@ pub struct Args {
     pub config: Option<PathBuf>,
 
     // --- crawl policy, pushed to every child ---
-    /// User-Agent header.
-    #[arg(long, default_value = "synthcrawler/0.1 (+https://example.invalid/crawler)")]
+    /// User-Agent header. Required (the default names no one) when a seed
+    /// is on the open web rather than on a reserved test name or loopback.
+    #[arg(long, default_value = DEFAULT_USER_AGENT)]
     pub user_agent: String,
     /// Product token matched against robots.txt User-agent lines.
     #[arg(long, default_value = "synthcrawler")]

@@ -33,6 +33,28 @@ pub fn read_file(path: &Path) -> anyhow::Result<Vec<String>> {
     Ok(seeds)
 }
 
+/// The first seed on the open web: not on a name reserved for testing and
+/// documentation (RFC 2606 and 6761: `.test`, `.example`, `.invalid`,
+/// `.localhost`) nor a loopback address. Crawling such a seed with the
+/// built-in user agent, which names no one, is refused: a site owner must
+/// be able to tell who is crawling and how to reach them.
+pub fn on_the_open_web(seeds: &[String]) -> Option<&str> {
+    seeds.iter().map(String::as_str).find(|s| {
+        let Ok(url) = urls::parse(s) else { return false };
+        match url.host() {
+            Some(url::Host::Domain(name)) => {
+                let name = name.trim_end_matches('.');
+                let reserved = ["test", "example", "invalid", "localhost"];
+                let tld = name.rsplit('.').next().unwrap_or(name);
+                !reserved.contains(&tld)
+            }
+            Some(url::Host::Ipv4(ip)) => !ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => !ip.is_loopback(),
+            None => false,
+        }
+    })
+}
+
 /// Stores `seeds` in the collection and returns every stored seed.
 pub async fn sync_with_store(stores: &Stores, seeds: &[String]) -> anyhow::Result<Vec<String>> {
     if !seeds.is_empty() {
@@ -52,4 +74,34 @@ pub async fn sync_with_store(stores: &Stores, seeds: &[String]) -> anyhow::Resul
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_reserved_names_and_loopback_are_off_the_open_web() {
+        let seeds = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let off = seeds(&[
+            "http://site1.test:8080/",
+            "http://a.example/",
+            "http://x.invalid/",
+            "http://localhost/",
+            "http://127.0.0.2/",
+            "http://[::1]/",
+        ]);
+        assert_eq!(on_the_open_web(&off), None);
+        let mut on = off.clone();
+        on.push("https://example.org/".into());
+        assert_eq!(on_the_open_web(&on), Some("https://example.org/"));
+        assert_eq!(
+            on_the_open_web(&seeds(&["http://10.0.0.1/"])),
+            Some("http://10.0.0.1/")
+        );
+        assert_eq!(
+            on_the_open_web(&seeds(&["http://test.com/"])),
+            Some("http://test.com/")
+        );
+    }
 }

@@ -241,5 +241,35 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     assert!(stderr.contains("holds crawl \"c1\""), "{stderr}");
     assert_eq!(all_docs(&db, "pages").await.unwrap().len(), after_first);
     assert_eq!(server.request_count(), requests_after_first);
+
+    // A seed on the open web needs a user agent that names someone; the
+    // refused seed is not stored.
+    let open_web =
+        crawl_tests::harness::write_lines(dir.path(), "open.txt", &["https://example.org/".to_string()])
+            .unwrap();
+    let out = std::process::Command::new(crawl_tests::harness::bin("dispatcher").unwrap())
+        .env("CRAWLER_MONGO_URI", &store.uri)
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "--insecure-cluster",
+            "--seeds",
+        ])
+        .arg(&open_web)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a crawl of the open web ran with the default user agent: {stderr}"
+    );
+    assert!(stderr.contains("--user-agent"), "{stderr}");
+    let seeds = all_docs(&db, "seeds").await.unwrap();
+    assert!(
+        seeds
+            .iter()
+            .all(|d| d.get_str("_id") != Ok("https://example.org/")),
+        "the refused seed was stored"
+    );
     server.stop(Duration::from_secs(5)).await;
 }
