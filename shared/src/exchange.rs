@@ -48,13 +48,7 @@ pub fn head_bson<'a>(first: Option<&str>, headers: impl IntoIterator<Item = (&'a
         if !out.is_empty() {
             out.extend_from_slice(b"\r\n");
         }
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend(
-            value
-                .iter()
-                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
-        );
+        push_header(&mut out, name, value);
     }
     match String::from_utf8(out) {
         Ok(s) => Bson::String(s),
@@ -63,6 +57,19 @@ pub fn head_bson<'a>(first: Option<&str>, headers: impl IntoIterator<Item = (&'a
             bytes: e.into_bytes(),
         }),
     }
+}
+
+/// Appends `name: value` (no line end) to an HTTP head being written; a CR
+/// or LF in the value becomes a space, so it cannot end the line or forge
+/// another header. Shared by the stored heads and the WARC records.
+pub fn push_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend(
+        value
+            .iter()
+            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+    );
 }
 
 /// Sets the exchange's fields on a page document. `request_head` is the

@@ -96,15 +96,7 @@ pub(crate) fn http_block(start_line: &str, headers: &[(String, Vec<u8>)], body: 
     out.extend_from_slice(start_line.as_bytes());
     out.extend_from_slice(b"\r\n");
     for (name, value) in headers {
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        // A value is written as received but for line breaks (see
-        // `field_value`).
-        out.extend(
-            value
-                .iter()
-                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
-        );
+        shared::exchange::push_header(&mut out, name, value);
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
