@@ -238,6 +238,22 @@ with open(sys.argv[1], 'rb') as f:
         first,
         "the resumed export differs from the whole one"
     );
+    // Every record, those written after the resume too, names the file's
+    // own warcinfo record.
+    let (ok, ids) = warcio(&[
+        "index",
+        "-f",
+        "warc-type,warc-record-id,warc-warcinfo-id",
+        file.to_str().unwrap(),
+    ]);
+    assert!(ok, "warcio index failed:\n{ids}");
+    let ids: Vec<serde_json::Value> = ids.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let info = ids[0]["warc-record-id"].as_str().unwrap();
+    assert_eq!(ids[0]["warc-type"], "warcinfo");
+    assert!(
+        ids[1..].iter().all(|v| v["warc-warcinfo-id"] == info),
+        "a record names another warcinfo"
+    );
 
     // stats counts every page.
     let stats = pages(&store.uri, &["stats"]);

@@ -87,6 +87,11 @@ struct State {
     last_id: Option<String>,
     pages: u64,
     finished: bool,
+    /// The `WARC-Record-ID` of the current file's `warcinfo` record, which
+    /// every later record of the file names (kept so a resumed export
+    /// names the record the file really holds).
+    #[serde(default)]
+    warcinfo_id: Option<String>,
 }
 
 pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()> {
@@ -101,6 +106,7 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
         last_id: None,
         pages: 0,
         finished: false,
+        warcinfo_id: None,
     };
     let mut state = match read_state(&state_path)? {
         Some(old) if !args.restart => {
@@ -148,6 +154,7 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
         .context("the store did not answer in time")?
         .context("reading pages")?;
     let mut out = Output::open(&args.out, &state)?;
+    state.warcinfo_id = Some(out.warcinfo_id.clone());
     let started = Instant::now();
     let mut last_report = Instant::now();
     let mut since_checkpoint = 0u64;
@@ -179,6 +186,7 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
             state.file += 1;
             state.file_bytes = 0;
             out = Output::open(&args.out, &state)?;
+            state.warcinfo_id = Some(out.warcinfo_id.clone());
         }
         out.page(&page, body.as_deref())?;
         state.pages += 1;
@@ -263,7 +271,10 @@ impl Output {
             file: BufWriter::with_capacity(1 << 20, file),
             format: state.format,
             bytes: state.file_bytes,
-            warcinfo_id: warc::record_id(),
+            warcinfo_id: match &state.warcinfo_id {
+                Some(id) if state.file_bytes > 0 => id.clone(),
+                _ => warc::record_id(),
+            },
         };
         if out.bytes == 0 {
             out.start(state)?;
