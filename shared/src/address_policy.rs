@@ -10,8 +10,8 @@
 //! (RFC 1918), link-local, CGNAT, unique-local, multicast, unspecified,
 //! broadcast and the other IANA special-purpose or reserved blocks, and the
 //! IPv6 forms that carry such an IPv4 address inside them (IPv4-mapped,
-//! IPv4-compatible, NAT64, 6to4), which a dual-stack socket or a translator
-//! would deliver to that IPv4 address.
+//! IPv4-compatible, NAT64, 6to4, Teredo), which a dual-stack socket, a
+//! translator or a relay would deliver to that IPv4 address.
 //!
 //! The check belongs on the address actually dialled (after DNS), not on
 //! the URL's text: a name can resolve to anything, and differently from
@@ -143,6 +143,15 @@ fn blocked_v6(ip: Ipv6Addr) -> Option<Range> {
         // Allowed when the IPv4 address inside is: ::ffff:8.8.8.8 is 8.8.8.8.
         return blocked_v4(v4).map(|_| form);
     }
+    if let Some((server, client)) = teredo(ip) {
+        // A relay tunnels to the client's address; the server takes part in
+        // setting the tunnel up. Either one internal makes it internal.
+        let form = Range {
+            name: "Teredo of an internal address",
+            cidr: "2001::/32",
+        };
+        return (blocked_v4(server).is_some() || blocked_v4(client).is_some()).then_some(form);
+    }
     let bits = u128::from(ip);
     V6_BLOCKED
         .iter()
@@ -169,6 +178,19 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<(Ipv4Addr, Range)> {
             let v4 = Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
             Some((v4, form("6to4 of an internal address", "2002::/16")))
         }
+        _ => None,
+    }
+}
+
+/// The Teredo server and client IPv4 addresses of `2001:0:SSSS:SSSS:flags:
+/// port:CCCC:CCCC` (RFC 4380): the server in clear, the client's mapped
+/// address with every bit inverted (so that NATs do not rewrite it).
+fn teredo(ip: Ipv6Addr) -> Option<(Ipv4Addr, Ipv4Addr)> {
+    match ip.segments() {
+        [0x2001, 0, s0, s1, _, _, c0, c1] => Some((
+            Ipv4Addr::from((u32::from(s0) << 16) | u32::from(s1)),
+            Ipv4Addr::from(!((u32::from(c0) << 16) | u32::from(c1))),
+        )),
         _ => None,
     }
 }
@@ -340,6 +362,12 @@ mod tests {
             ("2002:a00:1::1", "2002::/16"),
             ("2002:c0a8:101:1::1", "2002::/16"),
             ("2002:a9fe:a9fe::", "2002::/16"),
+            // Teredo: client 127.0.0.1 is stored inverted as 80ff:fffe.
+            ("2001:0:4136:e378:8000:63bf:80ff:fffe", "2001::/32"),
+            // Client 169.254.169.254 (inverted 5601:5601).
+            ("2001:0:4136:e378::5601:5601", "2001::/32"),
+            // A public client behind an internal Teredo server 10.0.0.1.
+            ("2001:0:a00:1:8000:63bf:f7f7:f7f7", "2001::/32"),
         ] {
             assert_eq!(blocked(ip), Some(cidr), "{ip}");
         }
@@ -355,6 +383,8 @@ mod tests {
             "64:ff9b::101:101",
             "2002:808:808::1",
             "2002:5db8:d822::",
+            // Teredo: server 65.54.227.120, client 8.8.8.8 (inverted f7f7:f7f7).
+            "2001:0:4136:e378:8000:63bf:f7f7:f7f7",
         ] {
             assert_eq!(blocked(ip), None, "{ip}");
         }
