@@ -14,7 +14,7 @@ mod politeness;
 mod robots;
 mod worker;
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -114,7 +114,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         policy,
     });
     let worker = worker::Worker::new(ctx.clone());
-    tokio::spawn(write_gauges(worker.clone(), ctx.clone(), timing.clone()));
+    tokio::spawn(write_gauges(
+        Arc::downgrade(&worker),
+        Arc::downgrade(&ctx),
+        timing.clone(),
+    ));
 
     let info = ProcessInfo {
         role: ROLE.into(),
@@ -187,12 +191,17 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
 /// Once a second, the child's queues and slots (in `/metrics` and the
 /// timing log), for the bottleneck report: URLs held, fetches under way,
-/// pages waiting to be stored.
-async fn write_gauges(worker: Arc<worker::Worker>, ctx: Arc<pipeline::Ctx>, timing: TimingLog) {
-    let slots = ctx.policy.child_concurrency.max(1) as usize;
+/// pages waiting to be stored. Holds the worker and the context weakly:
+/// at the stop, dropping them must drop the last page writer, so the store
+/// writer flushes and ends (a strong hold kept it waiting for the deadline).
+async fn write_gauges(worker: Weak<worker::Worker>, ctx: Weak<pipeline::Ctx>, timing: TimingLog) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tick.tick().await;
+        let (Some(worker), Some(ctx)) = (worker.upgrade(), ctx.upgrade()) else {
+            return;
+        };
+        let slots = ctx.policy.child_concurrency.max(1) as usize;
         let pending = worker.pending() as f64;
         let active = slots.saturating_sub(ctx.fetch_slots.available_permits()) as f64;
         let store_queue = ctx.pages.queued() as f64;
