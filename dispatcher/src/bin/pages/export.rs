@@ -16,7 +16,6 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use anyhow::{bail, Context};
 use bson::{doc, DateTime, Document};
@@ -28,6 +27,7 @@ use shared::exchange::Exchange;
 use shared::page_body::{self, BodyError};
 use shared::store::{deadline, Stores};
 
+use crate::progress::Progress;
 use crate::warc::{self, Record};
 
 /// Pages between two checkpoints of the export state.
@@ -145,18 +145,20 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
             .with_context(|| format!("--since {since:?} is not an RFC 3339 time"))?;
         filter.insert("fetched_at", doc! {"$gte": t});
     }
+    let mut dicts = Dictionaries::load(&stores.primary).await?;
+    let total = pages_in_export(stores, &filter, args.crawl_id.is_some() || args.since.is_some())
+        .await
+        .map(|left| left.saturating_add(state.pages));
     if let Some(last) = &state.last_id {
         filter.insert("_id", doc! {"$gt": last});
     }
-    let mut dicts = Dictionaries::load(&stores.primary).await?;
     let mut cursor = deadline(stores.pages().find(filter).sort(doc! {"_id": 1}))
         .await
         .context("the store did not answer in time")?
         .context("reading pages")?;
     let mut out = Output::open(&args.out, &state)?;
     state.warcinfo_id = Some(out.warcinfo_id.clone());
-    let started = Instant::now();
-    let mut last_report = Instant::now();
+    let mut progress = Progress::new(state.pages, total);
     let mut since_checkpoint = 0u64;
     loop {
         let next = deadline(cursor.try_next())
@@ -197,26 +199,38 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
             state.file_bytes = out.flush()?;
             write_state(&state_path, &state)?;
         }
-        if last_report.elapsed().as_secs() >= 5 {
-            last_report = Instant::now();
-            eprintln!(
-                "pages: {} pages exported ({:.0}/s), {}",
-                state.pages,
-                state.pages as f64 / started.elapsed().as_secs_f64(),
-                out.path.display()
-            );
-        }
+        progress.page(&out.path);
     }
     state.file_bytes = out.flush()?;
     state.finished = true;
     write_state(&state_path, &state)?;
+    let took = progress.finish();
     eprintln!(
         "pages: {} pages exported to {} in {:.1} s",
         state.pages,
         args.out.display(),
-        started.elapsed().as_secs_f64()
+        took.as_secs_f64()
     );
     Ok(())
+}
+
+/// How many pages `filter` selects, for the progress bar: counted when the
+/// export is of one crawl or a time span, else the store's estimate, which
+/// costs nothing. `None` (a spinner instead) when the store does not answer.
+async fn pages_in_export(stores: &Stores, filter: &Document, filtered: bool) -> Option<u64> {
+    let count = if filtered {
+        deadline(stores.pages().count_documents(filter.clone())).await
+    } else {
+        deadline(stores.pages().estimated_document_count()).await
+    };
+    match count {
+        Some(Ok(n)) => Some(n),
+        Some(Err(e)) => {
+            eprintln!("pages: could not count the pages to export: {e}");
+            None
+        }
+        None => None,
+    }
 }
 
 fn read_state(path: &Path) -> anyhow::Result<Option<State>> {

@@ -11,6 +11,7 @@
 //!     pages stats                             # counts by status, domain, type, day; bytes
 
 mod export;
+mod progress;
 mod stats;
 mod warc;
 
