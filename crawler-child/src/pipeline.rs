@@ -453,6 +453,11 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
     if !html {
         d.insert("skipped", "content_type");
         metrics::counter!("crawler_skipped_total", "reason" => "content_type").increment(1);
+        if ctx.policy.keep_non_html_bodies {
+            // No charset (not text to decode) and no dictionary: the
+            // dictionaries are learnt from HTML.
+            page_body::store(&mut d, &resp.body, None, None);
+        }
     } else if (200..300).contains(&resp.status) {
         let start = Instant::now();
         let encoding = http::charset(resp.content_type.as_deref(), &resp.body);

@@ -237,6 +237,7 @@ pub(crate) mod tests {
             max_outlinks_per_page: 100,
             child_concurrency: 8,
             allow_private_networks: false,
+            keep_non_html_bodies: false,
         }
     }
 

@@ -167,6 +167,12 @@ pub struct Args {
     /// without it.
     #[arg(long, env = "CRAWLER_ALLOW_PRIVATE_NETWORKS")]
     pub allow_private_networks: bool,
+    /// Store the bodies of non-HTML responses too (PDFs, images, feeds;
+    /// each up to --max-body-bytes), compressed, so a WARC export holds
+    /// them. Off by default: they are recorded (status, headers, size)
+    /// without the body.
+    #[arg(long)]
+    pub keep_non_html_bodies: bool,
 
     #[command(flatten)]
     pub store: StoreArgs,
@@ -205,6 +211,7 @@ impl Args {
             max_outlinks_per_page: self.max_outlinks_per_page,
             child_concurrency: self.child_concurrency,
             allow_private_networks: self.allow_private_networks,
+            keep_non_html_bodies: self.keep_non_html_bodies,
         }
     }
 }

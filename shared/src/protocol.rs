@@ -18,7 +18,7 @@ pub use crate::failure::FailureKind;
 /// Bumped whenever a message changes shape; peers with another version are refused.
 /// 6: the introduction is a challenge–response on the cluster secret
 /// (see [`crate::cluster_auth`]).
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// One URL to crawl, leased to whoever holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,6 +115,10 @@ pub struct CrawlPolicy {
     /// link-local, ...; see [`crate::address_policy`]). Off by default: a
     /// page must not make the crawler request the operator's own network.
     pub allow_private_networks: bool,
+    /// Store the bodies of responses that are not HTML (PDFs, images,
+    /// feeds), compressed, for a faithful archive. Off by default: a crawl
+    /// for text would fill the store with media it never reads.
+    pub keep_non_html_bodies: bool,
 }
 
 /// Where a process serves `/debug/pprof` and `/metrics`.
@@ -387,7 +391,7 @@ mod tests {
     #[test]
     fn a_hello_of_an_older_version_is_still_read_as_one() {
         // Protocol 5's Hello: variant 0, version 5, then its supervisor id
-        // and more; the version is where protocol 6 reads it, so the
+        // and more; the version is where later protocols read it, so the
         // dispatcher can tell an old supervisor to stop.
         let mut old = Vec::new();
         old.extend_from_slice(&0u32.to_le_bytes());

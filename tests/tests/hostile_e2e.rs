@@ -176,6 +176,7 @@ async fn survives_a_hostile_web() {
     let (server, mut cluster) = one_node(spec, extras, &store, dir.path()).await;
     let web = server.web();
     cluster.dispatcher_args = dispatcher_args(REQUEST_TIMEOUT_MS);
+    cluster.dispatcher_args.push("--keep-non-html-bodies".into());
     let run = run_crawl(&cluster, Duration::from_secs(170)).await.unwrap();
     eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
     let log = server.requests();
@@ -287,14 +288,21 @@ async fn survives_a_hostile_web() {
         });
     }
 
-    // Non-HTML is recorded, not parsed.
+    // Non-HTML is recorded, not parsed; with --keep-non-html-bodies its
+    // body is kept as served, with no charset (it is not text).
     match page("/pdf") {
         None => f.check(false, || "/pdf not stored".to_string()),
         Some(d) => {
             f.check(d.get_str("skipped") == Ok("content_type"), || {
                 format!("/pdf: skipped = {:?}", d.get("skipped"))
             });
-            f.check(d.get("body").is_none(), || "/pdf has a stored body".to_string());
+            let body = shared::page_body::raw_of(d, &got.dicts);
+            f.check(body.as_deref().ok() == Some(hostile::PDF), || {
+                format!("/pdf: stored body {body:?}, expected what was served")
+            });
+            f.check(d.get("charset").is_none(), || {
+                format!("/pdf: charset {:?}", d.get("charset"))
+            });
         }
     }
 

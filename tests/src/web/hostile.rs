@@ -61,6 +61,9 @@ pub const HOSTILE_LINKS: [&str; 16] = [
 ];
 
 /// Size of `/huge`.
+/// What `/pdf` serves (`application/pdf`): binary, not text.
+pub const PDF: &[u8] =
+    b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n";
 pub const HUGE_BYTES: usize = 50 << 20;
 /// `/chain/0` → ... → `/chain/{CHAIN_LEN}`, which answers 200.
 pub const CHAIN_LEN: usize = 12;
@@ -600,11 +603,7 @@ impl HostileState {
                 r.headers.push(("content-encoding", "gzip".to_string()));
                 r
             }
-            "/pdf" => reply(
-                200,
-                "application/pdf",
-                &b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"[..],
-            ),
+            "/pdf" => reply(200, "application/pdf", PDF),
             "/latin1" => reply(
                 200,
                 "text/html; charset=ISO-8859-1",
