@@ -80,7 +80,7 @@ impl BodyDictLearner {
     /// makes it the one pages are compressed with: a page may only name a
     /// dictionary that readers can find.
     async fn store_and_use(&self, dict: BodyDict, samples: usize) {
-        let doc = dict.to_document(&self.crawl_id, samples);
+        let doc = dict.to_doc(&self.crawl_id, samples);
         let mut pause = Duration::from_millis(200);
         for _ in 0..STORE_TRIES {
             match store::deadline(self.stores.body_dicts().insert_one(&doc)).await {

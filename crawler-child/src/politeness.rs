@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use bson::doc;
+use shared::docs::DomainPace;
 use shared::protocol::now_ms;
 use shared::store::{self, Stores};
 use shared::timing::{Op, TimingLog};
@@ -131,11 +132,12 @@ impl DomainTimes {
     pub async fn load(&self, domain: &str) -> Option<(u64, Duration)> {
         // A store that fails or does not answer costs the stored pace, not
         // the domain: it is crawled with the configured delay from now.
-        let d = store::deadline(self.stores.domains().find_one(doc! {"_id": domain}))
+        let pace = store::deadline(self.stores.domains().find_one(doc! {"_id": domain}))
             .await?
-            .ok()??;
-        let last = d.get_i64("last_crawled_ms").ok()?.max(0) as u64;
-        let delay = d.get_i64("crawl_delay_ms").unwrap_or(0).max(0) as u64;
+            .ok()??
+            .pace?;
+        let last = pace.last_crawled_ms.max(0) as u64;
+        let delay = pace.crawl_delay_ms.max(0) as u64;
         Some((last, Duration::from_millis(delay)))
     }
 
@@ -189,14 +191,16 @@ impl DomainTimes {
     async fn write(&self, chunk: &[(String, (u64, u64))]) -> bool {
         let updates: Vec<bson::Document> = chunk
             .iter()
-            .map(|(domain, (last, delay))| {
-                // Unix milliseconds rather than a BSON date: nx-27017 turns dates
-                // into strings when `$set` updates an existing document.
-                doc! {
+            .filter_map(|(domain, (last, delay))| {
+                let pace = DomainPace {
+                    last_crawled_ms: *last as i64,
+                    crawl_delay_ms: *delay as i64,
+                };
+                Some(doc! {
                     "q": {"_id": domain},
-                    "u": {"$set": {"last_crawled_ms": *last as i64, "crawl_delay_ms": *delay as i64}},
+                    "u": {"$set": bson::to_document(&pace).ok()?},
                     "upsert": true,
-                }
+                })
             })
             .collect();
         let command = doc! {"update": store::DOMAINS, "updates": updates, "ordered": false};

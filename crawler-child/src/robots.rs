@@ -13,7 +13,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bson::{doc, Document};
+use bson::doc;
+use shared::docs::RobotsDoc;
 use shared::protocol::{now_ms, CrawlPolicy};
 use shared::store::{self, Stores};
 use shared::timing::{Op, TimingLog};
@@ -126,16 +127,13 @@ impl RobotsSource {
         self.timing
             .record(Op::RobotsLookup, start.elapsed(), outcome, Some(domain), None);
         // Not found, or the store failed: fetch it from the web instead.
+        // (A malformed record reads as an error: fetched again, too.)
         let d = found?.ok()??;
-        let fetched = d.get_i64("fetched_at_ms").ok()?.max(0) as u64;
-        let status = u16::try_from(d.get_i32("status").ok()?).unwrap_or(0);
-        let body = match d.get("body") {
-            Some(bson::Bson::String(s)) => s.as_bytes(),
-            _ => b"",
-        };
-        let mut entry = RobotsEntry::from_response(status, body, &self.policy, fetched);
+        let fetched = d.fetched_at_ms.max(0) as u64;
+        let status = u16::try_from(d.status).unwrap_or(0);
+        let mut entry = RobotsEntry::from_response(status, d.body.as_bytes(), &self.policy, fetched);
         // The expiry decided when it was fetched (it carries the backoff).
-        if let Ok(expires) = d.get_i64("expires_at_ms") {
+        if let Some(expires) = d.expires_at_ms {
             entry.expires_ms = expires.max(0) as u64;
         }
         (!entry.expired()).then_some(entry)
@@ -162,21 +160,29 @@ impl RobotsSource {
             entry.expires_ms = fetched.saturating_add(retry);
         }
         // Times are Unix milliseconds (see `politeness` for why not dates).
-        let record = doc! {
-            "status": status as i32,
-            "body": String::from_utf8_lossy(&body).into_owned(),
-            "fetched_at_ms": fetched as i64,
-            "expires_at_ms": entry.expires_ms as i64,
+        let record = RobotsDoc {
+            origin: String::new(),
+            status: i32::from(status),
+            body: String::from_utf8_lossy(&body).into_owned(),
+            fetched_at_ms: fetched as i64,
+            expires_at_ms: Some(entry.expires_ms as i64),
         };
         self.persist(origin, record);
         entry
     }
 
-    fn persist(&self, origin: &str, record: Document) {
+    /// Upserts `record` (its `origin` left empty: the key is the filter).
+    fn persist(&self, origin: &str, record: RobotsDoc) {
         let robots = self.stores.robots();
         let origin = origin.to_string();
         tokio::spawn(async move {
-            let update = doc! {"$set": record};
+            let update = match bson::to_document(&record) {
+                Ok(set) => doc! {"$set": set},
+                Err(e) => {
+                    eprintln!("crawler-child: robots.txt of {origin} not stored: {e}");
+                    return;
+                }
+            };
             let write = robots.update_one(doc! {"_id": &origin}, update).upsert(true);
             // Losing it costs one robots.txt fetch by the next child, no more.
             match store::deadline(write).await {

@@ -5,15 +5,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use bson::doc;
+use bson::{doc, Document};
 use bytes::Bytes;
-use futures::TryStreamExt;
 use shared::cluster_auth::{Challenges, ClusterKey, Nonce, Proof, Refusal, SealError, Session};
+use shared::docs::{DomainDoc, DomainHalt, FrontierDoc, UrlState};
 use shared::protocol::{
     self, now_ms, CrawlPolicy, CrawlResult, FailureKind, Intro, Outcome, ProcessInfo, ToDispatcher,
     ToSupervisor, WorkItem, PROTOCOL_VERSION,
 };
-use shared::store::{state, Stores};
+use shared::store::{decode_each, Stores};
 use shared::timing::{Op, TimingLog};
 use shared::urls;
 use tokio::sync::mpsc;
@@ -183,62 +183,65 @@ impl Dispatcher {
         for domain in &args.unhalt {
             self.stores
                 .domains()
-                .update_one(
-                    doc! {"_id": domain},
-                    doc! {"$set": {"halted": false, "halted_reason": ""}},
-                )
+                .update_one(doc! {"_id": domain}, halt_update(None)?)
                 .await
                 .with_context(|| format!("un-halting {domain}"))?;
             eprintln!("dispatcher: domain {domain} un-halted (--unhalt)");
         }
-        let mut halted = self
-            .stores
-            .domains()
-            .find(doc! {"halted": true})
-            .await
-            .context("reading halted domains")?;
-        while let Some(d) = halted.try_next().await.context("reading halted domains")? {
-            if let Ok(domain) = d.get_str("_id") {
-                eprintln!(
-                    "dispatcher: domain {domain} is HALTED ({}); un-halt it to crawl it",
-                    d.get_str("halted_reason").unwrap_or("?")
-                );
-                self.frontier.halt(domain);
-            }
+        let mut halted = Vec::new();
+        decode_each(
+            &self.stores.domains(),
+            doc! {DomainDoc::HALTED: true},
+            None,
+            |d: DomainDoc| halted.push(d),
+            |d, e| eprintln!("dispatcher: skipping a malformed domain document {d:?}: {e}"),
+        )
+        .await
+        .context("reading halted domains")?;
+        for d in halted {
+            eprintln!(
+                "dispatcher: domain {} is HALTED ({}); un-halt it to crawl it",
+                d.domain, d.halted_reason
+            );
+            self.frontier.halt(&d.domain);
         }
         let mut resumed = (0u64, 0u64);
-        let mut cursor = self
-            .stores
-            .frontier()
-            .find(doc! {})
-            .projection(doc! {"domain": 1, "depth": 1, "state": 1, "crawl_id": 1})
-            .await
-            .context("reading the stored frontier")?;
-        while let Some(d) = cursor.try_next().await.context("reading the stored frontier")? {
-            let (Ok(url), Ok(domain)) = (d.get_str("_id"), d.get_str("domain")) else {
-                continue;
-            };
-            // Pages and frontier entries are keyed by URL alone: a second
-            // crawl in the same database would take every URL the first
-            // one saw as done, and skip it without a word.
-            if let Ok(other) = d.get_str("crawl_id") {
-                if other != self.policy.crawl_id {
-                    bail!(
-                        "database {:?} holds crawl {other:?}; run with --crawl-id {other} to resume it, or give crawl {:?} its own --db",
-                        args.store.db,
-                        self.policy.crawl_id
-                    );
+        // Pages and frontier entries are keyed by URL alone: a second crawl
+        // in the same database would take every URL the first one saw as
+        // done, and skip it without a word.
+        let mut foreign = None;
+        decode_each(
+            &self.stores.frontier(),
+            doc! {},
+            None,
+            |d: FrontierDoc| {
+                if foreign.is_some() {
+                    return;
                 }
-            }
-            self.frontier.mark_seen(url);
-            self.admitted += 1;
-            if d.get_str("state") == Ok(state::QUEUED) {
-                let depth = d.get_i32("depth").unwrap_or(0).clamp(0, u16::MAX as i32) as u16;
-                self.frontier.push(url.to_string(), domain, depth);
-                resumed.1 += 1;
-            } else {
-                resumed.0 += 1;
-            }
+                if let Some(other) = d.crawl_id.filter(|other| *other != self.policy.crawl_id) {
+                    foreign = Some(other);
+                    return;
+                }
+                self.frontier.mark_seen(&d.url);
+                self.admitted += 1;
+                if d.state == UrlState::Queued {
+                    let depth = d.depth.clamp(0, i32::from(u16::MAX)) as u16;
+                    self.frontier.push(d.url, &d.domain, depth);
+                    resumed.1 += 1;
+                } else {
+                    resumed.0 += 1;
+                }
+            },
+            |d, e| eprintln!("dispatcher: skipping a malformed frontier entry {d:?}: {e}"),
+        )
+        .await
+        .context("reading the stored frontier")?;
+        if let Some(other) = foreign {
+            bail!(
+                "database {:?} holds crawl {other:?}; run with --crawl-id {other} to resume it, or give crawl {:?} its own --db",
+                args.store.db,
+                self.policy.crawl_id
+            );
         }
         if resumed != (0, 0) {
             eprintln!(
@@ -741,8 +744,8 @@ impl Dispatcher {
                 self.offer(link, r.depth.saturating_add(1));
             }
             let final_state = match &r.outcome {
-                Outcome::Fetched { .. } => Some(state::DONE),
-                Outcome::Disallowed => Some(state::DISALLOWED),
+                Outcome::Fetched { .. } => Some(UrlState::Done),
+                Outcome::Disallowed => Some(UrlState::Disallowed),
                 Outcome::Failed { kind, .. } => self.retry_or_fail(&r, *kind),
             };
             if let Some(st) = final_state {
@@ -786,9 +789,8 @@ impl Dispatcher {
     /// Writes (or clears, with `None`) a domain's halt in the second store,
     /// so a restarted dispatcher keeps it halted.
     fn record_halt(&self, domain: &str, reason: Option<&str>) {
-        let update = match reason {
-            Some(r) => doc! {"$set": {"halted": true, "halted_reason": r, "halted_at_ms": now_ms() as i64}},
-            None => doc! {"$set": {"halted": false, "halted_reason": ""}},
+        let Ok(update) = halt_update(reason) else {
+            return;
         };
         let domains = self.stores.domains();
         let domain = domain.to_string();
@@ -826,7 +828,7 @@ impl Dispatcher {
     }
 
     /// Retryable failures go back in the queue after a pause, a few times.
-    fn retry_or_fail(&mut self, r: &CrawlResult, kind: FailureKind) -> Option<&'static str> {
+    fn retry_or_fail(&mut self, r: &CrawlResult, kind: FailureKind) -> Option<UrlState> {
         let attempts = self.attempts.entry(r.url.clone()).or_insert(0);
         *attempts = attempts.saturating_add(1);
         if *attempts < kind.max_attempts() {
@@ -836,7 +838,7 @@ impl Dispatcher {
             None
         } else {
             self.stats.failed_for_good(kind);
-            Some(state::FAILED)
+            Some(UrlState::Failed)
         }
     }
 
@@ -1100,4 +1102,14 @@ impl Dispatcher {
 /// enough to tell peers apart in a log, not enough to speak as one.
 fn short_id(identity: &Bytes) -> String {
     identity.iter().take(4).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The `$set` that records a domain's halt (`Some(reason)`) or clears it.
+fn halt_update(reason: Option<&str>) -> bson::ser::Result<Document> {
+    let halt = DomainHalt {
+        halted: reason.is_some(),
+        halted_reason: reason.unwrap_or_default().to_string(),
+        halted_at_ms: reason.map(|_| now_ms() as i64),
+    };
+    Ok(doc! {"$set": bson::to_document(&halt)?})
 }

@@ -9,9 +9,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use bson::{doc, Document};
+use bson::doc;
+use shared::docs::{FrontierDoc, UrlState};
 use shared::failure::FailureKind;
-use shared::store::{self, state, Backoff, Stores};
+use shared::store::{self, Backoff, Stores};
 use shared::store_write;
 use shared::timing::{Op, TimingLog};
 use tokio::sync::{mpsc, oneshot};
@@ -20,8 +21,8 @@ const BATCH: usize = 2000;
 const WAIT: Duration = Duration::from_millis(100);
 
 enum Cmd {
-    Insert(Document),
-    Mark(String, &'static str, Option<FailureKind>),
+    Insert(FrontierDoc),
+    Mark(String, UrlState, Option<FailureKind>),
     Flush(oneshot::Sender<()>),
 }
 
@@ -38,16 +39,18 @@ impl FrontierWriter {
     }
 
     pub fn insert(&self, url: &str, domain: &str, depth: u16) {
-        let _ = self.tx.send(Cmd::Insert(doc! {
-            "_id": url,
-            "domain": domain,
-            "depth": depth as i32,
-            "state": state::QUEUED,
+        let _ = self.tx.send(Cmd::Insert(FrontierDoc {
+            url: url.to_string(),
+            domain: domain.to_string(),
+            depth: i32::from(depth),
+            state: UrlState::Queued,
+            failure: None,
+            crawl_id: None,
         }));
     }
 
     /// Sets a finished URL's state; `failure`: why a failed one failed.
-    pub fn mark(&self, url: String, state: &'static str, failure: Option<FailureKind>) {
+    pub fn mark(&self, url: String, state: UrlState, failure: Option<FailureKind>) {
         let _ = self.tx.send(Cmd::Mark(url, state, failure));
     }
 
@@ -71,7 +74,7 @@ async fn run(stores: Stores, crawl_id: String, mut rx: mpsc::UnboundedReceiver<C
         while let Some(cmd) = next.take() {
             match cmd {
                 Cmd::Insert(mut d) => {
-                    d.insert("crawl_id", &crawl_id);
+                    d.crawl_id = Some(crawl_id.clone());
                     inserts.push(d);
                 }
                 Cmd::Mark(url, s, failure) => marks.push((url, s, failure)),
@@ -93,8 +96,8 @@ async fn run(stores: Stores, crawl_id: String, mut rx: mpsc::UnboundedReceiver<C
 }
 
 async fn write_inserts(
-    frontier: &mongodb::Collection<Document>,
-    docs: &mut Vec<Document>,
+    frontier: &mongodb::Collection<FrontierDoc>,
+    docs: &mut Vec<FrontierDoc>,
     timing: &TimingLog,
 ) {
     if docs.is_empty() {
@@ -105,25 +108,25 @@ async fn write_inserts(
         // Cannot happen with URLs of at most 2 KiB, but if the store ever
         // refuses one, the crawl goes on without it, loudly.
         metrics::counter!("crawler_frontier_rejected_total").increment(1);
-        let url = docs[i].get_str("_id").unwrap_or("?");
+        let url = docs.get(i).map_or("?", |d| d.url.as_str());
         eprintln!("dispatcher: the store refused frontier entry {url}: {why}; it will not be resumed");
     }
     docs.clear();
 }
 
 /// A URL, its final state and, when it failed, why.
-type Mark = (String, &'static str, Option<FailureKind>);
+type Mark = (String, UrlState, Option<FailureKind>);
 
 /// One `update_many` per state (and failure kind) among `marks`.
-async fn write_marks(frontier: &mongodb::Collection<Document>, marks: &mut Vec<Mark>, timing: &TimingLog) {
-    let mut groups: BTreeMap<(&str, Option<FailureKind>), Vec<&str>> = BTreeMap::new();
+async fn write_marks(frontier: &mongodb::Collection<FrontierDoc>, marks: &mut Vec<Mark>, timing: &TimingLog) {
+    let mut groups: BTreeMap<(UrlState, Option<FailureKind>), Vec<&str>> = BTreeMap::new();
     for (url, s, failure) in marks.iter() {
         groups.entry((*s, *failure)).or_default().push(url.as_str());
     }
     for ((s, failure), urls) in groups {
-        let mut set = doc! {"state": s};
+        let mut set = doc! {FrontierDoc::STATE: s.as_str()};
         if let Some(kind) = failure {
-            set.insert("failure", kind.as_str());
+            set.insert(FrontierDoc::FAILURE, kind.as_str());
         }
         let mut backoff = Backoff::default();
         loop {

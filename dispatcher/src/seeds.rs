@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use anyhow::Context;
-use bson::{doc, Document};
-use futures::TryStreamExt;
-use shared::store::{only_duplicates, Stores};
+use bson::doc;
+use shared::docs::SeedDoc;
+use shared::store::{decode_each, only_duplicates, Stores};
 use shared::urls;
 
 /// Reads a seeds file; bad lines are reported and skipped, never fatal.
@@ -58,7 +58,7 @@ pub fn on_the_open_web(seeds: &[String]) -> Option<&str> {
 /// Stores `seeds` in the collection and returns every stored seed.
 pub async fn sync_with_store(stores: &Stores, seeds: &[String]) -> anyhow::Result<Vec<String>> {
     if !seeds.is_empty() {
-        let docs: Vec<Document> = seeds.iter().map(|s| doc! {"_id": s}).collect();
+        let docs: Vec<SeedDoc> = seeds.iter().map(|s| SeedDoc { url: s.clone() }).collect();
         if let Err(e) = stores.seeds().insert_many(docs).ordered(false).await {
             if !only_duplicates(&e) {
                 return Err(e).context("writing seeds");
@@ -66,13 +66,18 @@ pub async fn sync_with_store(stores: &Stores, seeds: &[String]) -> anyhow::Resul
         }
     }
     let mut out = Vec::new();
-    let mut cursor = stores.seeds().find(doc! {}).await.context("reading seeds")?;
-    while let Some(d) = cursor.try_next().await.context("reading seeds")? {
-        match d.get_str("_id").ok().map(urls::parse) {
-            Some(Ok(u)) => out.push(u.to_string()),
-            _ => eprintln!("dispatcher: skipping malformed seed document {d}"),
-        }
-    }
+    decode_each(
+        &stores.seeds(),
+        doc! {},
+        None,
+        |d: SeedDoc| match urls::parse(&d.url) {
+            Ok(u) => out.push(u.to_string()),
+            Err(e) => eprintln!("dispatcher: skipping malformed seed {:?}: {}", d.url, e.as_str()),
+        },
+        |d, e| eprintln!("dispatcher: skipping malformed seed document {d:?}: {e}"),
+    )
+    .await
+    .context("reading seeds")?;
     Ok(out)
 }
 

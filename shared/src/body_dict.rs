@@ -18,10 +18,10 @@ use std::collections::HashMap;
 
 use anyhow::Context;
 use bson::spec::BinarySubtype;
-use bson::{doc, Binary, DateTime, Document};
-use futures::TryStreamExt;
+use bson::{doc, Binary, DateTime};
 
-use crate::store::BODY_DICTS;
+use crate::docs::BodyDictDoc;
+use crate::store::{decode_each, BODY_DICTS};
 
 /// Size of a trained dictionary: on the realistic pages 32 KiB compressed
 /// as well as 64 or 112 KiB and trains in a fifth of the time.
@@ -46,13 +46,16 @@ impl BodyDict {
     }
 
     /// Its document in `body_dicts`.
-    pub fn to_document(&self, crawl_id: &str, samples: usize) -> Document {
-        doc! {
-            "_id": &self.id,
-            "crawl_id": crawl_id,
-            "created_at": DateTime::now(),
-            "samples": samples as i64,
-            "bytes": Binary { subtype: BinarySubtype::Generic, bytes: self.bytes.clone() },
+    pub fn to_doc(&self, crawl_id: &str, samples: usize) -> BodyDictDoc {
+        BodyDictDoc {
+            id: self.id.clone(),
+            crawl_id: crawl_id.to_string(),
+            created_at: DateTime::now(),
+            samples: samples as i64,
+            bytes: Binary {
+                subtype: BinarySubtype::Generic,
+                bytes: self.bytes.clone(),
+            },
         }
     }
 }
@@ -65,17 +68,19 @@ impl Dictionaries {
     /// Every dictionary in the primary store's database (one per child
     /// that trained one; a few tens of KB each).
     pub async fn load(primary: &mongodb::Database) -> anyhow::Result<Dictionaries> {
-        let mut cursor = primary
-            .collection::<Document>(BODY_DICTS)
-            .find(doc! {})
-            .await
-            .context("reading body dictionaries")?;
         let mut all = Dictionaries::default();
-        while let Some(d) = cursor.try_next().await.context("reading body dictionaries")? {
-            if let (Ok(id), Ok(bytes)) = (d.get_str("_id"), d.get_binary_generic("bytes")) {
-                all.0.insert(id.to_string(), bytes.clone());
-            }
-        }
+        decode_each(
+            &primary.collection::<BodyDictDoc>(BODY_DICTS),
+            doc! {},
+            None,
+            |d| {
+                all.0.insert(d.id, d.bytes.bytes);
+            },
+            // Its pages read as `MissingDictionary`, each on its own.
+            |_, e| eprintln!("skipping a malformed body dictionary: {e}"),
+        )
+        .await
+        .context("reading body dictionaries")?;
         Ok(all)
     }
 

@@ -8,7 +8,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Named in snake_case (as [`FailureKind::as_str`]) where serde writes
+/// names: the stored frontier. The wire (bincode) sends the variant's index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum FailureKind {
     /// The URL does not parse (a peer or an old frontier sent garbage).
     BadUrl,

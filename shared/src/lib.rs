@@ -10,6 +10,7 @@ pub mod alloc;
 pub mod body_dict;
 pub mod cli;
 pub mod cluster_auth;
+pub mod docs;
 pub mod exchange;
 pub mod extract;
 pub mod failure;

@@ -16,11 +16,12 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use bson::{doc, Document};
+use bson::{doc, Document, RawDocumentBuf};
 use mongodb::options::{ClientOptions, IndexOptions};
 use mongodb::{Client, Collection, Database, IndexModel};
 
 use crate::cli::StoreArgs;
+use crate::docs::{BodyDictDoc, DomainDoc, FrontierDoc, RobotsDoc, SeedDoc};
 
 pub const SEEDS: &str = "seeds";
 pub const FRONTIER: &str = "frontier";
@@ -29,14 +30,6 @@ pub const PAGES: &str = "pages";
 pub const BODY_DICTS: &str = "body_dicts";
 pub const ROBOTS: &str = "robots";
 pub const DOMAINS: &str = "domains";
-
-/// Frontier states.
-pub mod state {
-    pub const QUEUED: &str = "queued";
-    pub const DONE: &str = "done";
-    pub const DISALLOWED: &str = "disallowed";
-    pub const FAILED: &str = "failed";
-}
 
 #[derive(Clone)]
 pub struct Stores {
@@ -95,24 +88,51 @@ impl Stores {
         Ok(())
     }
 
-    pub fn seeds(&self) -> Collection<Document> {
+    /// Read as raw documents and decoded one by one (see [`decode_each`]).
+    pub fn seeds(&self) -> Collection<SeedDoc> {
         self.primary.collection(SEEDS)
     }
-    pub fn frontier(&self) -> Collection<Document> {
+    pub fn frontier(&self) -> Collection<FrontierDoc> {
         self.primary.collection(FRONTIER)
     }
     pub fn pages(&self) -> Collection<Document> {
         self.primary.collection(PAGES)
     }
-    pub fn body_dicts(&self) -> Collection<Document> {
+    pub fn body_dicts(&self) -> Collection<BodyDictDoc> {
         self.primary.collection(BODY_DICTS)
     }
-    pub fn robots(&self) -> Collection<Document> {
+    pub fn robots(&self) -> Collection<RobotsDoc> {
         self.second.collection(ROBOTS)
     }
-    pub fn domains(&self) -> Collection<Document> {
+    pub fn domains(&self) -> Collection<DomainDoc> {
         self.second.collection(DOMAINS)
     }
+}
+
+/// Reads every document `find` returns on `coll`, decoding each on its own:
+/// one malformed document (written by hand, by an older version, or by a
+/// store that went wrong) is passed to `bad` and skipped, rather than
+/// ending the whole read as a typed cursor would.
+pub async fn decode_each<T: serde::de::DeserializeOwned + Send + Sync>(
+    coll: &Collection<T>,
+    filter: Document,
+    projection: Option<Document>,
+    mut each: impl FnMut(T),
+    mut bad: impl FnMut(&RawDocumentBuf, bson::de::Error),
+) -> mongodb::error::Result<()> {
+    use futures::TryStreamExt;
+    let raw = coll.clone_with_type::<RawDocumentBuf>();
+    let mut cursor = match projection {
+        Some(p) => raw.find(filter).projection(p).await?,
+        None => raw.find(filter).await?,
+    };
+    while let Some(d) = cursor.try_next().await? {
+        match bson::from_slice::<T>(d.as_bytes()) {
+            Ok(t) => each(t),
+            Err(e) => bad(&d, e),
+        }
+    }
+    Ok(())
 }
 
 async fn client(uri: &str, app_name: &str) -> anyhow::Result<Client> {

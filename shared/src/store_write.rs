@@ -13,8 +13,8 @@
 
 use std::time::Instant;
 
-use bson::Document;
 use mongodb::error::{ErrorKind, WriteFailure};
+use serde::Serialize;
 
 use crate::store::{self, Backoff};
 use crate::timing::{Op, TimingLog};
@@ -84,9 +84,9 @@ fn verdict(err: &mongodb::error::Error) -> Verdict {
 /// Inserts `docs` (unordered); returns the ones the store refused for good
 /// (index, why). Returns only once every other document is stored. Each
 /// attempt is timed as `op`; `what` names the writer in log lines.
-pub async fn insert_unordered(
-    coll: &mongodb::Collection<Document>,
-    docs: &[Document],
+pub async fn insert_unordered<T: Serialize + Send + Sync>(
+    coll: &mongodb::Collection<T>,
+    docs: &[T],
     timing: &TimingLog,
     op: Op,
     what: &str,
@@ -135,9 +135,9 @@ pub async fn insert_unordered(
 
 /// Writes each document alone, so one the store refuses is found and the
 /// others are stored.
-async fn one_by_one(
-    coll: &mongodb::Collection<Document>,
-    docs: &[Document],
+async fn one_by_one<T: Serialize + Send + Sync>(
+    coll: &mongodb::Collection<T>,
+    docs: &[T],
     timing: &TimingLog,
     op: Op,
     what: &str,

@@ -12,7 +12,7 @@ use crate::web::{Expected, RequestRecord};
 /// Stored URL → status from the `pages` collection; fails if a URL was
 /// stored twice.
 pub async fn stored_statuses(db: &mongodb::Database) -> anyhow::Result<BTreeMap<String, i32>> {
-    let pages = all_docs(db, "pages").await?;
+    let pages = all_docs(db, shared::store::PAGES).await?;
     let mut stored = BTreeMap::new();
     for d in &pages {
         let url = d.get_str("_id")?.to_string();
@@ -75,8 +75,8 @@ pub fn assert_nothing_forbidden_fetched(
 /// No URL is left `queued` in the stored frontier.
 pub async fn assert_frontier_finished(db: &mongodb::Database) -> anyhow::Result<()> {
     let queued = db
-        .collection::<bson::Document>("frontier")
-        .count_documents(doc! {"state": shared::store::state::QUEUED})
+        .collection::<bson::Document>(shared::store::FRONTIER)
+        .count_documents(doc! {shared::docs::FrontierDoc::STATE: shared::docs::UrlState::Queued.as_str()})
         .await?;
     anyhow::ensure!(queued == 0, "{queued} URLs still queued in the stored frontier");
     Ok(())

@@ -104,7 +104,7 @@ async fn a_failing_domain_is_halted_until_unhalted() {
     assert_eq!(first_hits, 1 + HALT_AFTER, "requests to broken.test");
     let sdb = store.client().await.unwrap().database("crawler_robots");
     let d = sdb
-        .collection::<bson::Document>("domains")
+        .collection::<bson::Document>(shared::store::DOMAINS)
         .find_one(doc! {"_id": &broken})
         .await
         .unwrap()
@@ -112,14 +112,14 @@ async fn a_failing_domain_is_halted_until_unhalted() {
     assert_eq!(d.get_bool("halted"), Ok(true), "{d}");
     assert!(d.get_str("halted_reason").unwrap().contains("in a row"), "{d}");
     let db = store.client().await.unwrap().database("crawler");
-    let frontier = all_docs(&db, "frontier").await.unwrap();
+    let frontier = all_docs(&db, shared::store::FRONTIER).await.unwrap();
     let queued_broken = frontier
         .iter()
         .filter(|f| f.get_str("domain") == Ok(broken.as_str()) && f.get_str("state") == Ok("queued"))
         .count();
     assert_eq!(queued_broken, PAGES - HALT_AFTER, "halted URLs stay queued");
     // The healthy domain was crawled in full.
-    let pages = all_docs(&db, "pages").await.unwrap();
+    let pages = all_docs(&db, shared::store::PAGES).await.unwrap();
     let fine_ok = pages
         .iter()
         .filter(|p| p.get_str("domain").is_ok_and(|d| d.starts_with("fine.test")))

@@ -455,7 +455,7 @@ async fn only_holders_of_the_secret_join_and_only_their_own_leases_count() {
     let db = store.client().await.unwrap().database("crawler");
     verify::assert_pages_match(&verify::stored_statuses(&db).await.unwrap(), &expected);
     verify::assert_frontier_finished(&db).await.unwrap();
-    for d in all_docs(&db, "frontier").await.unwrap() {
+    for d in all_docs(&db, shared::store::FRONTIER).await.unwrap() {
         let url = d.get_str("_id").unwrap();
         assert!(!url.contains("forged"), "forged URL in the frontier: {url}");
         let host = url::Url::parse(url).unwrap().host_str().unwrap().to_string();

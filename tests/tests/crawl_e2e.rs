@@ -73,7 +73,7 @@ async fn crawls_the_synthetic_web_into_two_stores() {
     verify::assert_pages_match(&stored, &expected);
     assert!(expected.count_status(404) > 0 && expected.count_status(302) > 0);
     verify::assert_frontier_finished(&db).await.unwrap();
-    let pages = all_docs(&db, "pages").await.unwrap();
+    let pages = all_docs(&db, shared::store::PAGES).await.unwrap();
     let dicts = Dictionaries::load(&db).await.unwrap();
 
     // HTML pages carry their body, byte for byte as served (compressed in
@@ -121,7 +121,7 @@ async fn crawls_the_synthetic_web_into_two_stores() {
         "robots.txt fetched more than once per host"
     );
     let sdb = second.client().await.unwrap().database("crawler_robots");
-    let robots = all_docs(&sdb, "robots").await.unwrap();
+    let robots = all_docs(&sdb, shared::store::ROBOTS).await.unwrap();
     assert_eq!(robots.len(), in_scope.len());
     for d in &robots {
         let origin = d.get_str("_id").unwrap();
@@ -135,13 +135,13 @@ async fn crawls_the_synthetic_web_into_two_stores() {
             None => assert_eq!(status, 404, "{origin}"),
         }
     }
-    let domains = all_docs(&sdb, "domains").await.unwrap();
+    let domains = all_docs(&sdb, shared::store::DOMAINS).await.unwrap();
     assert_eq!(domains.len(), in_scope.len());
     assert!(domains
         .iter()
         .all(|d| d.get_i64("last_crawled_ms").is_ok_and(|t| t > 1_600_000_000_000)));
     // The primary store holds no robots data and vice versa.
-    assert!(all_docs(&db, "robots").await.unwrap().is_empty());
+    assert!(all_docs(&db, shared::store::ROBOTS).await.unwrap().is_empty());
 
     // Politeness: requests to one host are at least the delay apart.
     let mut by_host: HashMap<&str, Vec<u128>> = HashMap::new();
@@ -206,19 +206,40 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     assert_eq!(summary["settings"]["max-redirects"], "10");
     assert!(!summary["settings"]["mongo-uri"].is_null());
     let db = store.client().await.unwrap().database("crawler");
-    let after_first = all_docs(&db, "pages").await.unwrap().len();
+    let after_first = all_docs(&db, shared::store::PAGES).await.unwrap().len();
     assert_eq!(after_first, expected.pages.len());
     let requests_after_first = server.request_count();
+
+    // A malformed document (by hand, an older version, a store gone wrong)
+    // is skipped on resume, with a word, not the end of the crawl.
+    let malformed_frontier =
+        bson::doc! {"_id": "http://bad.test/", "domain": 5, "depth": "x", "state": "queued"};
+    db.collection::<bson::Document>(shared::store::FRONTIER)
+        .insert_one(malformed_frontier.clone())
+        .await
+        .unwrap();
+    db.collection::<bson::Document>(shared::store::SEEDS)
+        .insert_one(bson::doc! {"_id": 42})
+        .await
+        .unwrap();
 
     let second = run_crawl(&spec, Duration::from_secs(300)).await.unwrap();
     assert!(second.dispatcher.success());
     assert!(second.supervisors.iter().all(|s| s.success()));
-    assert_eq!(all_docs(&db, "pages").await.unwrap().len(), after_first);
+    assert_eq!(
+        all_docs(&db, shared::store::PAGES).await.unwrap().len(),
+        after_first
+    );
     assert_eq!(second.summary["fetched"], 0, "summary: {}", second.summary);
     assert_eq!(
         server.request_count(),
         requests_after_first,
         "the second run fetched again"
+    );
+    let frontier = all_docs(&db, shared::store::FRONTIER).await.unwrap();
+    assert!(
+        frontier.contains(&malformed_frontier),
+        "the malformed entry was changed or lost"
     );
 
     // Another crawl id on the same database is refused with a clear
@@ -239,7 +260,10 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "a second crawl id ran: {stderr}");
     assert!(stderr.contains("holds crawl \"c1\""), "{stderr}");
-    assert_eq!(all_docs(&db, "pages").await.unwrap().len(), after_first);
+    assert_eq!(
+        all_docs(&db, shared::store::PAGES).await.unwrap().len(),
+        after_first
+    );
     assert_eq!(server.request_count(), requests_after_first);
 
     // A seed on the open web needs a user agent that names someone; the
@@ -264,7 +288,7 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         "a crawl of the open web ran with the default user agent: {stderr}"
     );
     assert!(stderr.contains("--user-agent"), "{stderr}");
-    let seeds = all_docs(&db, "seeds").await.unwrap();
+    let seeds = all_docs(&db, shared::store::SEEDS).await.unwrap();
     assert!(
         seeds
             .iter()

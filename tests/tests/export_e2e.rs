@@ -89,7 +89,7 @@ async fn a_crawl_exports_to_warc_that_warcio_reads_and_verifies() {
     assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
 
     let db = store.client().await.unwrap().database("crawler");
-    let stored = all_docs(&db, "pages").await.unwrap();
+    let stored = all_docs(&db, shared::store::PAGES).await.unwrap();
     assert!(stored.len() >= 100, "only {} pages stored", stored.len());
     // The exchange is kept with each page: the address dialled and the
     // headers both ways.

@@ -95,7 +95,7 @@ async fn queued_in_store(store: &StoreServer) -> u64 {
     };
     client
         .database("crawler")
-        .collection::<bson::Document>("frontier")
+        .collection::<bson::Document>(shared::store::FRONTIER)
         .count_documents(doc! {"state": "queued"})
         .await
         .unwrap_or(0)
@@ -107,7 +107,7 @@ async fn pages_in_store(store: &StoreServer) -> u64 {
     };
     client
         .database("crawler")
-        .collection::<bson::Document>("pages")
+        .collection::<bson::Document>(shared::store::PAGES)
         .estimated_document_count()
         .await
         .unwrap_or(0)

@@ -89,14 +89,14 @@ struct Stored {
 
 async fn stored(store: &StoreServer) -> Stored {
     let db = store.client().await.unwrap().database("crawler");
-    let pages = all_docs(&db, "pages").await.unwrap();
+    let pages = all_docs(&db, shared::store::PAGES).await.unwrap();
     let n = pages.len();
     let pages: BTreeMap<String, Document> = pages
         .into_iter()
         .map(|d| (d.get_str("_id").unwrap().to_string(), d))
         .collect();
     assert_eq!(pages.len(), n, "a page was stored twice");
-    let frontier = all_docs(&db, "frontier")
+    let frontier = all_docs(&db, shared::store::FRONTIER)
         .await
         .unwrap()
         .into_iter()
@@ -815,7 +815,7 @@ async fn a_panic_on_one_url_fails_that_url_alone() {
     // stored frontier says it failed.
     let stored = crawl_tests::verify::stored_statuses(&db).await.unwrap();
     crawl_tests::verify::assert_pages_match(&stored, &expected);
-    let frontier = all_docs(&db, "frontier").await.unwrap();
+    let frontier = all_docs(&db, shared::store::FRONTIER).await.unwrap();
     let state = frontier
         .iter()
         .find(|d| d.get_str("_id") == Ok(victim.as_str()))
@@ -865,7 +865,7 @@ async fn crawl_internal_links(extra: &[&str]) -> InternalCrawl {
     assert!(run.supervisors.iter().all(|s| s.success()));
     let log = server.requests();
     let db = store.client().await.unwrap().database("crawler");
-    let frontier = all_docs(&db, "frontier")
+    let frontier = all_docs(&db, shared::store::FRONTIER)
         .await
         .unwrap()
         .into_iter()

@@ -1,0 +1,96 @@
+//! `frontier`: every URL the crawl admitted, and where it stands. Written
+//! by the dispatcher (inserted `queued`, later marked), read back whole on
+//! resume.
+
+use serde::{Deserialize, Serialize};
+
+use crate::failure::FailureKind;
+
+/// Where a URL stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UrlState {
+    Queued,
+    Done,
+    Disallowed,
+    Failed,
+}
+
+impl UrlState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UrlState::Queued => "queued",
+            UrlState::Done => "done",
+            UrlState::Disallowed => "disallowed",
+            UrlState::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrontierDoc {
+    #[serde(rename = "_id")]
+    pub url: String,
+    pub domain: String,
+    pub depth: i32,
+    pub state: UrlState,
+    /// Why a `failed` URL failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureKind>,
+    /// The crawl that admitted it: a database holds one crawl.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crawl_id: Option<String>,
+}
+
+impl FrontierDoc {
+    pub const STATE: &'static str = "state";
+    pub const FAILURE: &'static str = "failure";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_and_failures_are_stored_by_their_names() {
+        for s in [
+            UrlState::Queued,
+            UrlState::Done,
+            UrlState::Disallowed,
+            UrlState::Failed,
+        ] {
+            assert_eq!(bson::to_bson(&s).unwrap(), bson::Bson::String(s.as_str().into()));
+        }
+        use FailureKind::*;
+        for k in [
+            BadUrl,
+            Timeout,
+            Connect,
+            Http,
+            Throttled,
+            RobotsUnavailable,
+            RedirectLoop,
+            TooManyRedirects,
+            RedirectDisallowed,
+            ChildCrashed,
+            Internal,
+            StoreRejected,
+            BlockedAddress,
+        ] {
+            assert_eq!(bson::to_bson(&k).unwrap(), bson::Bson::String(k.as_str().into()));
+        }
+        let d = FrontierDoc {
+            url: "http://a.test/".into(),
+            domain: "a.test".into(),
+            depth: 2,
+            state: UrlState::Failed,
+            failure: Some(FailureKind::BlockedAddress),
+            crawl_id: Some("c".into()),
+        };
+        let stored = bson::to_document(&d).unwrap();
+        assert_eq!(stored.get_str("_id"), Ok("http://a.test/"));
+        assert_eq!(stored.get_str("state"), Ok("failed"));
+        assert_eq!(stored.get_str("failure"), Ok("blocked_address"));
+        assert_eq!(bson::from_document::<FrontierDoc>(stored).unwrap(), d);
+    }
+}

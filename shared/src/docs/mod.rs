@@ -1,0 +1,24 @@
+//! The documents of each collection, as serde structs: one per collection,
+//! used by every writer and reader, so a field's name and type are written
+//! down once. (`pages` is not here yet: its document is still built field by
+//! field in the child, `exchange` and `page_body`.) Collection names are in
+//! [`crate::store`] (`PAGES`, `FRONTIER`, ...), which also hands out typed
+//! collections.
+//!
+//! Optional fields are left out when empty rather than stored as null: a
+//! store's work grows with a document's elements (see `exchange`).
+//!
+//! Queries and partial updates (`$set` of a few fields) still use `doc!`,
+//! naming fields through the constants next to each struct.
+
+mod body_dict;
+mod domain;
+mod frontier;
+mod robots;
+mod seed;
+
+pub use body_dict::BodyDictDoc;
+pub use domain::{DomainDoc, DomainHalt, DomainPace};
+pub use frontier::{FrontierDoc, UrlState};
+pub use robots::RobotsDoc;
+pub use seed::SeedDoc;
