@@ -22,11 +22,12 @@ pub fn read_file(path: &Path) -> anyhow::Result<Vec<String>> {
         }
         match urls::parse(line) {
             Ok(u) => seeds.push(u.to_string()),
-            Err(why) => eprintln!(
-                "dispatcher: {}:{}: skipping seed {line:?}: {}",
-                path.display(),
-                n + 1,
-                why.as_str()
+            Err(why) => tracing::warn!(
+                file = %path.display(),
+                line = n + 1,
+                seed = line,
+                why = why.as_str(),
+                "skipping a malformed seed"
             ),
         }
     }
@@ -70,7 +71,7 @@ pub async fn sync_with_store(stores: &Stores, seeds: &[String]) -> anyhow::Resul
     while let Some(d) = cursor.try_next().await.context("reading seeds")? {
         match d.get_str("_id").ok().map(urls::parse) {
             Some(Ok(u)) => out.push(u.to_string()),
-            _ => eprintln!("dispatcher: skipping malformed seed document {d}"),
+            _ => tracing::warn!(document = %d, "skipping a malformed seed document"),
         }
     }
     Ok(out)
