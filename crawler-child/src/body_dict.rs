@@ -58,9 +58,12 @@ impl BodyDictLearner {
             match trained {
                 Ok(Ok(dict)) => this.store_and_use(dict, n).await,
                 Ok(Err(e)) => {
-                    eprintln!("crawler-child: no body dictionary ({e:#}); pages are compressed without")
+                    tracing::warn!(
+                        error = format!("{e:#}"),
+                        "no body dictionary; pages are compressed without"
+                    )
                 }
-                Err(e) => eprintln!("crawler-child: BUG: training the body dictionary failed: {e}"),
+                Err(e) => tracing::error!(error = %e, "BUG: training the body dictionary failed"),
             }
         });
     }
@@ -92,13 +95,13 @@ impl BodyDictLearner {
                     let _ = self.ready.set(dict);
                     return;
                 }
-                Some(Err(e)) => eprintln!("crawler-child: storing the body dictionary failed: {e}"),
-                None => eprintln!("crawler-child: storing the body dictionary: no answer in time"),
+                Some(Err(e)) => tracing::warn!(error = %e, "storing the body dictionary failed"),
+                None => tracing::warn!("storing the body dictionary: no answer in time"),
             }
             tokio::time::sleep(pause).await;
             pause *= 4;
         }
-        eprintln!("crawler-child: the body dictionary was not stored; pages are compressed without");
+        tracing::warn!("the body dictionary was not stored; pages are compressed without");
     }
 }
 

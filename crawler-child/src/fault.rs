@@ -39,7 +39,7 @@ fn fault() -> Option<&'static Fault> {
                 .ok()?
                 .parse()
                 .ok()?;
-            eprintln!("crawler-child: FAULT INJECTION: parse slows by {growth} µs per second of run time");
+            tracing::warn!("FAULT INJECTION: parse slows by {growth} µs per second of run time");
             Some(Fault {
                 started: Instant::now(),
                 growth_us_per_sec: growth,
@@ -74,7 +74,7 @@ pub fn panic_on(url: &str) {
 pub fn freeze_on(url: &str) {
     static FREEZE: OnceLock<Option<String>> = OnceLock::new();
     if pattern(&FREEZE, "CRAWLER_FAULT_FREEZE_ON_URL").is_some_and(|p| url.contains(p)) {
-        eprintln!("crawler-child: FAULT INJECTION: freezing (SIGSTOP) on {url}");
+        tracing::warn!(url, "FAULT INJECTION: freezing (SIGSTOP)");
         // SAFETY: raise has no memory-safety preconditions.
         unsafe {
             libc::raise(libc::SIGSTOP);
@@ -86,7 +86,7 @@ pub fn freeze_on(url: &str) {
 fn micros(cell: &'static OnceLock<Option<u64>>, var: &str) -> Option<u64> {
     *cell.get_or_init(|| {
         let us = std::env::var(var).ok()?.parse().ok()?;
-        eprintln!("crawler-child: FAULT INJECTION: {var}={us}");
+        tracing::warn!("FAULT INJECTION: {var}={us}");
         Some(us)
     })
 }

@@ -63,6 +63,7 @@ const DRAIN: Duration = Duration::from_secs(10);
 
 fn main() -> anyhow::Result<()> {
     shared::alloc::tune();
+    shared::logging::init("crawler-child");
     let args = Args::parse();
     let runtime = shared::runtime()?;
     let res = runtime.block_on(run(args));
@@ -153,12 +154,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 Some(Ok(Some(ToChild::Configure(_)))) => {}
                 Some(Ok(Some(ToChild::Stop)) | Ok(None)) | None => break,
                 Some(Err(e)) => {
-                    eprintln!("crawler-child: bad message from supervisor, stopping: {e}");
+                    tracing::error!(error = %e, "bad message from the supervisor; stopping");
                     break;
                 }
             },
             _ = &mut signalled => {
-                eprintln!("crawler-child: signalled; finishing the URLs in hand");
+                tracing::info!("signalled; finishing the URLs in hand");
                 break;
             }
         }
@@ -169,9 +170,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .is_err()
     {
-        eprintln!(
-            "crawler-child: {} URLs unfinished after {DRAIN:?}; leaving them to be crawled again",
-            worker.pending()
+        tracing::warn!(
+            unfinished = worker.pending(),
+            drain = ?DRAIN,
+            "URLs unfinished at the drain deadline; leaving them to be crawled again"
         );
     }
     drop(worker);
@@ -179,9 +181,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let grace = Duration::from_secs(2);
     match tokio::time::timeout_at(deadline + grace, writer_done).await {
         Ok(res) => res.context("page writer")?,
-        Err(_) => eprintln!(
-            "crawler-child: pages still unwritten at the stop deadline; their URLs will be crawled again"
-        ),
+        Err(_) => {
+            tracing::warn!("pages still unwritten at the stop deadline; their URLs will be crawled again")
+        }
     }
     let _ = tokio::time::timeout(grace, times.flush(&timing)).await;
     timing.flush();

@@ -135,18 +135,13 @@ async fn run(
         let (docs, waiting): (Vec<Document>, Vec<_>) =
             batch.drain(..).map(|q| (q.doc, (q.result, q.budget))).unzip();
         crate::fault::slow_store(docs.len()).await;
-        let refused =
-            store_write::insert_unordered(&pages, &docs, &timing, Op::Store, "crawler-child: storing pages")
-                .await;
+        let refused = store_write::insert_unordered(&pages, &docs, &timing, Op::Store, "storing pages").await;
         queued.fetch_sub(docs.len(), Ordering::Relaxed);
         metrics::counter!("crawler_pages_stored_total").increment((docs.len() - refused.len()) as u64);
         for (i, (mut result, _budget)) in waiting.into_iter().enumerate() {
             if let Some((_, why)) = refused.iter().find(|(at, _)| *at == i) {
                 metrics::counter!("crawler_store_rejected_total").increment(1);
-                eprintln!(
-                    "crawler-child: the store refused the page of {}: {why}",
-                    result.url
-                );
+                tracing::error!(url = %result.url, error = %why, "the store refused a page");
                 result.outcome = Outcome::failed(FailureKind::StoreRejected, why.clone());
                 result.outlinks.clear();
             }

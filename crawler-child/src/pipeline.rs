@@ -202,7 +202,7 @@ pub async fn crawl(ctx: &Ctx, st: &SharedDomain, item: WorkItem) {
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            eprintln!("crawler-child: BUG: crawling {} panicked: {what}", item.url);
+            tracing::error!(url = %item.url, panic = %what, "BUG: crawling a URL panicked");
             failed(&item, FailureKind::Internal, format!("panic: {what}"))
         }
     };

@@ -179,7 +179,7 @@ impl RobotsSource {
             let update = match bson::to_document(&record) {
                 Ok(set) => doc! {"$set": set},
                 Err(e) => {
-                    eprintln!("crawler-child: robots.txt of {origin} not stored: {e}");
+                    tracing::warn!(origin = %origin, error = %e, "robots.txt not stored");
                     return;
                 }
             };
@@ -187,8 +187,8 @@ impl RobotsSource {
             // Losing it costs one robots.txt fetch by the next child, no more.
             match store::deadline(write).await {
                 Some(Ok(_)) => {}
-                Some(Err(e)) => eprintln!("crawler-child: storing robots.txt of {origin} failed: {e}"),
-                None => eprintln!("crawler-child: storing robots.txt of {origin} timed out"),
+                Some(Err(e)) => tracing::warn!(origin = %origin, error = %e, "storing robots.txt failed"),
+                None => tracing::warn!(origin = %origin, "storing robots.txt timed out"),
             }
         });
     }

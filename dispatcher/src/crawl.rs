@@ -82,10 +82,8 @@ pub async fn run(args: Args, settings: serde_json::Value, key: ClusterKey) -> an
         .bind(&args.bind)
         .await
         .with_context(|| format!("binding {}", args.bind))?;
-    eprintln!(
-        "dispatcher: listening on {endpoint}, debug on http://{}",
-        debug.addr
-    );
+    let debug_addr = debug.addr;
+    tracing::info!("listening on {endpoint}, debug on http://{debug_addr}");
     let (send, mut recv) = socket.split();
     let (in_tx, mut inbox) = mpsc::channel::<(Bytes, Bytes)>(1024);
     tokio::spawn(async move {
@@ -186,7 +184,7 @@ impl Dispatcher {
                 .update_one(doc! {"_id": domain}, halt_update(None)?)
                 .await
                 .with_context(|| format!("un-halting {domain}"))?;
-            eprintln!("dispatcher: domain {domain} un-halted (--unhalt)");
+            tracing::info!(domain = %domain, "domain un-halted (--unhalt)");
         }
         let mut halted = Vec::new();
         decode_each(
@@ -194,14 +192,15 @@ impl Dispatcher {
             doc! {DomainDoc::HALTED: true},
             None,
             |d: DomainDoc| halted.push(d),
-            |d, e| eprintln!("dispatcher: skipping a malformed domain document {d:?}: {e}"),
+            |d, e| tracing::warn!(document = ?d, error = %e, "skipping a malformed domain document"),
         )
         .await
         .context("reading halted domains")?;
         for d in halted {
-            eprintln!(
-                "dispatcher: domain {} is HALTED ({}); un-halt it to crawl it",
-                d.domain, d.halted_reason
+            tracing::warn!(
+                domain = %d.domain,
+                reason = %d.halted_reason,
+                "domain is HALTED; un-halt it to crawl it"
             );
             self.frontier.halt(&d.domain);
         }
@@ -232,7 +231,7 @@ impl Dispatcher {
                     resumed.0 += 1;
                 }
             },
-            |d, e| eprintln!("dispatcher: skipping a malformed frontier entry {d:?}: {e}"),
+            |d, e| tracing::warn!(document = ?d, error = %e, "skipping a malformed frontier entry"),
         )
         .await
         .context("reading the stored frontier")?;
@@ -244,9 +243,12 @@ impl Dispatcher {
             );
         }
         if resumed != (0, 0) {
-            eprintln!(
-                "dispatcher: resuming: {} URLs finished before, {} still queued",
-                resumed.0, resumed.1
+            tracing::info!(
+                finished = resumed.0,
+                queued = resumed.1,
+                "resuming: {} URLs finished before, {} still queued",
+                resumed.0,
+                resumed.1
             );
         }
         let mut from_files = Vec::new();
@@ -268,11 +270,7 @@ impl Dispatcher {
         for s in &all {
             self.offer(s, 0);
         }
-        eprintln!(
-            "dispatcher: {} seeds, {} URLs queued",
-            all.len(),
-            self.frontier.queued()
-        );
+        tracing::info!("{} seeds, {} URLs queued", all.len(), self.frontier.queued());
         Ok(())
     }
 
@@ -371,6 +369,8 @@ impl Dispatcher {
                     let (paused, halted) = self.frontier.blocked_domains();
                     let blocked = (paused.len(), halted.len());
                     let line = self.stats.progress_line(self.frontier.queued(), self.frontier.in_flight(), live, blocked);
+                    // Output, not a log line: kept plain (no time or level
+                    // prefix) for the operator and for scripts that read it.
                     eprintln!("{line}");
                 }
                 _ = monitor_tick.tick(), if !self.monitor_every.is_zero() => {
@@ -383,11 +383,12 @@ impl Dispatcher {
                         paused,
                         halted,
                     };
+                    // Output, not a log line: `monitor ` and one JSON object.
                     eprintln!("monitor {}", monitor.report(&self.stats, &self.sups, view));
                 }
                 Some(cmd) = self.admin.recv() => self.on_admin(cmd).await,
                 _ = &mut stop => {
-                    eprintln!("dispatcher: signalled; stopping supervisors (queued URLs stay in the store; run again to resume)");
+                    tracing::info!("signalled; stopping supervisors (queued URLs stay in the store; run again to resume)");
                     return Ok(true);
                 }
             }
@@ -609,9 +610,12 @@ impl Dispatcher {
         }
         let sid = self.frontier.add_supervisor();
         debug_assert_eq!(sid, self.sups.len());
-        eprintln!(
-            "dispatcher: supervisor {id} joined (pid {}, capacity {capacity})",
-            process.pid
+        tracing::info!(
+            supervisor = %id,
+            pid = process.pid,
+            node = %process.node,
+            capacity,
+            "supervisor joined"
         );
         if let Ok(mut v) = self.view.lock() {
             v.supervisors.insert(
@@ -659,9 +663,11 @@ impl Dispatcher {
         let report = self
             .frontier
             .adopt(s, holding, now_ms(), |holder| earlier.contains(&holder));
-        eprintln!(
-            "dispatcher: supervisor {id} holds {held} URLs from before; adopted {} leases",
-            report.adopted
+        tracing::info!(
+            supervisor = %id,
+            held,
+            adopted = report.adopted,
+            "supervisor holds URLs from before; adopted their leases"
         );
         if report.refused > 0 {
             let n = report.refused;
@@ -678,9 +684,11 @@ impl Dispatcher {
         self.sups[s].live = false;
         let requeued = self.frontier.remove_supervisor(s);
         if requeued > 0 || why != "said bye" {
-            eprintln!(
-                "dispatcher: supervisor {} left ({why}); {requeued} URLs re-queued",
-                self.sups[s].id
+            tracing::warn!(
+                supervisor = %self.sups[s].id,
+                why = %why,
+                requeued,
+                "supervisor left; its URLs re-queued"
             );
         }
         // A restarted supervisor with the same id may have joined already;
@@ -770,15 +778,22 @@ impl Dispatcher {
                 errors,
                 outcomes,
             } => {
-                eprintln!(
-                    "dispatcher: pausing {domain} for {}s: {errors} errors in its last {outcomes} outcomes",
-                    (until_ms.saturating_sub(now_ms())) / 1000
+                tracing::warn!(
+                    domain = %domain,
+                    pause_secs = until_ms.saturating_sub(now_ms()) / 1000,
+                    errors,
+                    outcomes,
+                    "pausing domain: too many errors in its last outcomes"
                 );
                 metrics::counter!("crawler_domain_pauses_total").increment(1);
                 self.frontier.pause(domain, until_ms);
             }
             Trip::Halt { reason } => {
-                eprintln!("dispatcher: HALTING DOMAIN {domain}: {reason}. Its URLs stay queued; un-halt with scripts/unhalt.sh");
+                tracing::error!(
+                    domain = %domain,
+                    reason = %reason,
+                    "HALTING DOMAIN; its URLs stay queued; un-halt with scripts/unhalt.sh"
+                );
                 metrics::counter!("crawler_domain_halts_total").increment(1);
                 self.frontier.halt(domain);
                 self.record_halt(domain, Some(&reason));
@@ -802,12 +817,8 @@ impl Dispatcher {
                     .upsert(true);
                 match shared::store::deadline(write).await {
                     Some(Ok(_)) => break,
-                    Some(Err(e)) => backoff.wait("dispatcher: recording a domain halt", &e).await,
-                    None => {
-                        backoff
-                            .note("dispatcher: recording a domain halt", "no answer in time")
-                            .await
-                    }
+                    Some(Err(e)) => backoff.wait("recording a domain halt", &e).await,
+                    None => backoff.note("recording a domain halt", "no answer in time").await,
                 }
             }
         });
@@ -818,7 +829,7 @@ impl Dispatcher {
             AdminCmd::Unhalt { domain, done } => {
                 let unhalted = self.frontier.unhalt(&domain);
                 if unhalted {
-                    eprintln!("dispatcher: domain {domain} un-halted by an operator");
+                    tracing::info!(domain = %domain, "domain un-halted by an operator");
                     self.breakers.reset(&domain);
                     self.record_halt(&domain, None);
                 }
@@ -906,7 +917,7 @@ impl Dispatcher {
         let expired = self.frontier.expire(now_ms());
         if expired > 0 {
             self.stats.counts.leases_expired += expired as u64;
-            eprintln!("dispatcher: {expired} leases expired; URLs re-queued");
+            tracing::warn!(expired, "leases expired; URLs re-queued");
         }
         self.gauges();
         Ok(())
@@ -991,10 +1002,10 @@ impl Dispatcher {
         match tokio::time::timeout(SEND_TIMEOUT, send.send(m)).await {
             Ok(Ok(())) => {}
             // The peer is gone; heartbeats will notice and re-queue its work.
-            Ok(Err(e)) => eprintln!("dispatcher: send failed: {e}"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "send failed"),
             Err(_) => {
                 metrics::counter!("crawler_zmq_send_timeouts_total").increment(1);
-                eprintln!("dispatcher: a send took over {SEND_TIMEOUT:?}; message dropped");
+                tracing::warn!(timeout = ?SEND_TIMEOUT, "a send took too long; message dropped");
             }
         }
         Ok(())
@@ -1023,9 +1034,9 @@ impl Dispatcher {
         for s in &live {
             self.send_sealed(*s, &ToSupervisor::Stop).await?;
         }
-        eprintln!(
-            "dispatcher: crawl finished; waiting for {} supervisors to stop",
-            live.len()
+        tracing::info!(
+            supervisors = live.len(),
+            "crawl finished; waiting for the supervisors to stop"
         );
         self.await_byes(&live, inbox).await;
         // Results that arrived while supervisors drained are in the store too.
@@ -1071,11 +1082,11 @@ impl Dispatcher {
                 msg = tokio::time::timeout_at(deadline, inbox.recv()) => match msg {
                     Ok(Some((identity, payload))) => {
                         if let Err(e) = self.on_message(identity, &payload).await {
-                            eprintln!("dispatcher: while stopping: {e}");
+                            tracing::warn!(error = %e, "while stopping");
                         }
                     }
                     _ => {
-                        eprintln!("dispatcher: some supervisors did not confirm the stop");
+                        tracing::warn!("some supervisors did not confirm the stop");
                         return;
                     }
                 },

@@ -218,14 +218,15 @@ impl Args {
 
 fn main() -> anyhow::Result<()> {
     shared::alloc::tune();
+    shared::logging::init(ROLE);
     let config::Parsed { args, settings } = config::parse(std::env::args_os().collect())?;
     let key = args
         .cluster
         .key(std::env::var_os(shared::cluster_auth::SECRET_ENV))?;
     if key.is_insecure() {
-        eprintln!(
-            "dispatcher: WARNING: --insecure-cluster: anyone who can reach {} can join the crawl, report results and get the debug token sent to it",
-            args.bind
+        tracing::warn!(
+            bind = %args.bind,
+            "--insecure-cluster: anyone who can reach the bind address can join the crawl, report results and get the debug token sent to it"
         );
     }
     // Read once; nothing this process starts inherits it. Still

@@ -103,13 +103,13 @@ async fn write_inserts(
     if docs.is_empty() {
         return;
     }
-    let what = "dispatcher: frontier insert";
+    let what = "frontier insert";
     for (i, why) in store_write::insert_unordered(frontier, docs, timing, Op::FrontierInsert, what).await {
         // Cannot happen with URLs of at most 2 KiB, but if the store ever
         // refuses one, the crawl goes on without it, loudly.
         metrics::counter!("crawler_frontier_rejected_total").increment(1);
         let url = docs.get(i).map_or("?", |d| d.url.as_str());
-        eprintln!("dispatcher: the store refused frontier entry {url}: {why}; it will not be resumed");
+        tracing::error!(url, error = %why, "the store refused a frontier entry; it will not be resumed");
     }
     docs.clear();
 }
@@ -137,12 +137,8 @@ async fn write_marks(frontier: &mongodb::Collection<FrontierDoc>, marks: &mut Ve
             timing.record_batch(Op::FrontierInsert, start.elapsed(), outcome, urls.len());
             match res {
                 Some(Ok(_)) => break,
-                Some(Err(e)) => backoff.wait("dispatcher: frontier state update", &e).await,
-                None => {
-                    backoff
-                        .note("dispatcher: frontier state update", "no answer in time")
-                        .await
-                }
+                Some(Err(e)) => backoff.wait("frontier state update", &e).await,
+                None => backoff.note("frontier state update", "no answer in time").await,
             }
         }
     }

@@ -90,7 +90,7 @@ impl Refusals {
     pub(crate) fn refuse(&mut self, why: Reason, n: u64, detail: impl FnOnce() -> String) {
         metrics::counter!("crawler_cluster_refusals_total", "reason" => why.as_str()).increment(n);
         if let Some(line) = self.line(why, n, Instant::now(), detail) {
-            eprintln!("{line}");
+            tracing::warn!(reason = why.as_str(), "{line}");
         }
     }
 
@@ -113,11 +113,7 @@ impl Refusals {
         } else {
             String::new()
         };
-        Some(format!(
-            "dispatcher: refused ({}): {}{more}",
-            why.as_str(),
-            detail()
-        ))
+        Some(format!("refused: {}{more}", detail()))
     }
 }
 

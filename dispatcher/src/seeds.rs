@@ -22,11 +22,12 @@ pub fn read_file(path: &Path) -> anyhow::Result<Vec<String>> {
         }
         match urls::parse(line) {
             Ok(u) => seeds.push(u.to_string()),
-            Err(why) => eprintln!(
-                "dispatcher: {}:{}: skipping seed {line:?}: {}",
-                path.display(),
-                n + 1,
-                why.as_str()
+            Err(why) => tracing::warn!(
+                file = %path.display(),
+                line = n + 1,
+                seed = line,
+                why = why.as_str(),
+                "skipping a malformed seed"
             ),
         }
     }
@@ -72,9 +73,9 @@ pub async fn sync_with_store(stores: &Stores, seeds: &[String]) -> anyhow::Resul
         None,
         |d: SeedDoc| match urls::parse(&d.url) {
             Ok(u) => out.push(u.to_string()),
-            Err(e) => eprintln!("dispatcher: skipping malformed seed {:?}: {}", d.url, e.as_str()),
+            Err(e) => tracing::warn!(seed = %d.url, reason = e.as_str(), "skipping a malformed seed"),
         },
-        |d, e| eprintln!("dispatcher: skipping malformed seed document {d:?}: {e}"),
+        |d, e| tracing::warn!(document = ?d, error = %e, "skipping a malformed seed document"),
     )
     .await
     .context("reading seeds")?;

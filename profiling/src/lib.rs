@@ -133,7 +133,7 @@ pub async fn start_debug_server(
 
     let task = tokio::spawn(async move {
         if let Err(err) = axum::serve(listener, router).await {
-            eprintln!("profiling: debug server on {addr} stopped: {err}");
+            tracing::error!(addr = %addr, error = %err, "debug server stopped");
         }
     });
 

@@ -110,7 +110,7 @@ pub fn spawn_upkeep(handle: PrometheusHandle) {
                 handle.run_upkeep();
             });
         if let Err(err) = spawned {
-            eprintln!("profiling: cannot start metrics upkeep thread: {err}");
+            tracing::error!(error = %err, "cannot start the metrics upkeep thread");
         }
     });
 }

@@ -77,7 +77,7 @@ impl Dictionaries {
                 all.0.insert(d.id, d.bytes.bytes);
             },
             // Its pages read as `MissingDictionary`, each on its own.
-            |_, e| eprintln!("skipping a malformed body dictionary: {e}"),
+            |_, e| tracing::warn!(error = %e, "skipping a malformed body dictionary"),
         )
         .await
         .context("reading body dictionaries")?;

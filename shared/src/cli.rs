@@ -132,10 +132,10 @@ fn warn_if_readable_by_others(path: &std::path::Path) {
     if let Ok(meta) = std::fs::metadata(path) {
         let mode = meta.permissions().mode();
         if mode & 0o077 != 0 {
-            eprintln!(
-                "warning: cluster secret file {} has mode {:o}; it should be readable by its owner only (chmod 600)",
-                path.display(),
-                mode & 0o777
+            tracing::warn!(
+                file = %path.display(),
+                mode = format!("{:o}", mode & 0o777),
+                "the cluster secret file should be readable by its owner only (chmod 600)"
             );
         }
     }

@@ -3,7 +3,8 @@
 //! Each module holds one concept: the wire protocol, URL rules, which
 //! addresses may be fetched, link and feature extraction, store access,
 //! host-name overrides, command-line settings common to all processes, the
-//! per-operation timing log and the HELP text of every metric.
+//! per-operation timing log, the diagnostics log (`logging`) and the HELP
+//! text of every metric.
 
 pub mod address_policy;
 pub mod alloc;
@@ -15,6 +16,7 @@ pub mod exchange;
 pub mod extract;
 pub mod failure;
 pub mod framing;
+pub mod logging;
 pub mod metric_help;
 pub mod page_body;
 pub mod protocol;

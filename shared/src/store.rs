@@ -207,7 +207,7 @@ impl Backoff {
     /// [`Backoff::wait`] for an error already put in words.
     pub async fn note(&mut self, what: &str, why: &str) {
         metrics::counter!("crawler_store_errors_total").increment(1);
-        eprintln!("{what} failed, retrying in {:?}: {why}", self.0);
+        tracing::warn!(retry_in = ?self.0, error = %why, "{what} failed; retrying");
         tokio::time::sleep(self.0).await;
         self.0 = (self.0 * 2).min(Duration::from_secs(10));
     }

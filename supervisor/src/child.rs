@@ -91,17 +91,17 @@ pub async fn run_slot(
                 crashes += 1;
                 if crashes >= spec.max_crashes {
                     let why = format!("{crashes} crashes in a row, the last: {why}");
-                    eprintln!("supervisor: CHILD SLOT {slot} GAVE UP: {why}");
+                    tracing::error!(slot, why = %why, "CHILD SLOT GAVE UP");
                     let _ = events.send(SlotEvent::GaveUp { slot, why }).await;
                     return;
                 }
                 metrics::counter!("crawler_child_restarts_total").increment(1);
-                eprintln!("supervisor: child slot {slot} lost ({why}); restarting");
+                tracing::warn!(slot, why = %why, "child slot lost; restarting");
                 let _ = events.send(SlotEvent::Lost { slot, why }).await;
                 let backoff =
                     Duration::from_millis(100 * 2u64.saturating_pow(crashes.min(10))).min(MAX_BACKOFF);
                 if crashes >= 3 {
-                    eprintln!("supervisor: CHILD SLOT {slot} IS CRASH-LOOPING ({crashes} crashes in a row); next try in {backoff:?}");
+                    tracing::error!(slot, crashes, next_try_in = ?backoff, "CHILD SLOT IS CRASH-LOOPING");
                 }
                 // Keep accepting Stop while backing off.
                 let wait = tokio::time::sleep(backoff);
@@ -273,9 +273,9 @@ async fn stop(
     };
     match tokio::time::timeout_at(deadline, relay).await {
         Ok(Ok(status)) if status.success() => {}
-        Ok(other) => eprintln!("supervisor: child slot {slot} ended badly on stop: {other:?}"),
+        Ok(other) => tracing::warn!(slot, status = ?other, "child slot ended badly on stop"),
         Err(_) => {
-            eprintln!("supervisor: child slot {slot} did not stop within {STOP_GRACE:?}; killing it");
+            tracing::warn!(slot, grace = ?STOP_GRACE, "child slot did not stop in time; killing it");
             let _ = child.start_kill();
             let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
         }

@@ -78,7 +78,7 @@ impl DispatcherLink {
             match open(endpoint).await {
                 Ok(socket) => break socket,
                 Err(e) if Instant::now() < deadline => {
-                    eprintln!("supervisor: {e:#}; retrying in {pause:?}");
+                    tracing::warn!(retry_in = ?pause, "{e:#}; retrying");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(5));
                 }
@@ -156,9 +156,9 @@ impl DispatcherLink {
     /// The dispatcher refused our Join (after start-up): the link goes
     /// down and is tried again, until the patience runs out.
     pub fn refused(&mut self, why: Refusal) {
-        eprintln!(
-            "supervisor: the dispatcher refused our introduction ({}): is the cluster secret the same on both sides? retrying",
-            why.as_str()
+        tracing::warn!(
+            reason = why.as_str(),
+            "the dispatcher refused our introduction: is the cluster secret the same on both sides? retrying"
         );
         self.go_down();
     }
@@ -178,9 +178,9 @@ impl DispatcherLink {
     pub async fn maintain(&mut self) -> anyhow::Result<()> {
         let down = matches!(self.state, State::Down);
         if !down && self.last_heard.elapsed() > self.silence_limit {
-            eprintln!(
-                "supervisor: dispatcher silent for {:?}; reconnecting (children keep crawling)",
-                self.silence_limit
+            tracing::warn!(
+                silent_for = ?self.silence_limit,
+                "dispatcher silent; reconnecting (children keep crawling)"
             );
             self.go_down();
         }
@@ -201,7 +201,7 @@ impl DispatcherLink {
                 metrics::counter!("crawler_dispatcher_reconnects_total").increment(1);
                 self.say_hello().await;
             }
-            Err(e) if down_for.as_secs().is_multiple_of(10) => eprintln!("supervisor: {e:#}; still trying"),
+            Err(e) if down_for.as_secs().is_multiple_of(10) => tracing::warn!("{e:#}; still trying"),
             Err(_) => {}
         }
         Ok(())
@@ -216,7 +216,7 @@ impl DispatcherLink {
             }
         }
         if self.socket.is_some() {
-            eprintln!("supervisor: the dispatcher does not know us; saying hello again");
+            tracing::info!("the dispatcher does not know us; saying hello again");
             self.say_hello().await;
         }
     }
@@ -231,7 +231,7 @@ impl DispatcherLink {
             }
         };
         if tokio::time::timeout(patience, wait).await.is_err() {
-            eprintln!("supervisor: dispatcher did not confirm our stop; exiting anyway");
+            tracing::warn!("dispatcher did not confirm our stop; exiting anyway");
         }
     }
 
@@ -264,14 +264,12 @@ impl DispatcherLink {
                 true
             }
             Ok(Err(e)) => {
-                eprintln!("supervisor: sending to the dispatcher failed ({e}); reconnecting");
+                tracing::warn!(error = %e, "sending to the dispatcher failed; reconnecting");
                 self.go_down();
                 false
             }
             Err(_) => {
-                eprintln!(
-                    "supervisor: sending to the dispatcher timed out after {SEND_TIMEOUT:?}; reconnecting"
-                );
+                tracing::warn!(timeout = ?SEND_TIMEOUT, "sending to the dispatcher timed out; reconnecting");
                 self.go_down();
                 false
             }
@@ -289,7 +287,7 @@ impl DispatcherLink {
             let msg = match socket.recv().await {
                 Ok(m) => m,
                 Err(e) => {
-                    eprintln!("supervisor: receiving from the dispatcher failed ({e}); reconnecting");
+                    tracing::warn!(error = %e, "receiving from the dispatcher failed; reconnecting");
                     self.go_down();
                     return None;
                 }
@@ -299,7 +297,7 @@ impl DispatcherLink {
             let m = match protocol::decode::<ToSupervisor>(frame) {
                 Ok(m) => m,
                 Err(e) => {
-                    eprintln!("supervisor: ignoring undecodable message: {e}");
+                    tracing::warn!(error = %e, "ignoring an undecodable message");
                     continue;
                 }
             };
@@ -338,15 +336,15 @@ impl DispatcherLink {
                         .ok()
                         .and_then(|()| introduction.session(&self.key));
                     let Some(session) = checked else {
-                        eprintln!(
-                            "supervisor: the Welcome from {} does not prove the cluster secret; not trusting it",
-                            self.endpoint
+                        tracing::error!(
+                            dispatcher = %self.endpoint,
+                            "the Welcome does not prove the cluster secret; not trusting it"
                         );
                         self.go_down();
                         return None;
                     };
                     if self.down_since.take().is_some() {
-                        eprintln!("supervisor: rejoined the dispatcher at {}", self.endpoint);
+                        tracing::info!(dispatcher = %self.endpoint, "rejoined the dispatcher");
                     }
                     self.state = State::Up(session);
                     ToSupervisor::Welcome { policy, proof }
@@ -370,9 +368,10 @@ impl DispatcherLink {
         metrics::counter!("crawler_cluster_refusals_total", "reason" => reason).increment(1);
         if self.seal_logged.is_none_or(|at| at.elapsed() >= SEAL_LOG_EVERY) {
             self.seal_logged = Some(Instant::now());
-            eprintln!(
-                "supervisor: dropped a message from {} whose seal does not hold ({reason})",
-                self.endpoint
+            tracing::warn!(
+                dispatcher = %self.endpoint,
+                reason = %reason,
+                "dropped a message whose seal does not hold"
             );
         }
     }

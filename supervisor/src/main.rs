@@ -93,6 +93,7 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     shared::alloc::tune();
+    shared::logging::init("supervisor");
     let args = Args::parse();
     let key = args.cluster.key(std::env::var_os(SECRET_ENV))?;
     // Read once; no child (nor anything else this process starts) inherits
@@ -156,7 +157,7 @@ async fn run(args: Args, key: ClusterKey) -> anyhow::Result<()> {
         process: me,
     };
     if key.is_insecure() {
-        eprintln!("supervisor {id}: WARNING: --insecure-cluster: no cluster secret is proven either way");
+        tracing::warn!(supervisor = %id, "--insecure-cluster: no cluster secret is proven either way");
     }
     let mut link = link::DispatcherLink::connect(
         &args.dispatcher,
@@ -166,9 +167,11 @@ async fn run(args: Args, key: ClusterKey) -> anyhow::Result<()> {
     )
     .await?;
     link.set_patience(Duration::from_secs(args.reconnect_patience_secs));
-    eprintln!(
-        "supervisor {id}: connected to {}, debug on http://{}",
-        args.dispatcher, debug.addr
+    let debug_addr = debug.addr;
+    tracing::info!(
+        supervisor = %id,
+        "connected to {}, debug on http://{debug_addr}",
+        args.dispatcher
     );
     let policy = link.welcome(&intro.intro(Vec::new())).await?;
 
@@ -199,7 +202,7 @@ async fn run(args: Args, key: ClusterKey) -> anyhow::Result<()> {
     };
     let mut sup = Supervisor::start(spec, args.children, intro);
     sup.serve(&mut link).await?;
-    eprintln!("supervisor {id}: stopped");
+    tracing::info!(supervisor = %id, "stopped");
     Ok(())
 }
 
@@ -345,15 +348,16 @@ impl Supervisor {
                 stop_by.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
             tokio::select! {
                 _ = tokio::time::sleep_until(stop_deadline), if stop_by.is_some() => {
-                    eprintln!(
-                        "supervisor: {} of {} child slots still running {STOP_WAIT:?} after the stop; leaving anyway",
-                        self.slots.len() - stopped_slots,
-                        self.slots.len()
+                    tracing::warn!(
+                        running = self.slots.len() - stopped_slots,
+                        slots = self.slots.len(),
+                        waited = ?STOP_WAIT,
+                        "child slots still running after the stop; leaving anyway"
                     );
                     return self.leave(link, gave_up).await;
                 }
                 _ = &mut signalled, if !stopping => {
-                    eprintln!("supervisor: signalled; draining children");
+                    tracing::info!("signalled; draining children");
                     stopping = true;
                     self.stop_slots().await;
                 }
@@ -401,7 +405,7 @@ impl Supervisor {
                         self.children.remove(&slot);
                         stopped_slots += 1;
                         if gave_up.is_none() {
-                            eprintln!("supervisor: LEAVING THE CRAWL: child slot {slot} keeps crashing ({why})");
+                            tracing::error!(slot, why = %why, "LEAVING THE CRAWL: a child slot keeps crashing");
                             gave_up = Some(anyhow::anyhow!("child slot {slot} keeps crashing: {why}"));
                         }
                         if !stopping {
@@ -436,7 +440,7 @@ impl Supervisor {
                     }
                     if gave_up.is_none() {
                         if let Err(e) = link.maintain().await {
-                            eprintln!("supervisor: {e:#}; draining children");
+                            tracing::error!("{e:#}; draining children");
                             gave_up = Some(e);
                             if !stopping {
                                 stopping = true;
@@ -490,9 +494,9 @@ impl Supervisor {
         if !self.outbox.is_empty() {
             // Their pages are stored; the URLs stay queued in the stored
             // frontier and a resumed crawl finds the pages already there.
-            eprintln!(
-                "supervisor: dispatcher unreachable; {} results not reported",
-                self.outbox.len()
+            tracing::warn!(
+                unreported = self.outbox.len(),
+                "dispatcher unreachable; results not reported"
             );
         } else if link.send(&ToDispatcher::Bye).await {
             link.await_farewell(Duration::from_secs(5)).await;

@@ -111,11 +111,12 @@ impl Target {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
+    shared::logging::init("cluster-profile");
     let args = Args::parse();
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("cluster-profile: error: {err:#}");
+            tracing::error!("{err:#}");
             ExitCode::FAILURE
         }
     }
@@ -135,7 +136,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let view = fetch_cluster(&client, &dispatcher, token.as_deref()).await?;
     let (targets, skipped) = targets(&view);
     for s in &skipped {
-        eprintln!("cluster-profile: skipping {s}");
+        tracing::warn!("skipping {s}");
     }
     if targets.is_empty() {
         bail!("{dispatcher}/debug/cluster lists no process with a debug address");
@@ -143,11 +144,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating output directory {}", args.out.display()))?;
 
-    eprintln!(
-        "cluster-profile: profiling {} processes for {} s ...",
-        targets.len(),
-        args.seconds
-    );
+    tracing::info!("profiling {} processes for {} s ...", targets.len(), args.seconds);
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for (i, target) in targets.iter().enumerate() {
@@ -196,7 +193,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     if profiled == 0 {
         for f in &failed {
-            eprintln!("cluster-profile: FAILED {f}");
+            tracing::error!("FAILED {f}");
         }
         bail!("no process could be profiled ({} failed)", failed.len());
     }

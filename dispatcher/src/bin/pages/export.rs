@@ -119,6 +119,8 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
                     old.since
                 );
             }
+            // What the export did goes to stderr plainly (as does the
+            // progress); warnings go through `tracing`.
             if old.finished {
                 eprintln!(
                     "pages: the export in {} is complete ({} pages)",
@@ -180,7 +182,7 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
             Err(BodyError::Missing) => None,
             Err(e) => {
                 let id = page.get_str("_id").unwrap_or("?");
-                eprintln!("pages: {id}: body left out: {e}");
+                tracing::warn!(page = id, error = %e, "body left out of the export");
                 None
             }
         };
@@ -226,7 +228,7 @@ async fn pages_in_export(stores: &Stores, filter: &Document, filtered: bool) -> 
     match count {
         Some(Ok(n)) => Some(n),
         Some(Err(e)) => {
-            eprintln!("pages: could not count the pages to export: {e}");
+            tracing::warn!(error = %e, "could not count the pages to export");
             None
         }
         None => None,

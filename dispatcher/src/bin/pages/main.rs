@@ -61,6 +61,7 @@ enum Cmd {
 }
 
 fn main() -> anyhow::Result<()> {
+    shared::logging::init("pages");
     let args = Args::parse();
     shared::runtime()?.block_on(run(args))
 }
