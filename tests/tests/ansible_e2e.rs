@@ -28,6 +28,40 @@ fn ansible_playbook() -> PathBuf {
     p
 }
 
+/// `ansible-lint` (installed next to `ansible-playbook` by
+/// `scripts/ansible.sh install`) with the settings of `ansible/.ansible-lint`.
+#[test]
+fn the_playbooks_pass_ansible_lint_on_the_production_profile() {
+    let bin = ansible_playbook().with_file_name("ansible-lint");
+    assert!(
+        bin.exists(),
+        "{} not found: run scripts/ansible.sh install (scripts/test.sh does)",
+        bin.display()
+    );
+    let home = tempfile::tempdir().unwrap();
+    // ansible-lint wants its own venv's bin/ on PATH (it runs ansible-* from there).
+    let path = std::env::join_paths(
+        std::iter::once(bin.parent().unwrap().to_path_buf())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .unwrap();
+    let out = std::process::Command::new(&bin)
+        .current_dir(repo_root().join("ansible"))
+        .args(["--profile", "production"])
+        .env("PATH", path)
+        .env("NO_COLOR", "1")
+        .env("ANSIBLE_HOME", home.path().join("ansible-home"))
+        .env("ANSIBLE_LOCAL_TEMP", home.path().join("ansible-tmp"))
+        .output()
+        .expect("running ansible-lint");
+    assert!(
+        out.status.success(),
+        "ansible-lint --profile production failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 async fn playbook(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new(ansible_playbook())
         .current_dir(repo_root().join("ansible"))
