@@ -40,10 +40,9 @@ fn the_playbooks_pass_ansible_lint_on_the_production_profile() {
     );
     let home = tempfile::tempdir().unwrap();
     // ansible-lint wants its own venv's bin/ on PATH (it runs ansible-* from there).
-    let path = std::env::join_paths(
-        std::iter::once(bin.parent().unwrap().to_path_buf())
-            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
-    )
+    let path = std::env::join_paths(std::iter::once(bin.parent().unwrap().to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
     .unwrap();
     let out = std::process::Command::new(&bin)
         .current_dir(repo_root().join("ansible"))
@@ -76,24 +75,63 @@ async fn playbook(dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("running ansible-playbook")
 }
 
-/// `ExecStart=` split into words, and the `EnvironmentFile=` variables.
-fn read_unit(path: &Path) -> (Vec<String>, HashMap<String, String>) {
+/// `ExecStart=` split into words, and the unit's text.
+fn read_exec(path: &Path) -> (Vec<String>, String) {
     let unit = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let value = |key: &str| {
-        unit.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .unwrap_or_else(|| panic!("{} has no {key}", path.display()))
-            .to_string()
-    };
-    let exec: Vec<String> = value("ExecStart=").split_whitespace().map(String::from).collect();
-    let env_file = std::fs::read_to_string(value("EnvironmentFile=")).unwrap();
-    let env = env_file
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .unwrap_or_else(|| panic!("{} has no ExecStart=", path.display()))
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    (exec, unit)
+}
+
+/// The variables of an environment file.
+fn read_env(path: &Path) -> HashMap<String, String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| l.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    (exec, env)
+        .collect()
+}
+
+/// `ExecStart=` split into words, and the `EnvironmentFile=` variables.
+fn read_unit(path: &Path) -> (Vec<String>, HashMap<String, String>) {
+    let (exec, unit) = read_exec(path);
+    let env_file = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("EnvironmentFile="))
+        .unwrap_or_else(|| panic!("{} has no EnvironmentFile=", path.display()));
+    (exec, read_env(Path::new(env_file)))
+}
+
+fn assert_mode_600(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", path.display());
+}
+
+/// A secret site.yml made: 32 random bytes in hex, mode 0600.
+fn read_secret(path: &Path) -> String {
+    assert_mode_600(path);
+    let s = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .to_string();
+    assert!(
+        s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{}: not 64 hex digits: {s:?}",
+        path.display()
+    );
+    assert_ne!(s, "change-me");
+    s
 }
 
 fn spawn_unit(path: &Path) -> tokio::process::Child {
@@ -129,30 +167,43 @@ async fn the_playbook_installs_a_crawl_that_runs() {
     // so no other port of this test can be one of them.
     let debug_port = free_port_pair();
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    // The store's private address as the inventory names it: mongod's bind
+    // address, the crawler's URIs and the firewall's allowed source.
+    let private_ip = "10.11.12.13";
+    let host = format!(
+        "localhost ansible_connection=local ansible_python_interpreter={python} crawler_private_ip={private_ip}"
+    );
     let inventory = write_lines(
         dir.path(),
         "inventory.ini",
         &[
+            "[stores]".into(),
+            host.clone(),
             "[dispatcher]".into(),
-            format!("localhost ansible_connection=local ansible_python_interpreter={python}"),
+            host.clone(),
             "[supervisors]".into(),
-            format!("localhost ansible_connection=local ansible_python_interpreter={python}"),
+            host,
         ],
     )
     .unwrap();
     let hosts_file = spec.hosts_file.clone().unwrap();
-    let vars = serde_json::json!({
+    let dispatcher_port = free_port();
+    let secrets = dir.path().join("secrets");
+    // No debug token, cluster secret or store password given: site.yml
+    // makes them. No store URI either, at first: the one derived from the
+    // inventory (with the crawler user's password) is checked, then the
+    // playbook runs again with the test's store (no users: nx-27017).
+    let mut vars = serde_json::json!({
         "crawler_service_manager": "none",
         "crawler_build": false,
         "crawler_bin_src": bin_dir(),
         "crawler_prefix": prefix,
         "crawler_seeds_file": spec.seeds_file,
-        "store_uri": store.uri,
         "crawl_id": "ansible-test",
-        "dispatcher_port": free_port(),
+        "dispatcher_port": dispatcher_port,
         "debug_port": debug_port,
-        "debug_token": "test-token",
-        "cluster_secret_src": dir.path().join("secrets/cluster_secret"),
+        "crawler_secrets_dir": secrets,
+        "store_dbpath": dir.path().join("store-data"),
         "crawler_min_delay_ms": 20,
         "supervisor_children": 2,
         "dispatcher_extra_args": ["--max-depth", "100"],
@@ -171,35 +222,128 @@ async fn the_playbook_installs_a_crawl_that_runs() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let out = playbook(dir.path(), &["-i", &inv, "-e", &extra, "site.yml"]).await;
-    assert!(
-        out.status.success(),
-        "site.yml failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (dir_path, inv_ref, extra_ref) = (dir.path(), inv.as_str(), extra.as_str());
+    let run_site = move || async move {
+        let out = playbook(dir_path, &["-i", inv_ref, "-e", extra_ref, "site.yml"]).await;
+        assert!(
+            out.status.success(),
+            "site.yml failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first_log = run_site().await;
     for bin in ["dispatcher", "supervisor", "crawler-child", "cluster-profile"] {
         assert!(prefix.join("bin").join(bin).exists(), "{bin} not installed");
     }
-    // The cluster secret: made once on the control machine, installed on
-    // the node, both readable by their owner only, named in crawler.env by
-    // its path and never written into a unit's command line.
-    use std::os::unix::fs::PermissionsExt;
-    let made = dir.path().join("secrets/cluster_secret");
-    let installed = prefix.join("etc/cluster_secret");
-    let secret = std::fs::read_to_string(&made).unwrap();
-    assert_eq!(secret.trim().len(), 64, "a 32-byte hex secret");
-    assert_eq!(std::fs::read_to_string(&installed).unwrap(), secret);
-    for f in [&made, &installed] {
-        let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600, "{}", f.display());
+    let etc = prefix.join("etc");
+
+    // The secrets: made once on the control machine, random, readable by
+    // their owner only.
+    let secret_names = [
+        "cluster_secret",
+        "debug_token",
+        "store_admin_password",
+        "store_crawler_password",
+    ];
+    let made: Vec<String> = secret_names
+        .iter()
+        .map(|n| read_secret(&secrets.join(n)))
+        .collect();
+    for (i, a) in made.iter().enumerate() {
+        assert!(made[i + 1..].iter().all(|b| a != b), "two secrets are the same");
+        assert!(
+            !first_log.contains(a.as_str()),
+            "{} is in the playbook's output",
+            secret_names[i]
+        );
     }
-    let env = std::fs::read_to_string(prefix.join("etc/crawler.env")).unwrap();
-    assert!(env.contains("CRAWLER_CLUSTER_SECRET_FILE="), "{env}");
-    for unit in ["crawler-dispatcher.service", "crawler-supervisor.service"] {
-        let text = std::fs::read_to_string(prefix.join("etc").join(unit)).unwrap();
-        assert!(!text.contains(secret.trim()), "the secret is in {unit}");
+    let [secret, token, admin_password, crawler_password] = made.clone().try_into().unwrap();
+    // Installed on the node: the cluster secret in its own file, the rest in
+    // crawler.env; both readable by their owner only.
+    let installed = etc.join("cluster_secret");
+    assert_eq!(std::fs::read_to_string(&installed).unwrap().trim(), secret);
+    assert_mode_600(&installed);
+    assert_mode_600(&etc.join("crawler.env"));
+    let env = read_env(&etc.join("crawler.env"));
+    assert_eq!(env["CRAWLER_DEBUG_TOKEN"], token);
+    assert_eq!(env["CRAWLER_CLUSTER_SECRET_FILE"], installed.to_string_lossy());
+    assert_eq!(
+        env["CRAWLER_MONGO_URI"],
+        format!("mongodb://crawler:{crawler_password}@{private_ip}:27017/?authSource=admin")
+    );
+    let env_text = std::fs::read_to_string(etc.join("crawler.env")).unwrap();
+    assert!(
+        !env_text.contains(&admin_password),
+        "the admin password is in crawler.env"
+    );
+
+    // mongod: its settings bind the private address and loopback, not every
+    // interface, and require authentication; the user script holds no
+    // password (mongosh gets them through its environment).
+    let conf = std::fs::read_to_string(etc.join("mongod.conf")).unwrap();
+    assert!(
+        conf.contains(&format!("bindIp: \"{private_ip},127.0.0.1\"")),
+        "mongod.conf:\n{conf}"
+    );
+    assert!(conf.contains("authorization: enabled"), "mongod.conf:\n{conf}");
+    assert!(
+        !conf.contains("0.0.0.0") && !conf.contains("bindIpAll"),
+        "mongod.conf:\n{conf}"
+    );
+    let (store_exec, _) = read_exec(&etc.join("crawler-store.service"));
+    assert_eq!(
+        store_exec[1..],
+        [
+            "--config".to_string(),
+            etc.join("mongod.conf").to_string_lossy().into_owned()
+        ],
+        "{store_exec:?}"
+    );
+    let users_js = std::fs::read_to_string(etc.join("store-users.js")).unwrap();
+    assert!(
+        users_js.contains("process.env.STORE_CRAWLER_PASSWORD"),
+        "{users_js}"
+    );
+    for (name, s) in secret_names.iter().zip(&made) {
+        assert!(!users_js.contains(s.as_str()), "{name} is in store-users.js");
+        assert!(!conf.contains(s.as_str()), "{name} is in mongod.conf");
     }
+
+    // No secret on any unit's command line.
+    let units: Vec<PathBuf> = std::fs::read_dir(&etc)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "service"))
+        .collect();
+    assert_eq!(units.len(), 3, "{units:?}");
+    for unit in &units {
+        let text = std::fs::read_to_string(unit).unwrap();
+        for line in text.lines().filter(|l| l.starts_with("Exec")) {
+            for (name, s) in secret_names.iter().zip(&made) {
+                assert!(
+                    !line.contains(s.as_str()),
+                    "{name} is in {}: {line}",
+                    unit.display()
+                );
+            }
+        }
+    }
+
+    // Again, now with the test's own store: every secret stays as it was.
+    vars["store_uri"] = serde_json::json!(store.uri);
+    std::fs::write(&vars_file, vars.to_string()).unwrap();
+    run_site().await;
+    let again: Vec<String> = secret_names
+        .iter()
+        .map(|n| read_secret(&secrets.join(n)))
+        .collect();
+    assert_eq!(again, made, "a second run changed the secrets");
+    let env = read_env(&etc.join("crawler.env"));
+    assert_eq!(env["CRAWLER_DEBUG_TOKEN"], token);
+    assert_eq!(env["CRAWLER_MONGO_URI"], store.uri);
 
     // Run what the units say, as systemd would.
     let mut dispatcher = spawn_unit(&prefix.join("etc/crawler-dispatcher.service"));
