@@ -134,6 +134,89 @@ fn read_secret(path: &Path) -> String {
     s
 }
 
+/// The ports of a rule's `tcp dport { ... }`.
+fn dports(rule: &str) -> Option<Vec<String>> {
+    let set = rule.split_once("tcp dport {")?.1.split_once('}')?.0;
+    Some(set.split(',').map(|p| p.trim().to_string()).collect())
+}
+
+/// crawler.nft: its own table (nothing else flushed) whose input chain
+/// accepts new connections to `ports` only from `sources` (and loopback,
+/// and replies to the node's own connections) and then drops them.
+fn check_firewall(nft: &str, sources: &[&str], ports: &[String]) {
+    assert!(!nft.contains("flush ruleset"), "{nft}");
+    let tables: Vec<&str> = nft
+        .lines()
+        .filter(|l| l.trim_start().starts_with("table "))
+        .collect();
+    assert!(
+        tables
+            .iter()
+            .all(|t| t.trim_start().starts_with("table inet crawler")),
+        "{nft}"
+    );
+    let element_set = |name: &str| -> Vec<String> {
+        let body = nft
+            .split_once(&format!("set {name} {{"))
+            .unwrap_or_else(|| panic!("no set {name}:\n{nft}"))
+            .1
+            .split_once('}')
+            .unwrap()
+            .0;
+        match body.split_once("elements = {") {
+            Some((_, e)) => e.split(',').map(|a| a.trim().to_string()).collect(),
+            None => vec![],
+        }
+    };
+    let mut v4 = element_set("cluster_v4");
+    v4.sort();
+    let mut want: Vec<String> = sources.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(v4, want, "{nft}");
+    assert!(element_set("cluster_v6").is_empty(), "{nft}");
+    let chain = nft.split_once("chain input {").expect("no input chain").1;
+    let rules: Vec<&str> = chain
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && *l != "}")
+        .collect();
+    assert!(
+        rules[0].contains("hook input") && rules[0].contains("policy accept"),
+        "{nft}"
+    );
+    let mut want_ports = ports.to_vec();
+    want_ports.sort();
+    let mut seen_drop = false;
+    let mut seen_accept = false;
+    for rule in &rules[1..] {
+        let verdict = rule.split_whitespace().last().unwrap();
+        match (dports(rule), verdict) {
+            (None, "accept") => assert!(
+                *rule == "ct state established,related accept" || *rule == "iif \"lo\" accept",
+                "an accept rule for more than the cluster: {rule}"
+            ),
+            (Some(mut p), "accept") => {
+                p.sort();
+                assert_eq!(p, want_ports, "{rule}");
+                assert!(!seen_drop, "accept after the drop: {rule}");
+                assert!(
+                    rule.contains("ip saddr @cluster_v4") || rule.contains("ip6 saddr @cluster_v6"),
+                    "an accept from anyone: {rule}"
+                );
+                seen_accept = true;
+            }
+            (Some(mut p), "drop") => {
+                p.sort();
+                assert_eq!(p, want_ports, "{rule}");
+                assert!(!rule.contains("saddr"), "a drop for some sources only: {rule}");
+                seen_drop = true;
+            }
+            _ => panic!("unexpected rule: {rule}"),
+        }
+    }
+    assert!(seen_accept && seen_drop, "{nft}");
+}
+
 fn spawn_unit(path: &Path) -> tokio::process::Child {
     let (exec, env) = read_unit(path);
     Command::new(&exec[0])
@@ -318,7 +401,7 @@ async fn the_playbook_installs_a_crawl_that_runs() {
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "service"))
         .collect();
-    assert_eq!(units.len(), 3, "{units:?}");
+    assert_eq!(units.len(), 4, "{units:?}");
     for unit in &units {
         let text = std::fs::read_to_string(unit).unwrap();
         for line in text.lines().filter(|l| l.starts_with("Exec")) {
@@ -331,6 +414,21 @@ async fn the_playbook_installs_a_crawl_that_runs() {
             }
         }
     }
+
+    // The firewall: the cluster's ports accepted from the inventory's hosts
+    // only, dropped from anywhere else.
+    let nft = std::fs::read_to_string(etc.join("crawler.nft")).unwrap();
+    check_firewall(
+        &nft,
+        &[private_ip],
+        &[
+            dispatcher_port.to_string(),
+            "27017".into(),
+            debug_port.to_string(),
+            (debug_port + 1).to_string(),
+            "32768-60999".into(),
+        ],
+    );
 
     // Again, now with the test's own store: every secret stays as it was.
     vars["store_uri"] = serde_json::json!(store.uri);
