@@ -28,6 +28,39 @@ fn ansible_playbook() -> PathBuf {
     p
 }
 
+/// `ansible-lint` (installed next to `ansible-playbook` by
+/// `scripts/ansible.sh install`) with the settings of `ansible/.ansible-lint`.
+#[test]
+fn the_playbooks_pass_ansible_lint_on_the_production_profile() {
+    let bin = ansible_playbook().with_file_name("ansible-lint");
+    assert!(
+        bin.exists(),
+        "{} not found: run scripts/ansible.sh install (scripts/test.sh does)",
+        bin.display()
+    );
+    let home = tempfile::tempdir().unwrap();
+    // ansible-lint wants its own venv's bin/ on PATH (it runs ansible-* from there).
+    let path = std::env::join_paths(std::iter::once(bin.parent().unwrap().to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
+    let out = std::process::Command::new(&bin)
+        .current_dir(repo_root().join("ansible"))
+        .args(["--profile", "production"])
+        .env("PATH", path)
+        .env("NO_COLOR", "1")
+        .env("ANSIBLE_HOME", home.path().join("ansible-home"))
+        .env("ANSIBLE_LOCAL_TEMP", home.path().join("ansible-tmp"))
+        .output()
+        .expect("running ansible-lint");
+    assert!(
+        out.status.success(),
+        "ansible-lint --profile production failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 async fn playbook(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new(ansible_playbook())
         .current_dir(repo_root().join("ansible"))
@@ -42,24 +75,146 @@ async fn playbook(dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("running ansible-playbook")
 }
 
-/// `ExecStart=` split into words, and the `EnvironmentFile=` variables.
-fn read_unit(path: &Path) -> (Vec<String>, HashMap<String, String>) {
+/// `ExecStart=` split into words, and the unit's text.
+fn read_exec(path: &Path) -> (Vec<String>, String) {
     let unit = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let value = |key: &str| {
-        unit.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .unwrap_or_else(|| panic!("{} has no {key}", path.display()))
-            .to_string()
-    };
-    let exec: Vec<String> = value("ExecStart=").split_whitespace().map(String::from).collect();
-    let env_file = std::fs::read_to_string(value("EnvironmentFile=")).unwrap();
-    let env = env_file
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .unwrap_or_else(|| panic!("{} has no ExecStart=", path.display()))
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    (exec, unit)
+}
+
+/// The variables of an environment file.
+fn read_env(path: &Path) -> HashMap<String, String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| l.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// `ExecStart=` split into words, and the `EnvironmentFile=` variables.
+fn read_unit(path: &Path) -> (Vec<String>, HashMap<String, String>) {
+    let (exec, unit) = read_exec(path);
+    let env_file = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("EnvironmentFile="))
+        .unwrap_or_else(|| panic!("{} has no EnvironmentFile=", path.display()));
+    (exec, read_env(Path::new(env_file)))
+}
+
+fn assert_mode_600(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", path.display());
+}
+
+/// A secret site.yml made: 32 random bytes in hex, mode 0600.
+fn read_secret(path: &Path) -> String {
+    assert_mode_600(path);
+    let s = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .to_string();
+    assert!(
+        s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{}: not 64 hex digits: {s:?}",
+        path.display()
+    );
+    assert_ne!(s, "change-me");
+    s
+}
+
+/// The ports of a rule's `tcp dport { ... }`.
+fn dports(rule: &str) -> Option<Vec<String>> {
+    let set = rule.split_once("tcp dport {")?.1.split_once('}')?.0;
+    Some(set.split(',').map(|p| p.trim().to_string()).collect())
+}
+
+/// crawler.nft: its own table (nothing else flushed) whose input chain
+/// accepts new connections to `ports` only from `sources` (and loopback,
+/// and replies to the node's own connections) and then drops them.
+fn check_firewall(nft: &str, sources: &[&str], ports: &[String]) {
+    assert!(!nft.contains("flush ruleset"), "{nft}");
+    let tables: Vec<&str> = nft
+        .lines()
+        .filter(|l| l.trim_start().starts_with("table "))
         .collect();
-    (exec, env)
+    assert!(
+        tables
+            .iter()
+            .all(|t| t.trim_start().starts_with("table inet crawler")),
+        "{nft}"
+    );
+    let element_set = |name: &str| -> Vec<String> {
+        let body = nft
+            .split_once(&format!("set {name} {{"))
+            .unwrap_or_else(|| panic!("no set {name}:\n{nft}"))
+            .1
+            .split_once('}')
+            .unwrap()
+            .0;
+        match body.split_once("elements = {") {
+            Some((_, e)) => e.split(',').map(|a| a.trim().to_string()).collect(),
+            None => vec![],
+        }
+    };
+    let mut v4 = element_set("cluster_v4");
+    v4.sort();
+    let mut want: Vec<String> = sources.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(v4, want, "{nft}");
+    assert!(element_set("cluster_v6").is_empty(), "{nft}");
+    let chain = nft.split_once("chain input {").expect("no input chain").1;
+    let rules: Vec<&str> = chain
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && *l != "}")
+        .collect();
+    assert!(
+        rules[0].contains("hook input") && rules[0].contains("policy accept"),
+        "{nft}"
+    );
+    let mut want_ports = ports.to_vec();
+    want_ports.sort();
+    let mut seen_drop = false;
+    let mut seen_accept = false;
+    for rule in &rules[1..] {
+        let verdict = rule.split_whitespace().last().unwrap();
+        match (dports(rule), verdict) {
+            (None, "accept") => assert!(
+                *rule == "ct state established,related accept" || *rule == "iif \"lo\" accept",
+                "an accept rule for more than the cluster: {rule}"
+            ),
+            (Some(mut p), "accept") => {
+                p.sort();
+                assert_eq!(p, want_ports, "{rule}");
+                assert!(!seen_drop, "accept after the drop: {rule}");
+                assert!(
+                    rule.contains("ip saddr @cluster_v4") || rule.contains("ip6 saddr @cluster_v6"),
+                    "an accept from anyone: {rule}"
+                );
+                seen_accept = true;
+            }
+            (Some(mut p), "drop") => {
+                p.sort();
+                assert_eq!(p, want_ports, "{rule}");
+                assert!(!rule.contains("saddr"), "a drop for some sources only: {rule}");
+                seen_drop = true;
+            }
+            _ => panic!("unexpected rule: {rule}"),
+        }
+    }
+    assert!(seen_accept && seen_drop, "{nft}");
 }
 
 fn spawn_unit(path: &Path) -> tokio::process::Child {
@@ -95,30 +250,43 @@ async fn the_playbook_installs_a_crawl_that_runs() {
     // so no other port of this test can be one of them.
     let debug_port = free_port_pair();
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    // The store's private address as the inventory names it: mongod's bind
+    // address, the crawler's URIs and the firewall's allowed source.
+    let private_ip = "10.11.12.13";
+    let host = format!(
+        "localhost ansible_connection=local ansible_python_interpreter={python} crawler_private_ip={private_ip}"
+    );
     let inventory = write_lines(
         dir.path(),
         "inventory.ini",
         &[
+            "[stores]".into(),
+            host.clone(),
             "[dispatcher]".into(),
-            format!("localhost ansible_connection=local ansible_python_interpreter={python}"),
+            host.clone(),
             "[supervisors]".into(),
-            format!("localhost ansible_connection=local ansible_python_interpreter={python}"),
+            host,
         ],
     )
     .unwrap();
     let hosts_file = spec.hosts_file.clone().unwrap();
-    let vars = serde_json::json!({
+    let dispatcher_port = free_port();
+    let secrets = dir.path().join("secrets");
+    // No debug token, cluster secret or store password given: site.yml
+    // makes them. No store URI either, at first: the one derived from the
+    // inventory (with the crawler user's password) is checked, then the
+    // playbook runs again with the test's store (no users: nx-27017).
+    let mut vars = serde_json::json!({
         "crawler_service_manager": "none",
         "crawler_build": false,
         "crawler_bin_src": bin_dir(),
         "crawler_prefix": prefix,
         "crawler_seeds_file": spec.seeds_file,
-        "store_uri": store.uri,
         "crawl_id": "ansible-test",
-        "dispatcher_port": free_port(),
+        "dispatcher_port": dispatcher_port,
         "debug_port": debug_port,
-        "debug_token": "test-token",
-        "cluster_secret_src": dir.path().join("secrets/cluster_secret"),
+        "crawler_secrets_dir": secrets,
+        "store_dbpath": dir.path().join("store-data"),
         "crawler_min_delay_ms": 20,
         "supervisor_children": 2,
         "dispatcher_extra_args": ["--max-depth", "100"],
@@ -137,35 +305,143 @@ async fn the_playbook_installs_a_crawl_that_runs() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let out = playbook(dir.path(), &["-i", &inv, "-e", &extra, "site.yml"]).await;
-    assert!(
-        out.status.success(),
-        "site.yml failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (dir_path, inv_ref, extra_ref) = (dir.path(), inv.as_str(), extra.as_str());
+    let run_site = move || async move {
+        let out = playbook(dir_path, &["-i", inv_ref, "-e", extra_ref, "site.yml"]).await;
+        assert!(
+            out.status.success(),
+            "site.yml failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first_log = run_site().await;
     for bin in ["dispatcher", "supervisor", "crawler-child", "cluster-profile"] {
         assert!(prefix.join("bin").join(bin).exists(), "{bin} not installed");
     }
-    // The cluster secret: made once on the control machine, installed on
-    // the node, both readable by their owner only, named in crawler.env by
-    // its path and never written into a unit's command line.
-    use std::os::unix::fs::PermissionsExt;
-    let made = dir.path().join("secrets/cluster_secret");
-    let installed = prefix.join("etc/cluster_secret");
-    let secret = std::fs::read_to_string(&made).unwrap();
-    assert_eq!(secret.trim().len(), 64, "a 32-byte hex secret");
-    assert_eq!(std::fs::read_to_string(&installed).unwrap(), secret);
-    for f in [&made, &installed] {
-        let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600, "{}", f.display());
+    let etc = prefix.join("etc");
+
+    // The secrets: made once on the control machine, random, readable by
+    // their owner only.
+    let secret_names = [
+        "cluster_secret",
+        "debug_token",
+        "store_admin_password",
+        "store_crawler_password",
+    ];
+    let made: Vec<String> = secret_names
+        .iter()
+        .map(|n| read_secret(&secrets.join(n)))
+        .collect();
+    for (i, a) in made.iter().enumerate() {
+        assert!(made[i + 1..].iter().all(|b| a != b), "two secrets are the same");
+        assert!(
+            !first_log.contains(a.as_str()),
+            "{} is in the playbook's output",
+            secret_names[i]
+        );
     }
-    let env = std::fs::read_to_string(prefix.join("etc/crawler.env")).unwrap();
-    assert!(env.contains("CRAWLER_CLUSTER_SECRET_FILE="), "{env}");
-    for unit in ["crawler-dispatcher.service", "crawler-supervisor.service"] {
-        let text = std::fs::read_to_string(prefix.join("etc").join(unit)).unwrap();
-        assert!(!text.contains(secret.trim()), "the secret is in {unit}");
+    let [secret, token, admin_password, crawler_password] = made.clone().try_into().unwrap();
+    // Installed on the node: the cluster secret in its own file, the rest in
+    // crawler.env; both readable by their owner only.
+    let installed = etc.join("cluster_secret");
+    assert_eq!(std::fs::read_to_string(&installed).unwrap().trim(), secret);
+    assert_mode_600(&installed);
+    assert_mode_600(&etc.join("crawler.env"));
+    let env = read_env(&etc.join("crawler.env"));
+    assert_eq!(env["CRAWLER_DEBUG_TOKEN"], token);
+    assert_eq!(env["CRAWLER_CLUSTER_SECRET_FILE"], installed.to_string_lossy());
+    assert_eq!(
+        env["CRAWLER_MONGO_URI"],
+        format!("mongodb://crawler:{crawler_password}@{private_ip}:27017/?authSource=admin")
+    );
+    let env_text = std::fs::read_to_string(etc.join("crawler.env")).unwrap();
+    assert!(
+        !env_text.contains(&admin_password),
+        "the admin password is in crawler.env"
+    );
+
+    // mongod: its settings bind the private address and loopback, not every
+    // interface, and require authentication; the user script holds no
+    // password (mongosh gets them through its environment).
+    let conf = std::fs::read_to_string(etc.join("mongod.conf")).unwrap();
+    assert!(
+        conf.contains(&format!("bindIp: \"{private_ip},127.0.0.1\"")),
+        "mongod.conf:\n{conf}"
+    );
+    assert!(conf.contains("authorization: enabled"), "mongod.conf:\n{conf}");
+    assert!(
+        !conf.contains("0.0.0.0") && !conf.contains("bindIpAll"),
+        "mongod.conf:\n{conf}"
+    );
+    let (store_exec, _) = read_exec(&etc.join("crawler-store.service"));
+    assert_eq!(
+        store_exec[1..],
+        [
+            "--config".to_string(),
+            etc.join("mongod.conf").to_string_lossy().into_owned()
+        ],
+        "{store_exec:?}"
+    );
+    let users_js = std::fs::read_to_string(etc.join("store-users.js")).unwrap();
+    assert!(
+        users_js.contains("process.env.STORE_CRAWLER_PASSWORD"),
+        "{users_js}"
+    );
+    for (name, s) in secret_names.iter().zip(&made) {
+        assert!(!users_js.contains(s.as_str()), "{name} is in store-users.js");
+        assert!(!conf.contains(s.as_str()), "{name} is in mongod.conf");
     }
+
+    // No secret on any unit's command line.
+    let units: Vec<PathBuf> = std::fs::read_dir(&etc)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "service"))
+        .collect();
+    assert_eq!(units.len(), 4, "{units:?}");
+    for unit in &units {
+        let text = std::fs::read_to_string(unit).unwrap();
+        for line in text.lines().filter(|l| l.starts_with("Exec")) {
+            for (name, s) in secret_names.iter().zip(&made) {
+                assert!(
+                    !line.contains(s.as_str()),
+                    "{name} is in {}: {line}",
+                    unit.display()
+                );
+            }
+        }
+    }
+
+    // The firewall: the cluster's ports accepted from the inventory's hosts
+    // only, dropped from anywhere else.
+    let nft = std::fs::read_to_string(etc.join("crawler.nft")).unwrap();
+    check_firewall(
+        &nft,
+        &[private_ip],
+        &[
+            dispatcher_port.to_string(),
+            "27017".into(),
+            debug_port.to_string(),
+            (debug_port + 1).to_string(),
+            "32768-60999".into(),
+        ],
+    );
+
+    // Again, now with the test's own store: every secret stays as it was.
+    vars["store_uri"] = serde_json::json!(store.uri);
+    std::fs::write(&vars_file, vars.to_string()).unwrap();
+    run_site().await;
+    let again: Vec<String> = secret_names
+        .iter()
+        .map(|n| read_secret(&secrets.join(n)))
+        .collect();
+    assert_eq!(again, made, "a second run changed the secrets");
+    let env = read_env(&etc.join("crawler.env"));
+    assert_eq!(env["CRAWLER_DEBUG_TOKEN"], token);
+    assert_eq!(env["CRAWLER_MONGO_URI"], store.uri);
 
     // Run what the units say, as systemd would.
     let mut dispatcher = spawn_unit(&prefix.join("etc/crawler-dispatcher.service"));
