@@ -407,8 +407,16 @@ async fn only_holders_of_the_secret_join_and_only_their_own_leases_count() {
 
     // The secret is on no command line, and no crawler child (which parses
     // the open web) has it in its environment: the supervisor removed it.
-    let children = crawl.child_pids(0);
-    assert!(!children.is_empty());
+    // (The supervisor starts its children once it is welcomed: wait for them.)
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let children = loop {
+        let children = crawl.child_pids(0);
+        if !children.is_empty() || Instant::now() > deadline {
+            break children;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(!children.is_empty(), "the supervisor started no children");
     let secret_bytes = spec.cluster_secret.as_bytes();
     let holds = |haystack: &[u8]| haystack.windows(secret_bytes.len()).any(|w| w == secret_bytes);
     let pids = children
