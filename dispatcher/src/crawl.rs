@@ -190,7 +190,6 @@ impl Dispatcher {
         decode_each(
             &self.stores.domains(),
             doc! {DomainDoc::HALTED: true},
-            None,
             |d: DomainDoc| halted.push(d),
             |d, e| tracing::warn!(document = ?d, error = %e, "skipping a malformed domain document"),
         )
@@ -199,7 +198,7 @@ impl Dispatcher {
         for d in halted {
             tracing::warn!(
                 domain = %d.domain,
-                reason = %d.halted_reason,
+                reason = d.halt.as_ref().map_or("?", |h| h.halted_reason.as_str()),
                 "domain is HALTED; un-halt it to crawl it"
             );
             self.frontier.halt(&d.domain);
@@ -212,7 +211,6 @@ impl Dispatcher {
         decode_each(
             &self.stores.frontier(),
             doc! {},
-            None,
             |d: FrontierDoc| {
                 if foreign.is_some() {
                     return;

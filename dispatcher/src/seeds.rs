@@ -70,7 +70,6 @@ pub async fn sync_with_store(stores: &Stores, seeds: &[String]) -> anyhow::Resul
     decode_each(
         &stores.seeds(),
         doc! {},
-        None,
         |d: SeedDoc| match urls::parse(&d.url) {
             Ok(u) => out.push(u.to_string()),
             Err(e) => tracing::warn!(seed = %d.url, reason = e.as_str(), "skipping a malformed seed"),

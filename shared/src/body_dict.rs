@@ -72,7 +72,6 @@ impl Dictionaries {
         decode_each(
             &primary.collection::<BodyDictDoc>(BODY_DICTS),
             doc! {},
-            None,
             |d| {
                 all.0.insert(d.id, d.bytes.bytes);
             },

@@ -46,6 +46,23 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+    /// Every kind.
+    pub const ALL: [FailureKind; 13] = [
+        FailureKind::BadUrl,
+        FailureKind::Timeout,
+        FailureKind::Connect,
+        FailureKind::Http,
+        FailureKind::Throttled,
+        FailureKind::RobotsUnavailable,
+        FailureKind::RedirectLoop,
+        FailureKind::TooManyRedirects,
+        FailureKind::RedirectDisallowed,
+        FailureKind::ChildCrashed,
+        FailureKind::Internal,
+        FailureKind::StoreRejected,
+        FailureKind::BlockedAddress,
+    ];
+
     /// Bounded label for metrics, logs and the stored frontier.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -88,7 +88,6 @@ impl Stores {
         Ok(())
     }
 
-    /// Read as raw documents and decoded one by one (see [`decode_each`]).
     pub fn seeds(&self) -> Collection<SeedDoc> {
         self.primary.collection(SEEDS)
     }
@@ -116,16 +115,11 @@ impl Stores {
 pub async fn decode_each<T: serde::de::DeserializeOwned + Send + Sync>(
     coll: &Collection<T>,
     filter: Document,
-    projection: Option<Document>,
     mut each: impl FnMut(T),
     mut bad: impl FnMut(&RawDocumentBuf, bson::de::Error),
 ) -> mongodb::error::Result<()> {
     use futures::TryStreamExt;
-    let raw = coll.clone_with_type::<RawDocumentBuf>();
-    let mut cursor = match projection {
-        Some(p) => raw.find(filter).projection(p).await?,
-        None => raw.find(filter).await?,
-    };
+    let mut cursor = coll.clone_with_type::<RawDocumentBuf>().find(filter).await?;
     while let Some(d) = cursor.try_next().await? {
         match bson::from_slice::<T>(d.as_bytes()) {
             Ok(t) => each(t),

@@ -8,18 +8,15 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The two writers' parts, each absent until its writer set it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DomainDoc {
     #[serde(rename = "_id")]
     pub domain: String,
     #[serde(flatten)]
     pub pace: Option<DomainPace>,
-    #[serde(default)]
-    pub halted: bool,
-    #[serde(default)]
-    pub halted_reason: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub halted_at_ms: Option<i64>,
+    #[serde(flatten)]
+    pub halt: Option<DomainHalt>,
 }
 
 /// What a child records after each fetch.
@@ -60,13 +57,14 @@ mod tests {
                 crawl_delay_ms: 10
             })
         );
-        assert!(!paced.halted);
+        assert!(!paced.halt.is_some_and(|h| h.halted));
         let halted: DomainDoc = bson::from_document(
             doc! {"_id": "b.test", "halted": true, "halted_reason": "errors", "halted_at_ms": 1i64},
         )
         .unwrap();
         assert_eq!(halted.pace, None);
-        assert!(halted.halted);
-        assert_eq!(halted.halted_reason, "errors");
+        let halt = halted.halt.expect("its halt");
+        assert!(halt.halted);
+        assert_eq!(halt.halted_reason, "errors");
     }
 }

@@ -61,22 +61,7 @@ mod tests {
         ] {
             assert_eq!(bson::to_bson(&s).unwrap(), bson::Bson::String(s.as_str().into()));
         }
-        use FailureKind::*;
-        for k in [
-            BadUrl,
-            Timeout,
-            Connect,
-            Http,
-            Throttled,
-            RobotsUnavailable,
-            RedirectLoop,
-            TooManyRedirects,
-            RedirectDisallowed,
-            ChildCrashed,
-            Internal,
-            StoreRejected,
-            BlockedAddress,
-        ] {
+        for k in FailureKind::ALL {
             assert_eq!(bson::to_bson(&k).unwrap(), bson::Bson::String(k.as_str().into()));
         }
         let d = FrontierDoc {
