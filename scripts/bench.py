@@ -160,7 +160,8 @@ import json, sys
 import pymongo
 uri, db_name = sys.argv[1], sys.argv[2]
 db = pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000)[db_name]
-pages = db["pages"]
+# The default crawl's pages (collections are named after the crawl id).
+pages = db["crawl__pages"]
 out = {"documents": pages.count_documents({})}
 try:
     agg = list(pages.aggregate([{"$group": {"_id": None, "n": {"$sum": 1},
@@ -169,7 +170,7 @@ try:
     out["method"] = "$bsonSize"
 except Exception as e:
     try:
-        stats = db.command("collStats", "pages")
+        stats = db.command("collStats", "crawl__pages")
         out["bson_bytes"] = stats["avgObjSize"] * stats["count"]
         out["method"] = "collStats avgObjSize"
     except Exception as e2:

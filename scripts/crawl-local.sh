@@ -122,9 +122,14 @@ echo "== summary (store used: $kind)"
 if [ -s "$run/summary.json" ]; then
   python3 -m json.tool "$run/summary.json"
 fi
+# The crawl's name (`--crawl-id`, given or the default): `pages` reads
+# that crawl's collections.
+crawl_id=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["crawl_id"])' \
+  "$run/summary.json" 2>/dev/null || echo crawl)
 echo "== the data, as WARC (pages export; read it with any WARC tool, e.g. scripts/warcio.sh index)"
 # --restart: a resumed run may have stored pages after an earlier export.
-CRAWLER_MONGO_URI="$uri" "$bin/pages" export --format warc --out "$run/warc" --restart || status=$?
+CRAWLER_MONGO_URI="$uri" "$bin/pages" --crawl-id "$crawl_id" export --format warc --out "$run/warc" --restart ||
+  status=$?
 ls -l "$run/warc"/*.warc.gz 2>/dev/null || true
 first=$(head -n 1 "$seeds")
 echo "read a page back:"
@@ -132,8 +137,8 @@ if ! $keep; then
   echo "  export CRAWLER_MONGO_URI=\$(scripts/store.sh start $run/store --persist)   # the store again"
   uri='$CRAWLER_MONGO_URI'
 fi
-echo "  CRAWLER_MONGO_URI=$uri $bin/pages get '$first'      # --raw, --headers, --doc"
-echo "  CRAWLER_MONGO_URI=$uri $bin/pages stats"
+echo "  CRAWLER_MONGO_URI=$uri $bin/pages --crawl-id $crawl_id get '$first'      # --raw, --headers, --doc"
+echo "  CRAWLER_MONGO_URI=$uri $bin/pages --crawl-id $crawl_id stats"
 echo "run directory: $run  (timing logs: $run/logs, store data: $run/store/data, WARC: $run/warc)"
 echo "go on with it later: scripts/crawl-local.sh --resume $run"
 exit $status

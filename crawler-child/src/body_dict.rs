@@ -118,7 +118,7 @@ mod tests {
             robots_uri: None,
             robots_db: "t".into(),
         };
-        let stores = Stores::connect(&args, "test").await.unwrap();
+        let stores = Stores::connect(&args, "test", Default::default()).await.unwrap();
         let learner = BodyDictLearner::new(stores, "t".into());
         for i in 0..SAMPLES - 1 {
             assert!(learner.offer(&vec![b'x'; i]).is_none());

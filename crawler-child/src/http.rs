@@ -37,7 +37,7 @@ pub struct Http {
     connect_timeout: Duration,
     /// The headers every request carries besides `Host`, as stored with
     /// each page (`shared::exchange`).
-    request_head: bson::Bson,
+    request_head: shared::docs::Head,
 }
 
 /// What came back, with the body capped.
@@ -140,7 +140,7 @@ impl Http {
             .build()?;
         // What reqwest sends on every request: our User-Agent, its default
         // Accept, and the Accept-Encoding its gzip and brotli features add.
-        let request_head = shared::exchange::head_bson(
+        let request_head = shared::exchange::head(
             None,
             [
                 ("user-agent", policy.user_agent.as_bytes()),
@@ -195,7 +195,7 @@ impl Http {
     }
 
     /// The headers each request carries besides `Host`, as stored.
-    pub(crate) fn request_head(&self) -> &bson::Bson {
+    pub(crate) fn request_head(&self) -> &shared::docs::Head {
         &self.request_head
     }
 

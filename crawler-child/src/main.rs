@@ -89,7 +89,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     shared::metric_help::describe_all();
     let timing = TimingLog::open(&args.obs.timing_config(ROLE))?;
     timing.spawn_flusher();
-    let stores = Stores::connect(&args.store, ROLE).await?;
+    // The name comes from the dispatcher: checked before it names collections.
+    let crawl = shared::store::CrawlId::parse(&policy.crawl_id)?;
+    let stores = Stores::connect(&args.store, ROLE, crawl).await?;
 
     let (report_tx, report_rx) = mpsc::unbounded_channel();
     let (pages, writer_done) =

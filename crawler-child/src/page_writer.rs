@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bson::Document;
+use shared::docs::PageDoc;
 use shared::protocol::{CrawlResult, FailureKind, Outcome};
 use shared::store::Stores;
 use shared::store_write;
@@ -31,7 +31,7 @@ const QUEUE: usize = 1024;
 const QUEUE_KIB: u32 = 64 * 1024;
 
 struct Queued {
-    doc: Document,
+    doc: PageDoc,
     result: CrawlResult,
     /// When it was handed over: its `store_wait` ends when its batch starts.
     queued: Instant,
@@ -68,7 +68,7 @@ impl PageWriter {
     }
 
     /// Queues a page; waits only when the queue is full (store slow or down).
-    pub async fn submit(&self, doc: Document, result: CrawlResult) {
+    pub async fn submit(&self, doc: PageDoc, result: CrawlResult) {
         let queued = Instant::now();
         self.queued.fetch_add(1, Ordering::Relaxed);
         let kib = (approx_bytes(&doc) / 1024 + 1).min(QUEUE_KIB as usize) as u32;
@@ -90,12 +90,8 @@ impl PageWriter {
 }
 
 /// A page document's size, near enough: its body and a little for the rest.
-fn approx_bytes(doc: &Document) -> usize {
-    let body = match doc.get("body") {
-        Some(bson::Bson::Binary(b)) => b.bytes.len(),
-        _ => 0,
-    };
-    body + 512
+fn approx_bytes(doc: &PageDoc) -> usize {
+    doc.body.as_ref().map_or(0, |b| b.bytes.len()) + 512
 }
 
 async fn run(
@@ -132,7 +128,7 @@ async fn run(
         }
         // The documents move into the write; each result keeps its queue
         // budget until its page is written.
-        let (docs, waiting): (Vec<Document>, Vec<_>) =
+        let (docs, waiting): (Vec<PageDoc>, Vec<_>) =
             batch.drain(..).map(|q| (q.doc, (q.result, q.budget))).unzip();
         crate::fault::slow_store(docs.len()).await;
         let refused = store_write::insert_unordered(&pages, &docs, &timing, Op::Store, "storing pages").await;

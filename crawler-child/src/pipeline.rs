@@ -16,11 +16,12 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bson::{doc, DateTime, Document};
+use bson::DateTime;
 use futures::FutureExt;
+use shared::docs::{PageDoc, Skipped};
 use shared::extract::{extract, ExtractOptions};
 use shared::page_body;
-use shared::protocol::{now_ms, CrawlPolicy, CrawlResult, FailureKind, Outcome, WorkItem};
+use shared::protocol::{CrawlPolicy, CrawlResult, FailureKind, Outcome, WorkItem};
 use shared::timing::{Op, TimingLog};
 use shared::urls::{self, domain_of, origin_of};
 use tokio::sync::{mpsc, Semaphore};
@@ -207,7 +208,7 @@ pub async fn crawl(ctx: &Ctx, st: &SharedDomain, item: WorkItem) {
         }
     };
     match done {
-        Done::Page(page, result) => ctx.pages.submit(page, result).await,
+        Done::Page(page, result) => ctx.pages.submit(*page, result).await,
         Done::NoPage(result) => {
             let _ = ctx.report.send(result);
         }
@@ -215,7 +216,8 @@ pub async fn crawl(ctx: &Ctx, st: &SharedDomain, item: WorkItem) {
 }
 
 enum Done {
-    Page(Document, CrawlResult),
+    /// Boxed: a page is a few hundred bytes, a result alone far less.
+    Page(Box<PageDoc>, CrawlResult),
     NoPage(CrawlResult),
 }
 
@@ -383,23 +385,20 @@ fn status_class(status: u16) -> &'static str {
     }
 }
 
-fn base_page(item: &WorkItem, ctx: &Ctx, final_url: &Url, resp: &Fetched) -> Document {
-    let mut d = doc! {
-        "_id": &item.url,
-        "domain": &item.domain,
-        "depth": item.depth as i32,
-        "status": resp.status as i32,
-        "fetched_at": DateTime::from_millis(now_ms() as i64),
-        "crawl_id": &ctx.policy.crawl_id,
-        "bytes": resp.body.len() as i64,
-        "truncated": resp.truncated,
-    };
+fn base_page(item: &WorkItem, ctx: &Ctx, final_url: &Url, resp: &Fetched) -> PageDoc {
+    let mut d = PageDoc::new(
+        item.url.clone(),
+        item.domain.clone(),
+        i32::from(item.depth),
+        i32::from(resp.status),
+        ctx.policy.crawl_id.clone(),
+        i64::try_from(resp.body.len()).unwrap_or(i64::MAX),
+    );
+    d.truncated = resp.truncated;
     if final_url.as_str() != item.url {
-        d.insert("final_url", final_url.as_str());
+        d.final_url = Some(final_url.to_string());
     }
-    if let Some(ct) = &resp.content_type {
-        d.insert("content_type", ct);
-    }
+    d.content_type = resp.content_type.clone();
     let head = &resp.head;
     let reason = reqwest::StatusCode::from_u16(resp.status)
         .ok()
@@ -429,10 +428,10 @@ fn http_version(v: reqwest::Version) -> &'static str {
 
 fn cross_domain_redirect(ctx: &Ctx, item: &WorkItem, current: &Url, resp: &Fetched, target: Url) -> Done {
     let mut d = base_page(item, ctx, current, resp);
-    d.insert("redirect_to", target.as_str());
-    d.insert("outlinks", 1i32);
+    d.redirect_to = Some(target.to_string());
+    d.outlinks = Some(1);
     let outcome = fetched(current, item, resp);
-    Done::Page(d, result(item, outcome, vec![target.into()]))
+    Done::Page(Box::new(d), result(item, outcome, vec![target.into()]))
 }
 
 fn fetched(final_url: &Url, item: &WorkItem, resp: &Fetched) -> Outcome {
@@ -451,7 +450,7 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
     let mut outlinks = Vec::new();
     let html = http::is_html(resp.content_type.as_deref());
     if !html {
-        d.insert("skipped", "content_type");
+        d.skipped = Some(Skipped::ContentType);
         metrics::counter!("crawler_skipped_total", "reason" => "content_type").increment(1);
         if ctx.policy.keep_non_html_bodies {
             // No charset (not text to decode) and no dictionary: the
@@ -474,28 +473,22 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
         if f.over_cap > 0 {
             metrics::counter!("crawler_links_dropped_total", "reason" => "over_page_cap")
                 .increment(f.over_cap as u64);
-            d.insert("outlinks_dropped", f.over_cap as i64);
+            d.outlinks_dropped = Some(i64::try_from(f.over_cap).unwrap_or(i64::MAX));
         }
         // The bytes as sent, compressed; read back with `pages get` or
         // `shared::page_body::html_of` (decompress, decode with `charset`).
         let charset = encoding.unwrap_or(encoding_rs::UTF_8).name();
         page_body::store(&mut d, &resp.body, Some(charset), ctx.body_dict.current());
         ctx.body_dict.learn(&resp.body);
-        for (k, v) in [
-            ("title", f.title),
-            ("description", f.description),
-            ("canonical", f.canonical),
-            ("lang", f.lang),
-        ] {
-            if let Some(v) = v {
-                d.insert(k, v);
-            }
-        }
-        d.insert("outlinks", f.links.len() as i32);
+        d.title = f.title;
+        d.description = f.description;
+        d.canonical = f.canonical;
+        d.lang = f.lang;
+        d.outlinks = Some(i32::try_from(f.links.len()).unwrap_or(i32::MAX));
         outlinks = f.links;
         ctx.timing
             .record(Op::Parse, start.elapsed(), "ok", Some(&item.domain), None);
     }
     let outcome = fetched(final_url, item, &resp);
-    Done::Page(d, result(item, outcome, outlinks))
+    Done::Page(Box::new(d), result(item, outcome, outlinks))
 }

@@ -221,7 +221,7 @@ mod tests {
         .expect("writing the file");
         let p = path.to_str().expect("utf-8 path");
         let parsed = parse(argv(&["--config", p, "--max-depth", "7", "--seeds", "c.txt"])).expect("parses");
-        assert_eq!(parsed.args.crawl_id, "from-file");
+        assert_eq!(parsed.args.crawl_id.as_str(), "from-file");
         assert_eq!(parsed.args.min_delay_ms, 250);
         assert_eq!(parsed.args.scope, crate::Scope::Any);
         assert!(parsed.args.skip_nofollow);

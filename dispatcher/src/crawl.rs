@@ -68,7 +68,7 @@ pub async fn run(args: Args, settings: serde_json::Value, key: ClusterKey) -> an
         });
     }
 
-    let stores = Stores::connect(&args.store, ROLE).await?;
+    let stores = Stores::connect(&args.store, ROLE, args.crawl_id.clone()).await?;
     stores.ping().await?;
     stores.ensure_indexes().await?;
 
@@ -149,7 +149,7 @@ impl Dispatcher {
                 args.lease_secs * 1000,
                 now_ms() << 12,
             ),
-            writer: FrontierWriter::spawn(stores.clone(), policy.crawl_id.clone(), timing.clone()),
+            writer: FrontierWriter::spawn(stores.clone(), timing.clone()),
             policy,
             stores,
             send: None,
@@ -203,22 +203,14 @@ impl Dispatcher {
             );
             self.frontier.halt(&d.domain);
         }
+        warn_of_unnamed_crawl(&self.stores).await;
         let mut resumed = (0u64, 0u64);
-        // Pages and frontier entries are keyed by URL alone: a second crawl
-        // in the same database would take every URL the first one saw as
-        // done, and skip it without a word.
-        let mut foreign = None;
+        // The crawl's own frontier (see `shared::crawl_id`): another crawl
+        // id on the same database starts from nothing.
         decode_each(
             &self.stores.frontier(),
             doc! {},
             |d: FrontierDoc| {
-                if foreign.is_some() {
-                    return;
-                }
-                if let Some(other) = d.crawl_id.filter(|other| *other != self.policy.crawl_id) {
-                    foreign = Some(other);
-                    return;
-                }
                 self.frontier.mark_seen(&d.url);
                 self.admitted += 1;
                 if d.state == UrlState::Queued {
@@ -233,13 +225,6 @@ impl Dispatcher {
         )
         .await
         .context("reading the stored frontier")?;
-        if let Some(other) = foreign {
-            bail!(
-                "database {:?} holds crawl {other:?}; run with --crawl-id {other} to resume it, or give crawl {:?} its own --db",
-                args.store.db,
-                self.policy.crawl_id
-            );
-        }
         if resumed != (0, 0) {
             tracing::info!(
                 finished = resumed.0,
@@ -1121,4 +1106,26 @@ fn halt_update(reason: Option<&str>) -> bson::ser::Result<Document> {
         halted_at_ms: reason.map(|_| now_ms() as i64),
     };
     Ok(doc! {"$set": bson::to_document(&halt)?})
+}
+
+/// Warns when the database holds a crawl stored before crawls had
+/// collections of their own (`frontier`, `pages`, ... without a prefix):
+/// it is not resumed, and the warning says how to make it resumable.
+async fn warn_of_unnamed_crawl(stores: &Stores) {
+    let unprefixed = stores.primary.collection::<Document>(shared::store::FRONTIER);
+    let old = unprefixed.find_one(doc! {}).projection(doc! {"crawl_id": 1});
+    if let Some(Ok(Some(d))) = shared::store::deadline(old).await {
+        let name = d.get_str("crawl_id").unwrap_or(shared::store::CrawlId::DEFAULT);
+        tracing::warn!(
+            "the database holds crawl {name:?} in collections without a crawl prefix (from an earlier version); it is not resumed. To resume it, rename them in mongosh: {}",
+            ["seeds", "frontier", "pages", "body_dicts"]
+                .map(|kind| format!(
+                    "db.{kind}.renameCollection({:?});",
+                    shared::store::CrawlId::parse(name)
+                        .map(|c| c.collection(kind))
+                        .unwrap_or_else(|_| format!("<crawl>__{kind}"))
+                ))
+                .join(" ")
+        );
+    }
 }

@@ -52,9 +52,11 @@ pub struct Args {
     /// Seeds file: one URL per line, `#` comments. Seeds are also read from the `seeds` collection.
     #[arg(long)]
     pub seeds: Vec<PathBuf>,
-    /// Crawl name, stored with every page.
-    #[arg(long, default_value = "crawl")]
-    pub crawl_id: String,
+    /// Crawl name: the crawl's collections are named after it (see
+    /// `shared::crawl_id`), so another name on the same database is another
+    /// crawl, and the same name resumes this one.
+    #[arg(long, default_value = shared::store::CrawlId::DEFAULT)]
+    pub crawl_id: shared::store::CrawlId,
     /// Links deeper than this many hops from a seed are not followed.
     #[arg(long, default_value_t = 16)]
     pub max_depth: u16,
@@ -195,7 +197,7 @@ impl Args {
 
     fn policy(&self) -> CrawlPolicy {
         CrawlPolicy {
-            crawl_id: self.crawl_id.clone(),
+            crawl_id: self.crawl_id.to_string(),
             user_agent: self.user_agent.clone(),
             robots_agent: self.robots_agent.clone(),
             min_delay_ms: self.min_delay_ms,

@@ -32,9 +32,9 @@ pub struct FrontierWriter {
 }
 
 impl FrontierWriter {
-    pub fn spawn(stores: Stores, crawl_id: String, timing: TimingLog) -> FrontierWriter {
+    pub fn spawn(stores: Stores, timing: TimingLog) -> FrontierWriter {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(stores, crawl_id, rx, timing));
+        tokio::spawn(run(stores, rx, timing));
         FrontierWriter { tx }
     }
 
@@ -45,7 +45,6 @@ impl FrontierWriter {
             depth: i32::from(depth),
             state: UrlState::Queued,
             failure: None,
-            crawl_id: None,
         }));
     }
 
@@ -63,7 +62,7 @@ impl FrontierWriter {
     }
 }
 
-async fn run(stores: Stores, crawl_id: String, mut rx: mpsc::UnboundedReceiver<Cmd>, timing: TimingLog) {
+async fn run(stores: Stores, mut rx: mpsc::UnboundedReceiver<Cmd>, timing: TimingLog) {
     let frontier = stores.frontier();
     let mut inserts = Vec::new();
     let mut marks: Vec<Mark> = Vec::new();
@@ -73,10 +72,7 @@ async fn run(stores: Stores, crawl_id: String, mut rx: mpsc::UnboundedReceiver<C
         let mut next = Some(cmd);
         while let Some(cmd) = next.take() {
             match cmd {
-                Cmd::Insert(mut d) => {
-                    d.crawl_id = Some(crawl_id.clone());
-                    inserts.push(d);
-                }
+                Cmd::Insert(d) => inserts.push(d),
                 Cmd::Mark(url, s, failure) => marks.push((url, s, failure)),
                 Cmd::Flush(done) => flushed.push(done),
             }

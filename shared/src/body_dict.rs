@@ -21,7 +21,7 @@ use bson::spec::BinarySubtype;
 use bson::{doc, Binary, DateTime};
 
 use crate::docs::BodyDictDoc;
-use crate::store::{decode_each, BODY_DICTS};
+use crate::store::decode_each;
 
 /// Size of a trained dictionary: on the realistic pages 32 KiB compressed
 /// as well as 64 or 112 KiB and trains in a fifth of the time.
@@ -65,12 +65,12 @@ impl BodyDict {
 pub struct Dictionaries(HashMap<String, Vec<u8>>);
 
 impl Dictionaries {
-    /// Every dictionary in the primary store's database (one per child
-    /// that trained one; a few tens of KB each).
-    pub async fn load(primary: &mongodb::Database) -> anyhow::Result<Dictionaries> {
+    /// Every dictionary of a crawl, from its `body_dicts` collection (one
+    /// per child that trained one; a few tens of KB each).
+    pub async fn load(coll: &mongodb::Collection<BodyDictDoc>) -> anyhow::Result<Dictionaries> {
         let mut all = Dictionaries::default();
         decode_each(
-            &primary.collection::<BodyDictDoc>(BODY_DICTS),
+            coll,
             doc! {},
             |d| {
                 all.0.insert(d.id, d.bytes.bytes);

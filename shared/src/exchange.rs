@@ -5,17 +5,14 @@
 //! read back by `pages export`; this file is the one place that knows the
 //! fields:
 //!
-//! | field | value |
-//! |---|---|
-//! | `fetch_started_at` | date the request was sent (`fetched_at` is when the answer was complete) |
-//! | `ip` | the server address dialled, when known |
-//! | `response_head` | the status line, then each header as `name: value`, lines joined by CRLF |
-//! | `request_head` | the request headers sent besides `Host`, the same way |
+//! `fetch_started_at`, `ip`, `response_head` and `request_head` of
+//! [`PageDoc`].
 //!
-//! A head is one string (binary when a header value is not UTF-8) rather
-//! than an array of pairs: the same bytes, but two elements instead of a
-//! few dozen, and a store's work per document grows with its elements
-//! (on nx-27017, arrays of pairs cost 0.06 ms of store CPU a page).
+//! A head is one string (binary when a header value is not UTF-8, see
+//! [`Head`]) rather than an array of pairs: the same bytes, but two
+//! elements instead of a few dozen, and a store's work per document grows
+//! with its elements (on nx-27017, arrays of pairs cost 0.06 ms of store
+//! CPU a page).
 //!
 //! Bodies are kept after HTTP content decoding; reqwest then drops
 //! `Content-Encoding` and `Content-Length` from the headers it hands over,
@@ -24,7 +21,9 @@
 
 use std::net::IpAddr;
 
-use bson::{spec::BinarySubtype, Binary, Bson, DateTime, Document};
+use bson::DateTime;
+
+use crate::docs::{Head, PageDoc};
 
 /// The response side of an exchange, borrowed from the HTTP client's types.
 pub struct ResponseParts<'a, H> {
@@ -36,10 +35,10 @@ pub struct ResponseParts<'a, H> {
     pub started: DateTime,
 }
 
-/// Lines joined by CRLF: `first` (if any), then `name: value` per header;
-/// a string when it is UTF-8, binary otherwise. A CR or LF inside a value
-/// (which HTTP parsers refuse anyway) becomes a space, so lines stay lines.
-pub fn head_bson<'a>(first: Option<&str>, headers: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Bson {
+/// Lines joined by CRLF: `first` (if any), then `name: value` per header.
+/// A CR or LF inside a value (which HTTP parsers refuse anyway) becomes a
+/// space, so lines stay lines.
+pub fn head<'a>(first: Option<&str>, headers: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Head {
     let mut out = Vec::with_capacity(256);
     if let Some(first) = first {
         out.extend_from_slice(first.as_bytes());
@@ -50,13 +49,7 @@ pub fn head_bson<'a>(first: Option<&str>, headers: impl IntoIterator<Item = (&'a
         }
         push_header(&mut out, name, value);
     }
-    match String::from_utf8(out) {
-        Ok(s) => Bson::String(s),
-        Err(e) => Bson::Binary(Binary {
-            subtype: BinarySubtype::Generic,
-            bytes: e.into_bytes(),
-        }),
-    }
+    Head(out)
 }
 
 /// Appends `name: value` (no line end) to an HTTP head being written; a CR
@@ -72,22 +65,17 @@ pub fn push_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     );
 }
 
-/// Sets the exchange's fields on a page document. `request_head` is the
-/// child's [`head_bson`] of what its client sends (the same for every
-/// request, so built once).
-pub fn store<'a, H>(doc: &mut Document, response: ResponseParts<'a, H>, request_head: &Bson)
+/// Sets the exchange's fields on a page. `request_head` is the child's
+/// [`head`] of what its client sends (the same for every request, so built
+/// once).
+pub fn store<'a, H>(page: &mut PageDoc, response: ResponseParts<'a, H>, request_head: &Head)
 where
     H: IntoIterator<Item = (&'a str, &'a [u8])>,
 {
-    doc.insert("fetch_started_at", response.started);
-    if let Some(ip) = response.ip {
-        doc.insert("ip", ip.to_string());
-    }
-    doc.insert(
-        "response_head",
-        head_bson(Some(response.status_line), response.headers),
-    );
-    doc.insert("request_head", request_head.clone());
+    page.fetch_started_at = Some(response.started);
+    page.ip = response.ip.map(|ip| ip.to_string());
+    page.response_head = Some(head(Some(response.status_line), response.headers));
+    page.request_head = Some(request_head.clone());
 }
 
 /// The exchange read back from a page document; pages stored before
@@ -102,8 +90,8 @@ pub struct Exchange {
 }
 
 impl Exchange {
-    pub fn of(doc: &Document) -> Exchange {
-        let (status_line, headers) = match head_bytes(doc.get("response_head")) {
+    pub fn of(page: &PageDoc) -> Exchange {
+        let (status_line, headers) = match page.response_head.as_ref().map(|h| h.0.as_slice()) {
             Some(head) => {
                 let mut lines = head.split(|&b| b == b'\n');
                 let first = lines
@@ -113,12 +101,15 @@ impl Exchange {
             }
             None => (None, Vec::new()),
         };
-        let request_headers = head_bytes(doc.get("request_head"))
+        let request_headers = page
+            .request_head
+            .as_ref()
+            .map(|h| h.0.as_slice())
             .map(|head| head.split(|&b| b == b'\n').filter_map(header).collect())
             .unwrap_or_default();
         Exchange {
-            started: doc.get_datetime("fetch_started_at").ok().copied(),
-            ip: doc.get_str("ip").ok().map(str::to_string),
+            started: page.fetch_started_at,
+            ip: page.ip.clone(),
             status_line,
             headers,
             request_headers,
@@ -132,14 +123,6 @@ impl Exchange {
             .and_then(|l| l.split(' ').next())
             .filter(|v| v.starts_with("HTTP/"))
             .unwrap_or("HTTP/1.1")
-    }
-}
-
-fn head_bytes(v: Option<&Bson>) -> Option<&[u8]> {
-    match v {
-        Some(Bson::String(s)) => Some(s.as_bytes()),
-        Some(Bson::Binary(b)) => Some(&b.bytes),
-        _ => None,
     }
 }
 
@@ -164,9 +147,9 @@ mod tests {
 
     #[test]
     fn an_exchange_reads_back_as_stored_including_binary_header_values() {
-        let mut doc = Document::new();
-        let request = head_bson(None, [("user-agent", &b"bot/1"[..]), ("accept", b"*/*")]);
-        assert_eq!(request, Bson::String("user-agent: bot/1\r\naccept: */*".into()));
+        let mut page = PageDoc::new("http://a.test/".into(), "a.test".into(), 0, 200, "c".into(), 0);
+        let request = head(None, [("user-agent", &b"bot/1"[..]), ("accept", b"*/*")]);
+        assert_eq!(request.0, b"user-agent: bot/1\r\naccept: */*");
         let started = DateTime::from_millis(1_700_000_000_000);
         let response = ResponseParts {
             status_line: "HTTP/1.1 200 OK",
@@ -178,9 +161,8 @@ mod tests {
             ip: Some("127.0.0.9".parse().expect("an address")),
             started,
         };
-        store(&mut doc, response, &request);
-        assert!(matches!(doc.get("response_head"), Some(Bson::Binary(_))));
-        let back = Exchange::of(&doc);
+        store(&mut page, response, &request);
+        let back = Exchange::of(&page);
         assert_eq!(back.started, Some(started));
         assert_eq!(back.status_line.as_deref(), Some("HTTP/1.1 200 OK"));
         assert_eq!(back.http_version(), "HTTP/1.1");
@@ -200,6 +182,7 @@ mod tests {
                 ("accept".to_string(), b"*/*".to_vec())
             ]
         );
-        assert_eq!(Exchange::of(&Document::new()), Exchange::default());
+        let old = PageDoc::new("http://a.test/".into(), "a.test".into(), 0, 200, "c".into(), 0);
+        assert_eq!(Exchange::of(&old), Exchange::default());
     }
 }

@@ -11,6 +11,7 @@ pub mod alloc;
 pub mod body_dict;
 pub mod cli;
 pub mod cluster_auth;
+pub mod crawl_id;
 pub mod docs;
 pub mod exchange;
 pub mod extract;

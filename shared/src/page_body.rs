@@ -9,7 +9,7 @@
 //! 16 MiB document limit, as text could (every invalid UTF-8 byte becomes a
 //! 3-byte U+FFFD).
 //!
-//! Page document fields written here: `body` (binary), `body_encoding`
+//! [`PageDoc`] fields written here: `body` (binary), `body_encoding`
 //! (`"zstd"`), `body_dict` (the id of the zstd dictionary it was
 //! compressed with, when there was one; see `body_dict`), `charset` (the
 //! WHATWG name the HTML was decoded with) and, when the body had to be cut
@@ -17,9 +17,10 @@
 //! [`html_of`] as text.
 
 use bson::spec::BinarySubtype;
-use bson::{Binary, Bson, Document};
+use bson::Binary;
 
 use crate::body_dict::{BodyDict, Dictionaries};
+use crate::docs::PageDoc;
 
 /// The only body encoding written today.
 pub const ZSTD: &str = "zstd";
@@ -35,12 +36,12 @@ pub const MAX_STORED_BYTES: usize = 12 * 1024 * 1024;
 /// readers facing a document they did not write.
 pub const MAX_DECOMPRESSED_BYTES: usize = 256 * 1024 * 1024;
 
-/// Sets `body`, `body_encoding`, `body_dict` and `charset` on a page
-/// document, compressing with `dict` when there is one (it must be in the
+/// Sets `body`, `body_encoding`, `body_dict` and `charset` on a page,
+/// compressing with `dict` when there is one (it must be in the
 /// store already, for readers). A body that compresses past
 /// [`MAX_STORED_BYTES`] (only possible when `--max-body-bytes` is raised
 /// above it) is cut until it fits, and the page is marked `truncated`.
-pub fn store(doc: &mut Document, raw: &[u8], charset: Option<&str>, dict: Option<&BodyDict>) {
+pub fn store(page: &mut PageDoc, raw: &[u8], charset: Option<&str>, dict: Option<&BodyDict>) {
     let mut len = raw.len();
     let packed = loop {
         let packed = compress(&raw[..len], dict);
@@ -49,22 +50,15 @@ pub fn store(doc: &mut Document, raw: &[u8], charset: Option<&str>, dict: Option
         }
         // Shrink in proportion, with a margin; a few rounds at most.
         len = (len as u128 * MAX_STORED_BYTES as u128 / packed.len() as u128 * 9 / 10) as usize;
-        doc.insert("truncated", true);
+        page.truncated = true;
     };
-    doc.insert(
-        "body",
-        Binary {
-            subtype: BinarySubtype::Generic,
-            bytes: packed,
-        },
-    );
-    doc.insert("body_encoding", ZSTD);
-    if let Some(dict) = dict {
-        doc.insert("body_dict", &dict.id);
-    }
-    if let Some(charset) = charset {
-        doc.insert("charset", charset);
-    }
+    page.body = Some(Binary {
+        subtype: BinarySubtype::Generic,
+        bytes: packed,
+    });
+    page.body_encoding = Some(ZSTD.to_string());
+    page.body_dict = dict.map(|d| d.id.clone());
+    page.charset = charset.map(str::to_string);
 }
 
 fn compress(raw: &[u8], dict: Option<&BodyDict>) -> Vec<u8> {
@@ -109,23 +103,22 @@ pub enum BodyError {
 
 /// The body bytes as the server sent them (after HTTP content decoding);
 /// `dicts`: the store's dictionaries (`Dictionaries::load`).
-pub fn raw_of(doc: &Document, dicts: &Dictionaries) -> Result<Vec<u8>, BodyError> {
-    let bytes = match doc.get("body") {
-        Some(Bson::Binary(b)) => &b.bytes,
-        _ => return Err(BodyError::Missing),
+pub fn raw_of(page: &PageDoc, dicts: &Dictionaries) -> Result<Vec<u8>, BodyError> {
+    let bytes = match &page.body {
+        Some(b) => &b.bytes,
+        None => return Err(BodyError::Missing),
     };
-    match doc.get_str("body_encoding") {
-        Ok(ZSTD) => {}
-        Ok(other) => return Err(BodyError::Encoding(other.to_string())),
-        Err(_) => return Err(BodyError::Encoding(String::new())),
+    match page.body_encoding.as_deref() {
+        Some(ZSTD) => {}
+        other => return Err(BodyError::Encoding(other.unwrap_or_default().to_string())),
     }
     use std::io::Read;
     let corrupt = |e: std::io::Error| BodyError::Corrupt(e.to_string());
-    let dict: &[u8] = match doc.get_str("body_dict") {
-        Ok(id) => dicts
+    let dict: &[u8] = match &page.body_dict {
+        Some(id) => dicts
             .get(id)
             .ok_or_else(|| BodyError::MissingDictionary(id.to_string()))?,
-        Err(_) => &[],
+        None => &[],
     };
     let mut out = Vec::new();
     zstd::stream::read::Decoder::with_dictionary(bytes.as_slice(), dict)
@@ -143,11 +136,11 @@ pub fn raw_of(doc: &Document, dicts: &Dictionaries) -> Result<Vec<u8>, BodyError
 
 /// The page as text: the body decoded with its recorded charset (UTF-8
 /// when none was recorded), invalid bytes replaced.
-pub fn html_of(doc: &Document, dicts: &Dictionaries) -> Result<String, BodyError> {
-    let raw = raw_of(doc, dicts)?;
-    let encoding = doc
-        .get_str("charset")
-        .ok()
+pub fn html_of(page: &PageDoc, dicts: &Dictionaries) -> Result<String, BodyError> {
+    let raw = raw_of(page, dicts)?;
+    let encoding = page
+        .charset
+        .as_deref()
         .and_then(|c| encoding_rs::Encoding::for_label(c.as_bytes()))
         .unwrap_or(encoding_rs::UTF_8);
     Ok(encoding.decode_without_bom_handling(&raw).0.into_owned())
@@ -159,6 +152,10 @@ mod tests {
 
     fn none() -> Dictionaries {
         Dictionaries::default()
+    }
+
+    fn empty_page() -> PageDoc {
+        PageDoc::new("http://a.test/".into(), "a.test".into(), 0, 200, "c".into(), 0)
     }
 
     #[test]
@@ -176,12 +173,12 @@ mod tests {
         let samples: Vec<Vec<u8>> = (0..200).map(page).collect();
         let dict = BodyDict::train(&samples).unwrap();
         let body = page(1000);
-        let (mut with, mut without) = (Document::new(), Document::new());
+        let (mut with, mut without) = (empty_page(), empty_page());
         store(&mut with, &body, None, Some(&dict));
         store(&mut without, &body, None, None);
-        assert_eq!(with.get_str("body_dict"), Ok(dict.id.as_str()));
-        assert!(without.get("body_dict").is_none());
-        let size = |d: &Document| d.get_binary_generic("body").unwrap().len();
+        assert_eq!(with.body_dict.as_deref(), Some(dict.id.as_str()));
+        assert!(without.body_dict.is_none());
+        let size = |d: &PageDoc| d.body.as_ref().unwrap().bytes.len();
         assert!(
             size(&with) < size(&without),
             "{} vs {}",
@@ -201,14 +198,14 @@ mod tests {
     #[test]
     fn bodies_round_trip_byte_for_byte_and_decode_with_their_charset() {
         let latin1 = b"<p>caf\xe9</p>".repeat(500);
-        let mut d = Document::new();
+        let mut d = empty_page();
         store(&mut d, &latin1, Some("windows-1252"), None);
         assert_eq!(raw_of(&d, &none()).unwrap(), latin1);
         assert!(html_of(&d, &none()).unwrap().starts_with("<p>café</p>"));
-        assert!(matches!(d.get("body"), Some(Bson::Binary(b)) if b.bytes.len() < latin1.len() / 10));
-        assert!(d.get("truncated").is_none());
+        assert!(matches!(&d.body, Some(b) if b.bytes.len() < latin1.len() / 10));
+        assert!(!d.truncated);
         // Invalid UTF-8 stays bytes in the store; it is replaced only when read as text.
-        let mut bad = Document::new();
+        let mut bad = empty_page();
         store(&mut bad, &[0xff; 1000], Some("UTF-8"), None);
         assert_eq!(raw_of(&bad, &none()).unwrap(), vec![0xff; 1000]);
         assert_eq!(html_of(&bad, &none()).unwrap().chars().count(), 1000);
@@ -226,20 +223,24 @@ mod tests {
                 x as u8
             })
             .collect();
-        let mut d = Document::new();
+        let mut d = empty_page();
         store(&mut d, &noise, None, None);
-        assert_eq!(d.get_bool("truncated"), Ok(true));
+        assert!(d.truncated);
         let raw = raw_of(&d, &none()).unwrap();
         assert!(raw.len() < noise.len() && noise.starts_with(&raw));
-        assert!(matches!(d.get("body"), Some(Bson::Binary(b)) if b.bytes.len() <= MAX_STORED_BYTES));
+        assert!(matches!(&d.body, Some(b) if b.bytes.len() <= MAX_STORED_BYTES));
     }
 
     #[test]
     fn unreadable_bodies_are_errors() {
-        assert_eq!(raw_of(&Document::new(), &none()), Err(BodyError::Missing));
-        let mut d = bson::doc! {"body": Binary { subtype: BinarySubtype::Generic, bytes: vec![1, 2, 3] }};
+        assert_eq!(raw_of(&empty_page(), &none()), Err(BodyError::Missing));
+        let mut d = empty_page();
+        d.body = Some(Binary {
+            subtype: BinarySubtype::Generic,
+            bytes: vec![1, 2, 3],
+        });
         assert_eq!(raw_of(&d, &none()), Err(BodyError::Encoding(String::new())));
-        d.insert("body_encoding", ZSTD);
+        d.body_encoding = Some(ZSTD.into());
         assert!(matches!(raw_of(&d, &none()), Err(BodyError::Corrupt(_))));
     }
 }

@@ -1,8 +1,10 @@
 //! Access to the two MongoDB stores and the indexes their queries need.
 //!
-//! Primary (`--mongo-uri`, `--db`): `seeds`, `frontier`, `pages`,
-//! `body_dicts`.
-//! Second (`--robots-uri`, `--robots-db`): `robots`, `domains`.
+//! Primary (`--mongo-uri`, `--db`): each crawl's `seeds`, `frontier`,
+//! `pages` and `body_dicts`, in collections named after the crawl
+//! (`<crawl>__pages`, see [`CrawlId`]).
+//! Second (`--robots-uri`, `--robots-db`): `robots`, `domains`, shared by
+//! every crawl.
 //!
 //! Documents are keyed by their natural key in `_id` (normalised URL,
 //! origin, domain), which makes every write idempotent (a retried insert is
@@ -21,24 +23,29 @@ use mongodb::options::{ClientOptions, IndexOptions};
 use mongodb::{Client, Collection, Database, IndexModel};
 
 use crate::cli::StoreArgs;
-use crate::docs::{BodyDictDoc, DomainDoc, FrontierDoc, RobotsDoc, SeedDoc};
+pub use crate::crawl_id::CrawlId;
+use crate::docs::{BodyDictDoc, DomainDoc, FrontierDoc, PageDoc, RobotsDoc, SeedDoc};
 
+// Kinds of a crawl's collections: the names are `CrawlId::collection(kind)`.
 pub const SEEDS: &str = "seeds";
 pub const FRONTIER: &str = "frontier";
 pub const PAGES: &str = "pages";
 /// zstd dictionaries of page bodies (see `body_dict`).
 pub const BODY_DICTS: &str = "body_dicts";
+// Collections of the second store, shared by every crawl.
 pub const ROBOTS: &str = "robots";
 pub const DOMAINS: &str = "domains";
 
+/// The stores, as one crawl sees them.
 #[derive(Clone)]
 pub struct Stores {
     pub primary: Database,
     pub second: Database,
+    crawl: CrawlId,
 }
 
 impl Stores {
-    pub async fn connect(args: &StoreArgs, app_name: &str) -> anyhow::Result<Stores> {
+    pub async fn connect(args: &StoreArgs, app_name: &str, crawl: CrawlId) -> anyhow::Result<Stores> {
         let primary_client = client(&args.mongo_uri, app_name).await?;
         let second_client = match &args.robots_uri {
             Some(uri) if uri != &args.mongo_uri => client(uri, app_name).await?,
@@ -47,6 +54,7 @@ impl Stores {
         Ok(Stores {
             primary: primary_client.database(&args.db),
             second: second_client.database(&args.robots_db),
+            crawl,
         })
     }
 
@@ -88,17 +96,20 @@ impl Stores {
         Ok(())
     }
 
+    pub fn crawl(&self) -> &CrawlId {
+        &self.crawl
+    }
     pub fn seeds(&self) -> Collection<SeedDoc> {
-        self.primary.collection(SEEDS)
+        self.primary.collection(&self.crawl.collection(SEEDS))
     }
     pub fn frontier(&self) -> Collection<FrontierDoc> {
-        self.primary.collection(FRONTIER)
+        self.primary.collection(&self.crawl.collection(FRONTIER))
     }
-    pub fn pages(&self) -> Collection<Document> {
-        self.primary.collection(PAGES)
+    pub fn pages(&self) -> Collection<PageDoc> {
+        self.primary.collection(&self.crawl.collection(PAGES))
     }
     pub fn body_dicts(&self) -> Collection<BodyDictDoc> {
-        self.primary.collection(BODY_DICTS)
+        self.primary.collection(&self.crawl.collection(BODY_DICTS))
     }
     pub fn robots(&self) -> Collection<RobotsDoc> {
         self.second.collection(ROBOTS)

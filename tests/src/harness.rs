@@ -536,6 +536,24 @@ fn flag_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
     found
 }
 
+/// The name of collection `kind` (`shared::store::PAGES`, ...) of the
+/// crawl a test runs when it names none (the default `--crawl-id`).
+pub fn crawl_coll(kind: &str) -> String {
+    shared::store::CrawlId::default().collection(kind)
+}
+
+/// Every page of crawl `crawl`, as the crawl's readers see them.
+pub async fn all_pages(
+    db: &mongodb::Database,
+    crawl: &shared::store::CrawlId,
+) -> anyhow::Result<Vec<shared::docs::PageDoc>> {
+    let cursor = db
+        .collection::<shared::docs::PageDoc>(&crawl.collection(shared::store::PAGES))
+        .find(doc! {})
+        .await?;
+    Ok(cursor.try_collect().await?)
+}
+
 /// Every document of a collection.
 pub async fn all_docs(db: &mongodb::Database, coll: &str) -> anyhow::Result<Vec<Document>> {
     let cursor = db.collection::<Document>(coll).find(doc! {}).await?;

@@ -6,18 +6,20 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bson::doc;
 
-use crate::harness::all_docs;
+use crate::harness::{all_pages, crawl_coll};
 use crate::web::{Expected, RequestRecord};
 
-/// Stored URL → status from the `pages` collection; fails if a URL was
+/// Stored URL → status from the default crawl's pages; fails if a URL was
 /// stored twice.
 pub async fn stored_statuses(db: &mongodb::Database) -> anyhow::Result<BTreeMap<String, i32>> {
-    let pages = all_docs(db, shared::store::PAGES).await?;
+    let pages = all_pages(db, &Default::default()).await?;
     let mut stored = BTreeMap::new();
-    for d in &pages {
-        let url = d.get_str("_id")?.to_string();
-        let status = d.get_i32("status")?;
-        anyhow::ensure!(stored.insert(url.clone(), status).is_none(), "{url} stored twice");
+    for d in pages {
+        anyhow::ensure!(
+            stored.insert(d.url.clone(), d.status).is_none(),
+            "{} stored twice",
+            d.url
+        );
     }
     Ok(stored)
 }
@@ -72,10 +74,10 @@ pub fn assert_nothing_forbidden_fetched(
     }
 }
 
-/// No URL is left `queued` in the stored frontier.
+/// No URL is left `queued` in the default crawl's stored frontier.
 pub async fn assert_frontier_finished(db: &mongodb::Database) -> anyhow::Result<()> {
     let queued = db
-        .collection::<bson::Document>(shared::store::FRONTIER)
+        .collection::<bson::Document>(&crawl_coll(shared::store::FRONTIER))
         .count_documents(doc! {shared::docs::FrontierDoc::STATE: shared::docs::UrlState::Queued.as_str()})
         .await?;
     anyhow::ensure!(queued == 0, "{queued} URLs still queued in the stored frontier");

@@ -9,7 +9,9 @@ use std::time::Duration;
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::IntoResponse;
 use bson::doc;
-use crawl_tests::harness::{all_docs, args, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{
+    all_docs, all_pages, args, crawl_coll, run_crawl, write_lines, ClusterSpec, StoreServer,
+};
 
 const PAGES: usize = 40;
 const HALT_AFTER: usize = 5;
@@ -112,18 +114,17 @@ async fn a_failing_domain_is_halted_until_unhalted() {
     assert_eq!(d.get_bool("halted"), Ok(true), "{d}");
     assert!(d.get_str("halted_reason").unwrap().contains("in a row"), "{d}");
     let db = store.client().await.unwrap().database("crawler");
-    let frontier = all_docs(&db, shared::store::FRONTIER).await.unwrap();
+    let frontier = all_docs(&db, &crawl_coll(shared::store::FRONTIER)).await.unwrap();
     let queued_broken = frontier
         .iter()
         .filter(|f| f.get_str("domain") == Ok(broken.as_str()) && f.get_str("state") == Ok("queued"))
         .count();
     assert_eq!(queued_broken, PAGES - HALT_AFTER, "halted URLs stay queued");
     // The healthy domain was crawled in full.
-    let pages = all_docs(&db, shared::store::PAGES).await.unwrap();
+    let pages = all_pages(&db, &Default::default()).await.unwrap();
     let fine_ok = pages
         .iter()
-        .filter(|p| p.get_str("domain").is_ok_and(|d| d.starts_with("fine.test")))
-        .filter(|p| p.get_i32("status") == Ok(200))
+        .filter(|p| p.domain.starts_with("fine.test") && p.status == 200)
         .count();
     assert_eq!(fine_ok, 1 + PAGES);
 

@@ -5,10 +5,11 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, UNIX_EPOCH};
 
-use crawl_tests::harness::{all_docs, args, run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::harness::{all_docs, all_pages, args, crawl_coll, run_crawl, ClusterSpec, StoreServer};
 use crawl_tests::verify;
 use crawl_tests::web::{WebServer, WebSpec};
 use shared::body_dict::Dictionaries;
+use shared::store::CrawlId;
 
 const MIN_DELAY_MS: u64 = 20;
 
@@ -73,31 +74,29 @@ async fn crawls_the_synthetic_web_into_two_stores() {
     verify::assert_pages_match(&stored, &expected);
     assert!(expected.count_status(404) > 0 && expected.count_status(302) > 0);
     verify::assert_frontier_finished(&db).await.unwrap();
-    let pages = all_docs(&db, shared::store::PAGES).await.unwrap();
-    let dicts = Dictionaries::load(&db).await.unwrap();
+    let pages = all_pages(&db, &CrawlId::default()).await.unwrap();
+    let dicts = Dictionaries::load(&db.collection(&crawl_coll(shared::store::BODY_DICTS)))
+        .await
+        .unwrap();
 
     // HTML pages carry their body, byte for byte as served (compressed in
     // the store, read back as an archive would), and their features.
-    for d in pages.iter().filter(|d| d.get_i32("status") == Ok(200)) {
-        let id = d.get_str("_id").unwrap();
-        let url = url::Url::parse(d.get_str("final_url").unwrap_or(id)).unwrap();
+    for d in pages.iter().filter(|d| d.status == 200) {
+        let id = &d.url;
+        let url = url::Url::parse(d.final_url.as_deref().unwrap_or(id)).unwrap();
         let served = web.respond(url.host_str().unwrap(), &url[url::Position::BeforePath..]);
         let stored = shared::page_body::raw_of(d, &dicts).unwrap_or_else(|e| panic!("body of {id}: {e}"));
         assert!(stored == served.body, "body of {id} differs from what was served");
         let html = shared::page_body::html_of(d, &dicts).unwrap();
         assert!(html.contains("</html>"), "html of {id} missing");
-        assert!(
-            d.get_str("title").is_ok(),
-            "title of {}",
-            d.get_str("_id").unwrap()
-        );
+        assert!(d.title.is_some(), "title of {id}");
     }
 
     // Children learnt a body dictionary from their first pages, stored it,
     // and compressed later pages with it (the bodies above read back
     // through it).
-    let with_dict = pages.iter().filter(|d| d.get_str("body_dict").is_ok()).count();
-    let dict_ids: BTreeSet<&str> = pages.iter().filter_map(|d| d.get_str("body_dict").ok()).collect();
+    let with_dict = pages.iter().filter(|d| d.body_dict.is_some()).count();
+    let dict_ids: BTreeSet<&str> = pages.iter().filter_map(|d| d.body_dict.as_deref()).collect();
     assert!(
         with_dict > 100,
         "only {with_dict} pages compressed with a dictionary"
@@ -206,7 +205,11 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     assert_eq!(summary["settings"]["max-redirects"], "10");
     assert!(!summary["settings"]["mongo-uri"].is_null());
     let db = store.client().await.unwrap().database("crawler");
-    let after_first = all_docs(&db, shared::store::PAGES).await.unwrap().len();
+    let c1 = CrawlId::parse("c1").unwrap();
+    let c1_coll = |kind: &str| c1.collection(kind);
+    let pages_of_c1 = || async { all_docs(&db, &c1_coll(shared::store::PAGES)).await.unwrap() };
+    let first_pages = pages_of_c1().await;
+    let after_first = first_pages.len();
     assert_eq!(after_first, expected.pages.len());
     let requests_after_first = server.request_count();
 
@@ -214,11 +217,11 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     // is skipped on resume, with a word, not the end of the crawl.
     let malformed_frontier =
         bson::doc! {"_id": "http://bad.test/", "domain": 5, "depth": "x", "state": "queued"};
-    db.collection::<bson::Document>(shared::store::FRONTIER)
+    db.collection::<bson::Document>(&c1_coll(shared::store::FRONTIER))
         .insert_one(malformed_frontier.clone())
         .await
         .unwrap();
-    db.collection::<bson::Document>(shared::store::SEEDS)
+    db.collection::<bson::Document>(&c1_coll(shared::store::SEEDS))
         .insert_one(bson::doc! {"_id": 42})
         .await
         .unwrap();
@@ -226,45 +229,56 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     let second = run_crawl(&spec, Duration::from_secs(300)).await.unwrap();
     assert!(second.dispatcher.success());
     assert!(second.supervisors.iter().all(|s| s.success()));
-    assert_eq!(
-        all_docs(&db, shared::store::PAGES).await.unwrap().len(),
-        after_first
-    );
+    assert_eq!(pages_of_c1().await, first_pages);
     assert_eq!(second.summary["fetched"], 0, "summary: {}", second.summary);
     assert_eq!(
         server.request_count(),
         requests_after_first,
         "the second run fetched again"
     );
-    let frontier = all_docs(&db, shared::store::FRONTIER).await.unwrap();
+    let frontier_of_c1 = all_docs(&db, &c1_coll(shared::store::FRONTIER)).await.unwrap();
     assert!(
-        frontier.contains(&malformed_frontier),
+        frontier_of_c1.contains(&malformed_frontier),
         "the malformed entry was changed or lost"
     );
 
-    // Another crawl id on the same database is refused with a clear
-    // error, rather than skipping every URL the first crawl saw.
-    let out = std::process::Command::new(crawl_tests::harness::bin("dispatcher").unwrap())
-        .env("CRAWLER_MONGO_URI", &store.uri)
-        .args([
-            "--config",
-            config.to_str().unwrap(),
-            "--crawl-id",
-            "c2",
-            "--insecure-cluster",
-        ])
-        .arg("--seeds")
-        .arg(&spec.seeds_file)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "a second crawl id ran: {stderr}");
-    assert!(stderr.contains("holds crawl \"c1\""), "{stderr}");
+    // Another crawl id on the same database is another crawl: it crawls
+    // the whole web again into its own collections, rather than skipping
+    // every URL the first crawl saw, and leaves the first one as it was.
+    let mut other = spec.clone();
+    other.dispatcher_args.extend(args(&["--crawl-id", "c2"]));
+    let third = run_crawl(&other, Duration::from_secs(300)).await.unwrap();
+    assert!(third.dispatcher.success());
+    assert_eq!(third.summary["crawl_id"], "c2", "summary: {}", third.summary);
     assert_eq!(
-        all_docs(&db, shared::store::PAGES).await.unwrap().len(),
-        after_first
+        third.summary["fetched"], after_first,
+        "summary: {}",
+        third.summary
     );
-    assert_eq!(server.request_count(), requests_after_first);
+    let c2_pages = all_pages(&db, &CrawlId::parse("c2").unwrap()).await.unwrap();
+    let c2_urls: BTreeSet<&str> = c2_pages.iter().map(|p| p.url.as_str()).collect();
+    let c1_urls: BTreeSet<&str> = first_pages.iter().filter_map(|p| p.get_str("_id").ok()).collect();
+    assert_eq!(c2_urls, c1_urls, "crawl c2 did not store the same web");
+    assert!(c2_pages.iter().all(|p| p.crawl_id == "c2"));
+    assert_eq!(
+        pages_of_c1().await,
+        first_pages,
+        "crawl c2 changed crawl c1's pages"
+    );
+    assert_eq!(
+        all_docs(&db, &c1_coll(shared::store::FRONTIER)).await.unwrap(),
+        frontier_of_c1,
+        "crawl c2 changed crawl c1's frontier"
+    );
+    assert!(
+        server.request_count() >= requests_after_first + after_first,
+        "crawl c2 did not fetch the pages again"
+    );
+    // Nothing went to the default crawl's collections.
+    assert!(all_docs(&db, &crawl_coll(shared::store::PAGES))
+        .await
+        .unwrap()
+        .is_empty());
 
     // A seed on the open web needs a user agent that names someone; the
     // refused seed is not stored.
@@ -288,7 +302,7 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         "a crawl of the open web ran with the default user agent: {stderr}"
     );
     assert!(stderr.contains("--user-agent"), "{stderr}");
-    let seeds = all_docs(&db, shared::store::SEEDS).await.unwrap();
+    let seeds = all_docs(&db, &c1_coll(shared::store::SEEDS)).await.unwrap();
     assert!(
         seeds
             .iter()

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crawl_tests::harness::{all_docs, args, bin, repo_root, run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::harness::{all_pages, args, bin, repo_root, run_crawl, ClusterSpec, StoreServer};
 use crawl_tests::web::{WebServer, WebSpec};
 use sha1::{Digest, Sha1};
 
@@ -61,6 +61,33 @@ fn warcio_python(script: &str, file: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Reads a JSON lines or CSV export with Python's standard library only;
+/// prints `{url: [status, title, domain, bytes]}` as JSON (values as text,
+/// as CSV has them).
+const STDLIB_READER: &str = r#"
+import csv, json, sys
+fmt, path = sys.argv[1], sys.argv[2]
+with open(path, newline='', encoding='utf-8') as f:
+    rows = [json.loads(l) for l in f] if fmt == 'jsonl' else list(csv.DictReader(f))
+text = lambda v: '' if v is None else str(v)
+print(json.dumps({r['url']: [text(r['status']), text(r['title']), r['domain'], text(r['bytes'])] for r in rows}))
+"#;
+
+fn python_stdlib(script: &str, list: &[&str]) -> String {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(list)
+        .output()
+        .expect("running python3");
+    assert!(
+        out.status.success(),
+        "python3 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn warcio(list: &[&str]) -> (bool, String) {
     let out = Command::new(repo_root().join("scripts/warcio.sh"))
         .args(list)
@@ -89,20 +116,20 @@ async fn a_crawl_exports_to_warc_that_warcio_reads_and_verifies() {
     assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
 
     let db = store.client().await.unwrap().database("crawler");
-    let stored = all_docs(&db, shared::store::PAGES).await.unwrap();
+    let stored = all_pages(&db, &Default::default()).await.unwrap();
     assert!(stored.len() >= 100, "only {} pages stored", stored.len());
     // The exchange is kept with each page: the address dialled and the
     // headers both ways.
     for d in &stored {
-        let id = d.get_str("_id").unwrap();
-        assert_eq!(d.get_str("ip"), Ok("127.0.0.1"), "ip of {id}");
+        let id = &d.url;
+        assert_eq!(d.ip.as_deref(), Some("127.0.0.1"), "ip of {id}");
         let ex = shared::exchange::Exchange::of(d);
         assert!(
             ex.request_headers.iter().any(|(n, _)| n == "user-agent"),
             "request headers of {id}"
         );
         assert!(!ex.headers.is_empty(), "response headers of {id}");
-        let status = d.get_i32("status").unwrap();
+        let status = d.status;
         assert!(
             ex.status_line
                 .as_deref()
@@ -184,8 +211,29 @@ with open(sys.argv[1], 'rb') as f:
         &store.uri,
         &["export", "--format", "csv", "--out", csv.to_str().unwrap()],
     );
-    let lines = std::fs::read_to_string(csv.join("pages-00000.csv")).unwrap();
-    assert_eq!(lines.lines().count(), stored.len() + 1);
+    // Both read by Python's standard library (json, csv) say what the
+    // store holds, page by page.
+    let want: BTreeMap<String, serde_json::Value> = stored
+        .iter()
+        .map(|p| {
+            let row = serde_json::json!([
+                p.status.to_string(),
+                p.title.clone().unwrap_or_default(),
+                p.domain,
+                p.bytes.to_string()
+            ]);
+            (p.url.clone(), row)
+        })
+        .collect();
+    for (format, file) in [
+        ("jsonl", jsonl.join("pages-00000.jsonl")),
+        ("csv", csv.join("pages-00000.csv")),
+    ] {
+        let got: BTreeMap<String, serde_json::Value> =
+            serde_json::from_str(&python_stdlib(STDLIB_READER, &[format, file.to_str().unwrap()])).unwrap();
+        assert_eq!(got.len(), want.len(), "{format}: pages");
+        assert!(got == want, "{format} differs from the store");
+    }
 
     // A second run of a finished export writes nothing more.
     let before = std::fs::metadata(&file).unwrap().len();
@@ -203,7 +251,7 @@ with open(sys.argv[1], 'rb') as f:
     ]);
     assert!(ok, "warcio index failed:\n{index}");
     let records: Vec<serde_json::Value> = index.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let mut ids: Vec<&str> = stored.iter().map(|d| d.get_str("_id").unwrap()).collect();
+    let mut ids: Vec<&str> = stored.iter().map(|d| d.url.as_str()).collect();
     ids.sort_unstable();
     let k = ids.len() / 2;
     let cut: u64 = records[1 + 3 * k]["offset"].as_str().unwrap().parse().unwrap();

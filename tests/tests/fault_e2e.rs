@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use bson::doc;
 use crawl_tests::harness::{
-    args, free_port, run_crawl, signal, spawn_crawl, ClusterSpec, RunningCrawl, StoreServer,
+    args, crawl_coll, free_port, run_crawl, signal, spawn_crawl, ClusterSpec, RunningCrawl, StoreServer,
 };
 use crawl_tests::verify;
 use crawl_tests::web::{Expected, WebServer, WebSpec};
@@ -95,7 +95,7 @@ async fn queued_in_store(store: &StoreServer) -> u64 {
     };
     client
         .database("crawler")
-        .collection::<bson::Document>(shared::store::FRONTIER)
+        .collection::<bson::Document>(&crawl_coll(shared::store::FRONTIER))
         .count_documents(doc! {"state": "queued"})
         .await
         .unwrap_or(0)
@@ -107,7 +107,7 @@ async fn pages_in_store(store: &StoreServer) -> u64 {
     };
     client
         .database("crawler")
-        .collection::<bson::Document>(shared::store::PAGES)
+        .collection::<bson::Document>(&crawl_coll(shared::store::PAGES))
         .estimated_document_count()
         .await
         .unwrap_or(0)

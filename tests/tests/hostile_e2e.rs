@@ -11,11 +11,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
-use bson::{Bson, Document};
-use crawl_tests::harness::{all_docs, args, run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::harness::{all_docs, all_pages, args, crawl_coll, run_crawl, ClusterSpec, StoreServer};
 use crawl_tests::web::hostile::{self, Oversized, RobotsCase, HOSTILE_HOST, ROBOTS_CASE_LINKS};
 use crawl_tests::web::{RequestRecord, WebExtras, WebServer, WebSpec};
 use shared::body_dict::Dictionaries;
+use shared::docs::{PageDoc, Skipped};
 
 const MIN_DELAY_MS: u64 = 20;
 const REQUEST_TIMEOUT_MS: u64 = 2000;
@@ -39,16 +39,6 @@ fn dispatcher_args(request_timeout_ms: u64) -> Vec<String> {
         "--breaker-pause-secs",
         "5",
     ])
-}
-
-/// A number field, whatever integer or float type the store gave back.
-fn num(d: &Document, key: &str) -> Option<i64> {
-    match d.get(key)? {
-        Bson::Int32(v) => Some(i64::from(*v)),
-        Bson::Int64(v) => Some(*v),
-        Bson::Double(v) => Some(*v as i64),
-        _ => None,
-    }
 }
 
 fn secs_between(a: SystemTime, b: SystemTime) -> f64 {
@@ -81,7 +71,7 @@ impl Findings {
 
 /// What the crawl left in the primary store.
 struct Stored {
-    pages: BTreeMap<String, Document>,
+    pages: BTreeMap<String, PageDoc>,
     frontier: BTreeMap<String, String>,
     /// To read the pages' bodies.
     dicts: Dictionaries,
@@ -89,14 +79,11 @@ struct Stored {
 
 async fn stored(store: &StoreServer) -> Stored {
     let db = store.client().await.unwrap().database("crawler");
-    let pages = all_docs(&db, shared::store::PAGES).await.unwrap();
+    let pages = all_pages(&db, &Default::default()).await.unwrap();
     let n = pages.len();
-    let pages: BTreeMap<String, Document> = pages
-        .into_iter()
-        .map(|d| (d.get_str("_id").unwrap().to_string(), d))
-        .collect();
+    let pages: BTreeMap<String, PageDoc> = pages.into_iter().map(|d| (d.url.clone(), d)).collect();
     assert_eq!(pages.len(), n, "a page was stored twice");
-    let frontier = all_docs(&db, shared::store::FRONTIER)
+    let frontier = all_docs(&db, &crawl_coll(shared::store::FRONTIER))
         .await
         .unwrap()
         .into_iter()
@@ -107,7 +94,9 @@ async fn stored(store: &StoreServer) -> Stored {
             )
         })
         .collect();
-    let dicts = Dictionaries::load(&db).await.unwrap();
+    let dicts = Dictionaries::load(&db.collection(&crawl_coll(shared::store::BODY_DICTS)))
+        .await
+        .unwrap();
     Stored {
         pages,
         frontier,
@@ -202,7 +191,7 @@ async fn survives_a_hostile_web() {
             .filter(|r| r.path == path)
             .count()
     };
-    let status_of = |path: &str| page(path).and_then(|d| num(d, "status"));
+    let status_of = |path: &str| page(path).map(|d| d.status);
 
     // What happened on hostile.test, for the record.
     for path in hostile::HOSTILE_LINKS
@@ -216,18 +205,18 @@ async fn survives_a_hostile_web() {
             got.state(&url(path)),
             requested(path),
             status_of(path),
-            d.and_then(|d| num(d, "bytes")),
-            d.and_then(|d| d.get_bool("truncated").ok()),
-            d.and_then(|d| d.get_str("title").ok()),
-            d.and_then(|d| d.get_str("skipped").ok()),
+            d.map(|d| d.bytes),
+            d.map(|d| d.truncated),
+            d.and_then(|d| d.title.as_deref()),
+            d.and_then(|d| d.skipped),
         );
     }
 
     // The generated sites are crawled as usual.
     let expected = web.expected_crawl();
     for (u, status) in &expected.pages {
-        let s = got.pages.get(u).and_then(|d| num(d, "status"));
-        f.check(s == Some(i64::from(*status)), || {
+        let s = got.pages.get(u).map(|d| d.status);
+        f.check(s == Some(i32::from(*status)), || {
             format!("{u}: stored status {s:?}, expected {status}")
         });
     }
@@ -272,17 +261,15 @@ async fn survives_a_hostile_web() {
                 format!("{path} not stored (state {})", got.state(&url(path)))
             }),
             Some(d) => {
-                let bytes = num(d, "bytes");
-                f.check(d.get_bool("truncated") == Ok(true), || {
-                    format!("{path}: truncated = {:?}", d.get("truncated"))
-                });
-                f.check(bytes.is_some_and(|b| b > 0 && b <= MAX_BODY), || {
-                    format!("{path}: bytes = {bytes:?}, expected 1..={MAX_BODY}")
+                let bytes = d.bytes;
+                f.check(d.truncated, || format!("{path}: not marked truncated"));
+                f.check(bytes > 0 && bytes <= MAX_BODY, || {
+                    format!("{path}: bytes = {bytes}, expected 1..={MAX_BODY}")
                 });
             }
         }
     }
-    if let Some(title) = page("/gzip-bomb").and_then(|d| d.get_str("title").ok()) {
+    if let Some(title) = page("/gzip-bomb").and_then(|d| d.title.as_deref()) {
         f.check(title == "gzip bomb", || {
             format!("/gzip-bomb title {title:?}: not inflated?")
         });
@@ -293,21 +280,19 @@ async fn survives_a_hostile_web() {
     match page("/pdf") {
         None => f.check(false, || "/pdf not stored".to_string()),
         Some(d) => {
-            f.check(d.get_str("skipped") == Ok("content_type"), || {
-                format!("/pdf: skipped = {:?}", d.get("skipped"))
+            f.check(d.skipped == Some(Skipped::ContentType), || {
+                format!("/pdf: skipped = {:?}", d.skipped)
             });
             let body = shared::page_body::raw_of(d, &got.dicts);
             f.check(body.as_deref().ok() == Some(hostile::PDF), || {
                 format!("/pdf: stored body {body:?}, expected what was served")
             });
-            f.check(d.get("charset").is_none(), || {
-                format!("/pdf: charset {:?}", d.get("charset"))
-            });
+            f.check(d.charset.is_none(), || format!("/pdf: charset {:?}", d.charset));
         }
     }
 
     // Charsets: from the header, from <meta charset>, and broken UTF-8.
-    let title = |path: &str| page(path).and_then(|d| d.get_str("title").ok().map(str::to_string));
+    let title = |path: &str| page(path).and_then(|d| d.title.clone());
     f.check(title("/latin1").as_deref() == Some("café"), || {
         format!("/latin1 title {:?}, expected \"café\"", title("/latin1"))
     });
@@ -508,17 +493,13 @@ async fn survives_answers_too_big_for_the_crawler() {
     let expected = web.expected_crawl();
     let oversized: BTreeSet<&str> = Oversized::ALL.iter().map(|c| c.host()).collect();
     let on_oversized = |u: &str| oversized.iter().any(|h| u.starts_with(&web.url_on(h, "/")));
-    let ordinary: BTreeMap<&String, Option<i64>> = got
+    let ordinary: BTreeMap<&String, i32> = got
         .pages
         .iter()
         .filter(|(u, _)| !on_oversized(u))
-        .map(|(u, d)| (u, num(d, "status")))
+        .map(|(u, d)| (u, d.status))
         .collect();
-    let want: BTreeMap<&String, Option<i64>> = expected
-        .pages
-        .iter()
-        .map(|(u, s)| (u, Some(i64::from(*s))))
-        .collect();
+    let want: BTreeMap<&String, i32> = expected.pages.iter().map(|(u, s)| (u, i32::from(*s))).collect();
     f.check(ordinary == want, || {
         let missing: Vec<_> = want
             .keys()
@@ -537,9 +518,7 @@ async fn survives_answers_too_big_for_the_crawler() {
         )
     });
     for (u, d) in got.pages.iter().filter(|(u, _)| !on_oversized(u)) {
-        f.check(d.get_bool("truncated") != Ok(true), || {
-            format!("{u}: truncated on an ordinary page")
-        });
+        f.check(!d.truncated, || format!("{u}: truncated on an ordinary page"));
     }
 
     // Every oversized host: its pages stored with 200, robots.txt once.
@@ -548,7 +527,7 @@ async fn survives_answers_too_big_for_the_crawler() {
         let reqs = to_host(&log, host);
         for path in case.fetched_paths() {
             let u = web.url_on(host, &path);
-            let status = got.pages.get(&u).and_then(|d| num(d, "status"));
+            let status = got.pages.get(&u).map(|d| d.status);
             f.check(status == Some(200), || {
                 format!(
                     "{u}: stored status {status:?} (state {}), expected 200",
@@ -584,9 +563,9 @@ async fn survives_answers_too_big_for_the_crawler() {
         let raw = shared::page_body::raw_of(d, &got.dicts);
         eprintln!(
             "/wide: bytes {:?}, stored body {:?} bytes, truncated {:?}",
-            num(d, "bytes"),
+            d.bytes,
             raw.as_ref().map(Vec::len),
-            d.get("truncated")
+            d.truncated
         );
         let served = hostile::wide_body();
         f.check(raw.as_ref().is_ok_and(|r| r[..] == served[..]), || {
@@ -617,25 +596,15 @@ async fn survives_answers_too_big_for_the_crawler() {
     if let Some(d) = got.pages.get(&many_url) {
         eprintln!(
             "/many: bytes {:?}, outlinks {:?}, outlinks_dropped {:?}",
-            num(d, "bytes"),
-            d.get("outlinks"),
-            d.get("outlinks_dropped")
+            d.bytes, d.outlinks, d.outlinks_dropped
         );
-        f.check(num(d, "outlinks") == Some(MAX_OUTLINKS), || {
-            format!(
-                "/many: outlinks = {:?}, expected {MAX_OUTLINKS}",
-                d.get("outlinks")
-            )
+        f.check(d.outlinks.map(i64::from) == Some(MAX_OUTLINKS), || {
+            format!("/many: outlinks = {:?}, expected {MAX_OUTLINKS}", d.outlinks)
         });
-        let dropped = match d.get("outlinks_dropped") {
-            Some(Bson::Int32(v)) => Some(i64::from(*v)),
-            Some(Bson::Int64(v)) => Some(*v),
-            _ => None,
-        };
-        f.check(dropped.is_some_and(|n| n > 0), || {
+        f.check(d.outlinks_dropped.is_some_and(|n| n > 0), || {
             format!(
                 "/many: outlinks_dropped = {:?}, expected an integer > 0",
-                d.get("outlinks_dropped")
+                d.outlinks_dropped
             )
         });
     }
@@ -815,7 +784,7 @@ async fn a_panic_on_one_url_fails_that_url_alone() {
     // stored frontier says it failed.
     let stored = crawl_tests::verify::stored_statuses(&db).await.unwrap();
     crawl_tests::verify::assert_pages_match(&stored, &expected);
-    let frontier = all_docs(&db, shared::store::FRONTIER).await.unwrap();
+    let frontier = all_docs(&db, &crawl_coll(shared::store::FRONTIER)).await.unwrap();
     let state = frontier
         .iter()
         .find(|d| d.get_str("_id") == Ok(victim.as_str()))
@@ -829,7 +798,7 @@ struct InternalCrawl {
     log: Vec<RequestRecord>,
     /// `_id` → (state, failure kind) of the stored frontier.
     frontier: BTreeMap<String, (String, Option<String>)>,
-    pages: BTreeMap<String, Document>,
+    pages: BTreeMap<String, PageDoc>,
     summary: serde_json::Value,
     /// The internal URLs the crawl met (linked, then the redirect target).
     internal: Vec<String>,
@@ -865,7 +834,7 @@ async fn crawl_internal_links(extra: &[&str]) -> InternalCrawl {
     assert!(run.supervisors.iter().all(|s| s.success()));
     let log = server.requests();
     let db = store.client().await.unwrap().database("crawler");
-    let frontier = all_docs(&db, shared::store::FRONTIER)
+    let frontier = all_docs(&db, &crawl_coll(shared::store::FRONTIER))
         .await
         .unwrap()
         .into_iter()
@@ -955,7 +924,7 @@ async fn internal_addresses_are_never_fetched() {
         c.port,
         hostile::INTERNAL_REDIRECT
     );
-    let status = |u: &str| c.pages.get(u).and_then(|d| num(d, "status"));
+    let status = |u: &str| c.pages.get(u).map(|d| d.status);
     f.check(status(&home) == Some(200), || {
         format!("{home}: status {:?}", status(&home))
     });

@@ -1,6 +1,7 @@
-//! `frontier`: every URL the crawl admitted, and where it stands. Written
-//! by the dispatcher (inserted `queued`, later marked), read back whole on
-//! resume.
+//! `<crawl>__frontier`: every URL the crawl admitted, and where it stands.
+//! Written by the dispatcher (inserted `queued`, later marked), read back
+//! whole on resume. (Documents stored before crawls had collections of
+//! their own carry a `crawl_id`, which is ignored.)
 
 use serde::{Deserialize, Serialize};
 
@@ -37,9 +38,6 @@ pub struct FrontierDoc {
     /// Why a `failed` URL failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<FailureKind>,
-    /// The crawl that admitted it: a database holds one crawl.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub crawl_id: Option<String>,
 }
 
 impl FrontierDoc {
@@ -70,7 +68,6 @@ mod tests {
             depth: 2,
             state: UrlState::Failed,
             failure: Some(FailureKind::BlockedAddress),
-            crawl_id: Some("c".into()),
         };
         let stored = bson::to_document(&d).unwrap();
         assert_eq!(stored.get_str("_id"), Ok("http://a.test/"));

@@ -1,7 +1,6 @@
 //! The documents of each collection, as serde structs: one per collection,
 //! used by every writer and reader, so a field's name and type are written
-//! down once. (`pages` is not here yet: its document is still built field by
-//! field in the child, `exchange` and `page_body`.) Collection names are in
+//! down once. Collection names are in
 //! [`crate::store`] (`PAGES`, `FRONTIER`, ...), which also hands out typed
 //! collections.
 //!
@@ -14,11 +13,13 @@
 mod body_dict;
 mod domain;
 mod frontier;
+mod page;
 mod robots;
 mod seed;
 
 pub use body_dict::BodyDictDoc;
 pub use domain::{DomainDoc, DomainHalt, DomainPace};
 pub use frontier::{FrontierDoc, UrlState};
+pub use page::{Head, PageDoc, Skipped};
 pub use robots::RobotsDoc;
 pub use seed::SeedDoc;

@@ -12,6 +12,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use crawl_tests::web::{SyntheticWeb, WebSpec};
+use shared::docs::PageDoc;
 use shared::extract::{extract, ExtractOptions};
 use url::Url;
 
@@ -84,9 +85,9 @@ fn main() {
         let us = best(args.rounds, || {
             stored = 0;
             for (_, body) in &pages {
-                let mut d = bson::Document::new();
+                let mut d = PageDoc::new(String::new(), String::new(), 0, 200, String::new(), 0);
                 shared::page_body::store(&mut d, body, Some("UTF-8"), dict);
-                stored += d.get_binary_generic("body").map_or(0, Vec::len);
+                stored += d.body.map_or(0, |b| b.bytes.len());
             }
         }) / pages.len() as f64;
         println!(

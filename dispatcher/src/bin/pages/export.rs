@@ -18,11 +18,12 @@ use std::io::{BufWriter, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use bson::{doc, DateTime, Document};
+use bson::{doc, DateTime, Document, RawDocumentBuf};
 use clap::{Args, ValueEnum};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use shared::body_dict::Dictionaries;
+use shared::docs::PageDoc;
 use shared::exchange::Exchange;
 use shared::page_body::{self, BodyError};
 use shared::store::{deadline, Stores};
@@ -56,9 +57,6 @@ impl Format {
 pub(crate) struct ExportArgs {
     #[arg(long, value_enum, default_value = "warc")]
     format: Format,
-    /// Only pages of this crawl.
-    #[arg(long)]
-    crawl_id: Option<String>,
     /// Only pages fetched at or after this time (RFC 3339, e.g. 2026-11-23T00:00:00Z).
     #[arg(long)]
     since: Option<String>,
@@ -77,7 +75,7 @@ pub(crate) struct ExportArgs {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct State {
     format: Format,
-    crawl_id: Option<String>,
+    crawl_id: String,
     since: Option<String>,
     /// Number of the file being written (0, 1, ...).
     file: u32,
@@ -94,12 +92,13 @@ struct State {
     warcinfo_id: Option<String>,
 }
 
+/// Exports the pages of the crawl `stores` is for.
 pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("making {}", args.out.display()))?;
     let state_path = args.out.join(STATE_FILE);
     let fresh = State {
         format: args.format,
-        crawl_id: args.crawl_id.clone(),
+        crawl_id: stores.crawl().to_string(),
         since: args.since.clone(),
         file: 0,
         file_bytes: 0,
@@ -139,22 +138,22 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
         _ => fresh,
     };
     let mut filter = Document::new();
-    if let Some(id) = &args.crawl_id {
-        filter.insert("crawl_id", id);
-    }
     if let Some(since) = &args.since {
         let t = DateTime::parse_rfc3339_str(since)
             .with_context(|| format!("--since {since:?} is not an RFC 3339 time"))?;
-        filter.insert("fetched_at", doc! {"$gte": t});
+        filter.insert(PageDoc::FETCHED_AT, doc! {"$gte": t});
     }
-    let mut dicts = Dictionaries::load(&stores.primary).await?;
-    let total = pages_in_export(stores, &filter, args.crawl_id.is_some() || args.since.is_some())
+    let mut dicts = Dictionaries::load(&stores.body_dicts()).await?;
+    let total = pages_in_export(stores, &filter, args.since.is_some())
         .await
         .map(|left| left.saturating_add(state.pages));
     if let Some(last) = &state.last_id {
-        filter.insert("_id", doc! {"$gt": last});
+        filter.insert(PageDoc::URL, doc! {"$gt": last});
     }
-    let mut cursor = deadline(stores.pages().find(filter).sort(doc! {"_id": 1}))
+    // Raw, so a document this version cannot read is skipped with a
+    // warning instead of ending the export.
+    let pages = stores.pages().clone_with_type::<RawDocumentBuf>();
+    let mut cursor = deadline(pages.find(filter).sort(doc! {PageDoc::URL: 1}))
         .await
         .context("the store did not answer in time")?
         .context("reading pages")?;
@@ -167,12 +166,23 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
             .await
             .context("the store did not answer in time")?
             .context("reading pages")?;
-        let Some(page) = next else { break };
+        let Some(raw) = next else { break };
+        let page: PageDoc = match bson::from_slice(raw.as_bytes()) {
+            Ok(page) => page,
+            Err(e) => {
+                let id = raw.get_str(PageDoc::URL).unwrap_or("?");
+                tracing::warn!(page = id, error = %e, "skipping a malformed page document");
+                if let Ok(id) = raw.get_str(PageDoc::URL) {
+                    state.last_id = Some(id.to_string());
+                }
+                continue;
+            }
+        };
         let body = match page_body::raw_of(&page, &dicts) {
             Err(BodyError::MissingDictionary(_)) => {
                 // Written by a child that learnt its dictionary after this
                 // export began.
-                dicts = Dictionaries::load(&stores.primary).await?;
+                dicts = Dictionaries::load(&stores.body_dicts()).await?;
                 page_body::raw_of(&page, &dicts)
             }
             other => other,
@@ -181,8 +191,7 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
             Ok(b) => Some(b),
             Err(BodyError::Missing) => None,
             Err(e) => {
-                let id = page.get_str("_id").unwrap_or("?");
-                tracing::warn!(page = id, error = %e, "body left out of the export");
+                tracing::warn!(page = %page.url, error = %e, "body left out of the export");
                 None
             }
         };
@@ -194,7 +203,7 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
         }
         out.page(&page, body.as_deref())?;
         state.pages += 1;
-        state.last_id = page.get_str("_id").ok().map(str::to_string);
+        state.last_id = Some(page.url.clone());
         since_checkpoint += 1;
         if since_checkpoint >= CHECKPOINT_PAGES {
             since_checkpoint = 0;
@@ -217,7 +226,7 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
 }
 
 /// How many pages `filter` selects, for the progress bar: counted when the
-/// export is of one crawl or a time span, else the store's estimate, which
+/// export is of a time span, else the store's estimate, which
 /// costs nothing. `None` (a spinner instead) when the store does not answer.
 async fn pages_in_export(stores: &Stores, filter: &Document, filtered: bool) -> Option<u64> {
     let count = if filtered {
@@ -306,9 +315,7 @@ impl Output {
                     "software: synthcrawler pages {}\r\nformat: WARC File Format 1.1\r\nconformsTo: http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/\r\n",
                     env!("CARGO_PKG_VERSION")
                 );
-                if let Some(id) = &state.crawl_id {
-                    info.push_str(&format!("isPartOf: {}\r\n", warc::field_value(id)));
-                }
+                info.push_str(&format!("isPartOf: {}\r\n", warc::field_value(&state.crawl_id)));
                 let name = self
                     .path
                     .file_name()
@@ -334,7 +341,7 @@ impl Output {
         Ok(())
     }
 
-    fn page(&mut self, page: &Document, body: Option<&[u8]>) -> anyhow::Result<()> {
+    fn page(&mut self, page: &PageDoc, body: Option<&[u8]>) -> anyhow::Result<()> {
         let row = Row::of(page);
         match self.format {
             Format::Warc => {
@@ -374,9 +381,9 @@ struct Row {
     ip: Option<String>,
     bytes: i64,
     truncated: bool,
-    domain: Option<String>,
+    domain: String,
     depth: i32,
-    crawl_id: Option<String>,
+    crawl_id: String,
     title: Option<String>,
     description: Option<String>,
     canonical: Option<String>,
@@ -408,30 +415,26 @@ impl Row {
         "redirect_to",
     ];
 
-    fn of(d: &Document) -> Row {
-        let s = |k: &str| d.get_str(k).ok().map(str::to_string);
+    fn of(d: &PageDoc) -> Row {
         Row {
-            url: s("_id").unwrap_or_default(),
-            final_url: s("final_url"),
-            status: d.get_i32("status").unwrap_or(0),
-            content_type: s("content_type"),
-            fetched_at: d
-                .get_datetime("fetched_at")
-                .ok()
-                .and_then(|t| t.try_to_rfc3339_string().ok()),
-            ip: s("ip"),
-            bytes: d.get_i64("bytes").unwrap_or(0),
-            truncated: d.get_bool("truncated").unwrap_or(false),
-            domain: s("domain"),
-            depth: d.get_i32("depth").unwrap_or(0),
-            crawl_id: s("crawl_id"),
-            title: s("title"),
-            description: s("description"),
-            canonical: s("canonical"),
-            lang: s("lang"),
-            charset: s("charset"),
-            outlinks: d.get_i32("outlinks").unwrap_or(0),
-            redirect_to: s("redirect_to"),
+            url: d.url.clone(),
+            final_url: d.final_url.clone(),
+            status: d.status,
+            content_type: d.content_type.clone(),
+            fetched_at: d.fetched_at.try_to_rfc3339_string().ok(),
+            ip: d.ip.clone(),
+            bytes: d.bytes,
+            truncated: d.truncated,
+            domain: d.domain.clone(),
+            depth: d.depth,
+            crawl_id: d.crawl_id.clone(),
+            title: d.title.clone(),
+            description: d.description.clone(),
+            canonical: d.canonical.clone(),
+            lang: d.lang.clone(),
+            charset: d.charset.clone(),
+            outlinks: d.outlinks.unwrap_or(0),
+            redirect_to: d.redirect_to.clone(),
         }
     }
 
@@ -448,9 +451,9 @@ impl Row {
             opt(&self.ip),
             self.bytes.to_string(),
             self.truncated.to_string(),
-            opt(&self.domain),
+            self.domain.clone(),
             self.depth.to_string(),
-            opt(&self.crawl_id),
+            self.crawl_id.clone(),
             opt(&self.title),
             opt(&self.description),
             opt(&self.canonical),
@@ -477,17 +480,14 @@ fn csv_field(f: &str) -> String {
 /// bytes written.
 fn write_warc_page(
     out: &mut impl Write,
-    page: &Document,
+    page: &PageDoc,
     row: &Row,
     body: Option<&[u8]>,
     warcinfo_id: &str,
 ) -> anyhow::Result<u64> {
     let ex = Exchange::of(page);
     let target = row.final_url.clone().unwrap_or_else(|| row.url.clone());
-    let when = ex
-        .started
-        .or_else(|| page.get_datetime("fetched_at").ok().copied())
-        .unwrap_or_else(DateTime::now);
+    let when = ex.started.unwrap_or(page.fetched_at);
     let date = warc::warc_date(when);
     let payload = body.unwrap_or_default();
     // The head as received, but for the framing: the payload is written
@@ -552,6 +552,7 @@ fn write_warc_page(
     field("via", &row.url);
     field("depth", &row.depth.to_string());
     field("outlinks", &row.outlinks.to_string());
+    field("crawl-id", &row.crawl_id);
     for (name, value) in [
         ("title", &row.title),
         ("description", &row.description),
@@ -559,7 +560,6 @@ fn write_warc_page(
         ("lang", &row.lang),
         ("charset", &row.charset),
         ("redirect-to", &row.redirect_to),
-        ("crawl-id", &row.crawl_id),
     ] {
         if let Some(v) = value {
             field(name, v);

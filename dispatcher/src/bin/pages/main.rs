@@ -22,14 +22,18 @@ use bson::doc;
 use clap::{Parser, Subcommand};
 use shared::body_dict::Dictionaries;
 use shared::cli::StoreArgs;
+use shared::docs::PageDoc;
 use shared::page_body;
-use shared::store::Stores;
+use shared::store::{CrawlId, Stores};
 
 #[derive(Parser, Debug)]
 #[command(version, about = "Reads stored pages back")]
 struct Args {
     #[command(flatten)]
     store: StoreArgs,
+    /// The crawl to read (the dispatcher's `--crawl-id`).
+    #[arg(long, global = true, env = "CRAWLER_CRAWL_ID", default_value = CrawlId::DEFAULT)]
+    crawl_id: CrawlId,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -53,11 +57,7 @@ enum Cmd {
     /// Writes stored pages out as WARC, JSON lines or CSV (resumable).
     Export(export::ExportArgs),
     /// Counts the stored pages by status, domain, content type and day.
-    Stats {
-        /// Only pages of this crawl.
-        #[arg(long)]
-        crawl_id: Option<String>,
-    },
+    Stats,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -67,17 +67,17 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let stores = Stores::connect(&args.store, "pages").await?;
+    let stores = Stores::connect(&args.store, "pages", args.crawl_id).await?;
     match args.cmd {
         Cmd::Export(export) => export::run(&stores, export).await?,
-        Cmd::Stats { crawl_id } => stats::run(&stores, crawl_id).await?,
+        Cmd::Stats => stats::run(&stores).await?,
         Cmd::Get {
             url,
             raw,
             doc,
             headers,
         } => {
-            let found = shared::store::deadline(stores.pages().find_one(doc! {"_id": &url}))
+            let found = shared::store::deadline(stores.pages().find_one(doc! {PageDoc::URL: &url}))
                 .await
                 .context("the store did not answer in time")?
                 .context("reading the page")?;
@@ -87,8 +87,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             let mut out = std::io::stdout().lock();
             if headers {
                 let ex = shared::exchange::Exchange::of(&page);
-                let status = page.get_i32("status").unwrap_or(0);
-                writeln!(out, "{}", export::status_line(&ex, status))?;
+                writeln!(out, "{}", export::status_line(&ex, page.status))?;
                 for (name, value) in ex.headers {
                     out.write_all(name.as_bytes())?;
                     out.write_all(b": ")?;
@@ -96,11 +95,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     out.write_all(b"\n")?;
                 }
             } else if doc {
-                page.remove("body");
-                let json = serde_json::to_string_pretty(&bson::Bson::Document(page).into_relaxed_extjson())?;
+                page.body = None;
+                let json = serde_json::to_string_pretty(&bson::to_bson(&page)?.into_relaxed_extjson())?;
                 writeln!(out, "{json}")?;
             } else {
-                let dicts = Dictionaries::load(&stores.primary).await?;
+                let dicts = Dictionaries::load(&stores.body_dicts()).await?;
                 if raw {
                     out.write_all(&page_body::raw_of(&page, &dicts)?)?;
                 } else {

@@ -2,8 +2,8 @@
 //! type and day, with the bytes stored.
 //!
 //! It reads every page document once (as raw BSON, so it measures the
-//! stored size without parsing bodies): about as long as an export
-//! without the writing. Counting in the client keeps to what both mongod
+//! stored size, then as a `PageDoc`, bodies left compressed): about as
+//! long as an export without the writing. Counting in the client keeps to what both mongod
 //! and the nx-27017 stand-in answer.
 
 use std::collections::BTreeMap;
@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use anyhow::Context;
 use bson::{doc, RawDocumentBuf};
 use futures::TryStreamExt;
+use shared::docs::PageDoc;
 use shared::store::{deadline, Stores};
 
 /// Domains listed by name; the rest are summed.
@@ -19,6 +20,8 @@ const TOP_DOMAINS: usize = 20;
 #[derive(Default)]
 struct Tally {
     pages: u64,
+    /// Documents that are not pages as this version writes them.
+    malformed: u64,
     stored_bytes: u64,
     body_bytes: u64,
     fetched_bytes: u64,
@@ -29,34 +32,37 @@ struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, d: &RawDocumentBuf) {
+    fn add(&mut self, raw: &RawDocumentBuf) {
+        self.stored_bytes += raw.as_bytes().len() as u64;
+        let d: PageDoc = match bson::from_slice(raw.as_bytes()) {
+            Ok(d) => d,
+            Err(_) => {
+                self.malformed += 1;
+                return;
+            }
+        };
         self.pages += 1;
-        self.stored_bytes += d.as_bytes().len() as u64;
-        if let Ok(b) = d.get_binary("body") {
-            self.body_bytes += b.bytes.len() as u64;
-        }
-        if let Ok(n) = d.get_i64("bytes") {
-            self.fetched_bytes += n.max(0) as u64;
-        }
-        let status = d.get_i32("status").ok().unwrap_or(0);
-        *self.by_status.entry(status).or_default() += 1;
-        let domain = d.get_str("domain").ok().unwrap_or("(none)");
-        *self.by_domain.entry(domain.to_string()).or_default() += 1;
+        self.body_bytes += d.body.as_ref().map_or(0, |b| b.bytes.len() as u64);
+        self.fetched_bytes += u64::try_from(d.bytes).unwrap_or(0);
+        *self.by_status.entry(d.status).or_default() += 1;
+        *self.by_domain.entry(d.domain).or_default() += 1;
         // The media type without its parameters (`text/html; charset=...`).
-        let ct = d.get_str("content_type").ok().unwrap_or("(none)");
+        let ct = d.content_type.as_deref().unwrap_or("(none)");
         let ct = ct.split(';').next().unwrap_or(ct).trim().to_ascii_lowercase();
         *self.by_type.entry(ct).or_default() += 1;
-        if let Ok(t) = d.get_datetime("fetched_at") {
-            let day = t
-                .try_to_rfc3339_string()
-                .ok()
-                .and_then(|s| s.get(..10).map(str::to_string));
-            *self.by_day.entry(day.unwrap_or_default()).or_default() += 1;
-        }
+        let day = d
+            .fetched_at
+            .try_to_rfc3339_string()
+            .ok()
+            .and_then(|s| s.get(..10).map(str::to_string));
+        *self.by_day.entry(day.unwrap_or_default()).or_default() += 1;
     }
 
     fn print(&self) {
         println!("pages: {}", self.pages);
+        if self.malformed > 0 {
+            println!("malformed documents (not counted below): {}", self.malformed);
+        }
         println!(
             "bytes: {} stored ({} of them bodies), {} fetched",
             self.stored_bytes, self.body_bytes, self.fetched_bytes
@@ -86,13 +92,10 @@ impl Tally {
     }
 }
 
-pub(crate) async fn run(stores: &Stores, crawl_id: Option<String>) -> anyhow::Result<()> {
-    let filter = match crawl_id {
-        Some(id) => doc! {"crawl_id": id},
-        None => doc! {},
-    };
-    let pages = stores.primary.collection::<RawDocumentBuf>(shared::store::PAGES);
-    let mut cursor = deadline(pages.find(filter))
+/// Counts the pages of the crawl `stores` is for.
+pub(crate) async fn run(stores: &Stores) -> anyhow::Result<()> {
+    let pages = stores.pages().clone_with_type::<RawDocumentBuf>();
+    let mut cursor = deadline(pages.find(doc! {}))
         .await
         .context("the store did not answer in time")?
         .context("reading pages")?;

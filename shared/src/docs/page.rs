@@ -1,0 +1,209 @@
+//! `pages`: one document per URL the crawl fetched, whatever the answer.
+//! Written once by the child that fetched it (an insert keyed by URL, so a
+//! retried write stores it once); read by `pages` (`get`, `stats`,
+//! `export`) and the tests.
+//!
+//! Three parts, each filled in by the one file that knows it:
+//! - what was fetched and what came of it (the child's pipeline);
+//! - the HTTP exchange a WARC record needs: `fetch_started_at`, `ip`,
+//!   `response_head`, `request_head` ([`crate::exchange`]);
+//! - the body, compressed: `body`, `body_encoding`, `body_dict`, `charset`
+//!   ([`crate::page_body`]).
+//!
+//! Every field after `bytes` is optional, so pages stored by earlier
+//! versions (without the exchange, say) still read.
+
+use bson::{spec::BinarySubtype, Binary, Bson, DateTime};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PageDoc {
+    /// The URL leased (normalised), which is what de-duplication is on.
+    #[serde(rename = "_id")]
+    pub url: String,
+    pub domain: String,
+    /// Hops from a seed.
+    pub depth: i32,
+    pub status: i32,
+    /// When the answer was complete.
+    pub fetched_at: DateTime,
+    pub crawl_id: String,
+    /// Body bytes received (after content decoding), before any cut.
+    pub bytes: i64,
+    /// The body was cut: at `--max-body-bytes`, or to fit the store.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub truncated: bool,
+    /// Where same-domain redirects ended, when they were followed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+
+    /// When the request went out ([`crate::exchange`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch_started_at: Option<DateTime>,
+    /// The server address dialled, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<String>,
+    /// The status line, then each header as `name: value`, CRLF-joined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_head: Option<Head>,
+    /// The request headers sent besides `Host`, the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_head: Option<Head>,
+
+    /// The body as received, compressed ([`crate::page_body`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<Binary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_encoding: Option<String>,
+    /// The zstd dictionary the body was compressed with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_dict: Option<String>,
+    /// The WHATWG name of the encoding the HTML was decoded with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charset: Option<String>,
+
+    /// Why the body was not parsed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<Skipped>,
+    /// A redirect to another domain, handed to the dispatcher as a link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_to: Option<String>,
+    /// Links handed to the dispatcher (parsed pages and redirects only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outlinks: Option<i32>,
+    /// Links past `--max-outlinks-per-page`, not handed on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outlinks_dropped: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canonical: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lang: Option<String>,
+}
+
+impl PageDoc {
+    pub const URL: &'static str = "_id";
+    pub const CRAWL_ID: &'static str = "crawl_id";
+    pub const FETCHED_AT: &'static str = "fetched_at";
+
+    /// A page with what every fetch has; the rest is filled in as known.
+    pub fn new(
+        url: String,
+        domain: String,
+        depth: i32,
+        status: i32,
+        crawl_id: String,
+        bytes: i64,
+    ) -> PageDoc {
+        PageDoc {
+            url,
+            domain,
+            depth,
+            status,
+            fetched_at: DateTime::now(),
+            crawl_id,
+            bytes,
+            truncated: false,
+            final_url: None,
+            content_type: None,
+            fetch_started_at: None,
+            ip: None,
+            response_head: None,
+            request_head: None,
+            body: None,
+            body_encoding: None,
+            body_dict: None,
+            charset: None,
+            skipped: None,
+            redirect_to: None,
+            outlinks: None,
+            outlinks_dropped: None,
+            title: None,
+            description: None,
+            canonical: None,
+            lang: None,
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Why a page's body was not parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Skipped {
+    /// Not HTML.
+    ContentType,
+}
+
+/// An HTTP head as stored: a string when it is UTF-8 (nearly always),
+/// binary otherwise, so a header value in another encoding survives byte
+/// for byte. One element rather than an array of pairs: a store's work per
+/// document grows with its elements.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Head(pub Vec<u8>);
+
+impl Serialize for Head {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(&self.0) {
+            Ok(text) => s.serialize_str(text),
+            Err(_) => Binary {
+                subtype: BinarySubtype::Generic,
+                bytes: self.0.clone(),
+            }
+            .serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Head {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Head, D::Error> {
+        match Bson::deserialize(d)? {
+            Bson::String(s) => Ok(Head(s.into_bytes())),
+            Bson::Binary(b) => Ok(Head(b.bytes)),
+            other => Err(serde::de::Error::custom(format!(
+                "an HTTP head is a string or binary, not {:?}",
+                other.element_type()
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads_are_strings_when_utf8_and_binary_otherwise_and_read_back() {
+        let mut p = PageDoc::new("http://a.test/".into(), "a.test".into(), 1, 200, "c".into(), 5);
+        p.response_head = Some(Head(b"HTTP/1.1 200 OK\r\nx: caf\xe9".to_vec()));
+        p.request_head = Some(Head(b"user-agent: bot".to_vec()));
+        p.skipped = Some(Skipped::ContentType);
+        let stored = bson::to_document(&p).unwrap();
+        assert!(matches!(stored.get("response_head"), Some(Bson::Binary(_))));
+        assert_eq!(stored.get_str("request_head"), Ok("user-agent: bot"));
+        assert_eq!(stored.get_str("skipped"), Ok("content_type"));
+        // Empty options are left out, not stored as null.
+        assert!(stored.get("title").is_none() && stored.get("truncated").is_none());
+        assert_eq!(bson::from_document::<PageDoc>(stored).unwrap(), p);
+    }
+
+    #[test]
+    fn pages_without_the_later_fields_still_read() {
+        let old = bson::doc! {
+            "_id": "http://a.test/", "domain": "a.test", "depth": 0, "status": 404,
+            "fetched_at": DateTime::from_millis(1), "crawl_id": "c", "bytes": 0i64,
+        };
+        let p = bson::from_document::<PageDoc>(old).unwrap();
+        assert_eq!((p.status, p.body, p.response_head), (404, None, None));
+        let bad = bson::doc! {"_id": "http://a.test/", "response_head": 3};
+        assert!(bson::from_document::<PageDoc>(bad).is_err());
+    }
+}
