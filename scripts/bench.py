@@ -298,7 +298,7 @@ def main():
     ap.add_argument("--web-arg", action="append", default=[], help="extra synthweb flag (e.g. --web-arg=--page-bytes=8000)")
     ap.add_argument("--crawler-bin-dir", default=BIN,
                     help="where dispatcher, supervisor and crawler-child are (e.g. another commit's build, to compare); synthweb always comes from this tree")
-    ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, request log) and print it")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, request log, the store's data) and print it")
     args = ap.parse_args()
 
     hosts, pages_per_host = DEFAULT_COUNTS[args.profile]
@@ -306,7 +306,11 @@ def main():
     pages_per_host = args.pages_per_host if args.pages_per_host is not None else pages_per_host
     work = tempfile.mkdtemp(prefix="crawler-bench-")
     store_dir = os.path.join(work, "store")
-    uri = subprocess.check_output([os.path.join(ROOT, "scripts", "store.sh"), "start", store_dir], text=True).strip()
+    # Kept runs keep the store's data too (store/data), to export or query
+    # afterwards: `scripts/store.sh start WORK/store --persist`.
+    persist = ["--persist"] if args.keep else []
+    uri = subprocess.check_output([os.path.join(ROOT, "scripts", "store.sh"), "start", store_dir] + persist,
+                                  text=True).strip()
     kind = open(os.path.join(store_dir, "kind")).read().strip()
     store_pid = int(open(os.path.join(store_dir, "pid")).read())
     db = os.environ.get("CRAWLER_DB", "crawler")
