@@ -699,12 +699,13 @@ impl Dispatcher {
                 self.timing.record(Op::ResultWait, wait, "ok", None, None);
             }
             // Ends the lease (and frees its credit) if it is `s`'s.
-            let leased = match self.frontier.complete_for(s, r.lease) {
+            let leased = match self.frontier.complete_for(s, r.lease, &r.url) {
                 Ok(leased) => leased,
                 Err(why) => {
                     let (reason, what) = match why {
                         LeaseRefusal::Unknown => (Reason::UnknownLease, "a lease not out"),
                         LeaseRefusal::Foreign => (Reason::ForeignLease, "a lease out at another supervisor"),
+                        LeaseRefusal::OtherUrl => (Reason::LeaseUrlMismatch, "another URL than its lease's"),
                     };
                     let (who, lease) = (self.sups[s].id.clone(), r.lease);
                     self.refusals.refuse(reason, 1, || {

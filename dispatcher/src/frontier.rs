@@ -62,6 +62,10 @@ pub enum LeaseRefusal {
     Unknown,
     /// Out at another supervisor.
     Foreign,
+    /// Out at this supervisor, but for another URL: a result from before
+    /// a restart whose lease id was issued again (lease ids start from the
+    /// clock, which can go back), or a peer that lies.
+    OtherUrl,
 }
 
 /// What [`Frontier::adopt`] did with a supervisor's held URLs.
@@ -429,8 +433,9 @@ impl Frontier {
     /// duplicate) lease.
     #[cfg(test)]
     pub fn complete(&mut self, lease: u64) -> Option<Leased> {
-        let sup = self.leases.get(&lease)?.sup;
-        self.complete_for(sup, lease).ok()
+        let l = self.leases.get(&lease)?;
+        let (sup, url) = (l.sup, l.url.clone());
+        self.complete_for(sup, lease, &url).ok()
     }
 
     /// A result from `sup` for `lease`: the lease ends, and what was leased
@@ -438,11 +443,15 @@ impl Frontier {
     /// the result is about, whatever the message says. A lease this
     /// frontier does not have out is [`LeaseRefusal::Unknown`]; one out at
     /// another supervisor is [`LeaseRefusal::Foreign`] and stays with its
-    /// holder (a peer cannot end, or learn about, another's lease).
-    pub fn complete_for(&mut self, sup: SupId, lease: u64) -> Result<Leased, LeaseRefusal> {
+    /// holder (a peer cannot end, or learn about, another's lease). A
+    /// result about another `url` than the lease's is
+    /// [`LeaseRefusal::OtherUrl`] and leaves the lease out: otherwise a URL
+    /// could be marked done that was never fetched.
+    pub fn complete_for(&mut self, sup: SupId, lease: u64, url: &str) -> Result<Leased, LeaseRefusal> {
         match self.leases.get(&lease) {
             None => return Err(LeaseRefusal::Unknown),
             Some(l) if l.sup != sup => return Err(LeaseRefusal::Foreign),
+            Some(l) if l.url != url => return Err(LeaseRefusal::OtherUrl),
             Some(_) => {}
         }
         let l = self.leases.remove(&lease).ok_or(LeaseRefusal::Unknown)?;
@@ -640,6 +649,9 @@ impl Frontier {
         n
     }
 }
+
+#[cfg(test)]
+mod properties;
 
 #[cfg(test)]
 mod tests {
@@ -881,16 +893,24 @@ mod tests {
         let t1 = f.take(s1, 10, 0);
         assert_eq!(t1.len(), 1);
         // s2 reports on s1's lease: refused, and the lease stays s1's.
-        assert_eq!(f.complete_for(s2, t1[0].lease), Err(LeaseRefusal::Foreign));
+        let url = t1[0].url.as_str();
+        assert_eq!(f.complete_for(s2, t1[0].lease, url), Err(LeaseRefusal::Foreign));
         assert_eq!(f.held(s1), 1);
-        assert_eq!(f.complete_for(s1, 999_999), Err(LeaseRefusal::Unknown));
+        assert_eq!(f.complete_for(s1, 999_999, url), Err(LeaseRefusal::Unknown));
+        // The holder's result about another URL (a lease id issued again
+        // after a restart, or a lie) is refused, and the lease stays out.
+        assert_eq!(
+            f.complete_for(s1, t1[0].lease, "http://b/0"),
+            Err(LeaseRefusal::OtherUrl)
+        );
+        assert_eq!(f.held(s1), 1);
         // The holder's result is about what was leased, from the record.
-        let leased = f.complete_for(s1, t1[0].lease).unwrap();
+        let leased = f.complete_for(s1, t1[0].lease, url).unwrap();
         assert_eq!(leased.url, t1[0].url);
         assert_eq!(leased.domain, t1[0].domain);
         assert_eq!(leased.depth, t1[0].depth);
         assert_eq!(f.held(s1), 0);
-        assert_eq!(f.complete_for(s1, t1[0].lease), Err(LeaseRefusal::Unknown));
+        assert_eq!(f.complete_for(s1, t1[0].lease, url), Err(LeaseRefusal::Unknown));
     }
 
     fn held_item(url: &str, domain: &str, lease: u64, depth: u16) -> WorkItem {
@@ -931,7 +951,7 @@ mod tests {
         );
         assert_eq!(f.queued(), 0);
         assert_eq!(f.held(s1), 1);
-        let leased = f.complete_for(s1, 500).unwrap();
+        let leased = f.complete_for(s1, 500, "http://a.test/0").unwrap();
         assert_eq!(
             leased,
             Leased {
@@ -940,8 +960,12 @@ mod tests {
                 depth: 2
             }
         );
-        for lease in [501, 502, 503] {
-            assert_eq!(f.complete_for(s1, lease), Err(LeaseRefusal::Unknown));
+        for (lease, url) in [
+            (501, "http://evil.test/"),
+            (502, "http://a.test/forged"),
+            (503, "not a url"),
+        ] {
+            assert_eq!(f.complete_for(s1, lease, url), Err(LeaseRefusal::Unknown));
         }
     }
 
@@ -967,9 +991,12 @@ mod tests {
             }
         );
         assert_eq!((f.held(old), f.held(new), f.held(other)), (0, 1, 1));
-        assert_eq!(f.complete_for(old, mine[0].lease), Err(LeaseRefusal::Foreign));
-        assert!(f.complete_for(new, mine[0].lease).is_ok());
-        assert!(f.complete_for(other, theirs[0].lease).is_ok());
+        assert_eq!(
+            f.complete_for(old, mine[0].lease, &mine[0].url),
+            Err(LeaseRefusal::Foreign)
+        );
+        assert!(f.complete_for(new, mine[0].lease, &mine[0].url).is_ok());
+        assert!(f.complete_for(other, theirs[0].lease, &theirs[0].url).is_ok());
         // The old connection owned a.test; the new one does now, and the
         // old one leaving hands nothing back twice.
         assert_eq!(f.remove_supervisor(old), 0);

@@ -40,6 +40,8 @@ pub(crate) enum Reason {
     UnknownLease,
     /// A result for a lease out at another supervisor.
     ForeignLease,
+    /// A result about another URL than its lease's.
+    LeaseUrlMismatch,
     /// A URL a (re)joining supervisor holds that is not adopted.
     UnadoptableLease,
     /// A pending challenge dropped because too many Hellos were pending.
@@ -61,6 +63,7 @@ impl Reason {
             Reason::Version => "version",
             Reason::UnknownLease => "unknown_lease",
             Reason::ForeignLease => "foreign_lease",
+            Reason::LeaseUrlMismatch => "lease_url_mismatch",
             Reason::UnadoptableLease => "unadoptable_lease",
             Reason::ChallengeEvicted => "challenge_evicted",
         }

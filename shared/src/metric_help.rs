@@ -25,7 +25,7 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     (
         "crawler_cluster_refusals_total",
         Kind::Counter,
-        "What the dispatcher refused on its cluster link, by reason: messages from peers that have not proven the cluster secret (unauthenticated, bad_proof, no_challenge, malformed_join, oversized, undecodable, version), messages of an admitted connection whose seal does not hold (bad_seal, replayed, unsealed), results for leases it did not issue to the sender (unknown_lease, foreign_lease), held URLs it would not adopt (unadoptable_lease) and challenges dropped by a flood of Hellos (challenge_evicted).",
+        "What the dispatcher refused on its cluster link, by reason: messages from peers that have not proven the cluster secret (unauthenticated, bad_proof, no_challenge, malformed_join, oversized, undecodable, version), messages of an admitted connection whose seal does not hold (bad_seal, replayed, unsealed), results for leases it did not issue to the sender or about another URL than the lease's (unknown_lease, foreign_lease, lease_url_mismatch), held URLs it would not adopt (unadoptable_lease) and challenges dropped by a flood of Hellos (challenge_evicted).",
     ),
     (
         "crawler_dispatcher_results_total",
