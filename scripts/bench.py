@@ -37,12 +37,23 @@ Figures (the JSON keys are in brackets):
 - [web_server]: what synthweb served (requests/s, MB/s over the wall time and
   in its busiest second, from its --request-log and /proc/PID/io wchar) and
   its CPU share (% of one core, and % of all the CPU the machine used).
-- [stored_bytes_per_page]: average BSON size of the `pages` documents, from a
-  `$bsonSize` aggregation (fallbacks, named in `method`: collStats
-  avgObjSize, else nothing); `body_bytes_per_page` is the average
-  `$binarySize` of the zstd-compressed `body` field.
+- [stored_bytes_per_page]: average BSON size of the `pages` documents, read
+  raw by the client (nx-27017's `$bsonSize` counts binary base64'd);
+  `body_bytes_per_page` is the average `$binarySize` of the zstd-compressed
+  `body` field over the pages that have one.
 - [peak_rss_mib]: the largest VmHWM of any process of each role.
 - [store]: which store server ran (mongod or nx-27017).
+- [tenths]: the hosts without Crawl-delay, their run (dispatcher start to
+  their last `fetched_at`) cut into ten equal spans of time, pages/s in
+  each, and [last_over_first] = the last tenth's rate over the first's: a
+  crawl that slows down as its collections grow shows it here.
+- [dispatcher_rss_mib]: the dispatcher's VmRSS every 5 s ([secs, MiB]).
+- [collections]: each crawl collection's documents, data and index bytes
+  (collStats; what the store answers, else the error).
+- --node-cpu-quota CORES: each supervisor (a "node": it and its children)
+  runs in a cgroup of its own limited to CORES of CPU (cgroup v1
+  cpu.cfs_quota_us, or v2 cpu.max), to measure how the rate grows with
+  nodes of equal size on one machine: `--supervisors 1`, 2, 4.
 
 Figures are indicative on a loaded machine: compare runs made under the same
 load.
@@ -114,6 +125,66 @@ def proc_sample(pid):
         return None
 
 
+def rss_kib(pid):
+    """VmRSS of a live process in KiB, or None."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+class NodeCgroup:
+    """A cgroup limited to `cores` of CPU, for one bench "node" (a supervisor
+    and the children it spawns, which inherit it)."""
+
+    def __init__(self, name, cores):
+        v2 = "/sys/fs/cgroup/cgroup.controllers"
+        period = 100_000
+        quota = max(1000, int(cores * period))
+        if os.path.exists(v2):
+            self.path = os.path.join("/sys/fs/cgroup", name)
+            os.makedirs(self.path, exist_ok=True)
+            with open(os.path.join(self.path, "cpu.max"), "w") as f:
+                f.write(f"{quota} {period}")
+        else:
+            self.path = os.path.join("/sys/fs/cgroup/cpu", name)
+            os.makedirs(self.path, exist_ok=True)
+            with open(os.path.join(self.path, "cpu.cfs_period_us"), "w") as f:
+                f.write(str(period))
+            with open(os.path.join(self.path, "cpu.cfs_quota_us"), "w") as f:
+                f.write(str(quota))
+
+    def enter(self):
+        """Moves the calling process in (use as a Popen preexec_fn)."""
+        with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+    def remove(self):
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
+
+
+def tenths(times, t0):
+    """Pages/s in each tenth of [t0, last time] (times: seconds since the epoch)."""
+    if not times:
+        return None
+    span = max(times) - t0
+    if span <= 0:
+        return None
+    counts = [0] * 10
+    for t in times:
+        counts[min(9, int((t - t0) / span * 10))] += 1
+    rates = [round(n / (span / 10), 1) for n in counts]
+    return {"secs_each": round(span / 10, 2), "pages_per_sec": rates,
+            "last_over_first": round(rates[-1] / rates[0], 2) if rates[0] else None}
+
+
 def wchar(pid):
     """Bytes the process has written (sockets included), or None."""
     try:
@@ -163,18 +234,14 @@ db = pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000)[db_name]
 # The default crawl's pages (collections are named after the crawl id).
 pages = db["crawl__pages"]
 out = {"documents": pages.count_documents({})}
-try:
-    agg = list(pages.aggregate([{"$group": {"_id": None, "n": {"$sum": 1},
-        "bson": {"$sum": {"$bsonSize": "$$ROOT"}}}}]))
-    out["bson_bytes"] = agg[0]["bson"] if agg else 0
-    out["method"] = "$bsonSize"
-except Exception as e:
-    try:
-        stats = db.command("collStats", "crawl__pages")
-        out["bson_bytes"] = stats["avgObjSize"] * stats["count"]
-        out["method"] = "collStats avgObjSize"
-    except Exception as e2:
-        out["method"] = f"none ($bsonSize: {e}; collStats: {e2})"
+# The documents' size as BSON on the wire: what mongod stores (before its
+# block compression). nx-27017's $bsonSize counts binary fields base64'd
+# (an 18 KB page's 4.8 KB body as 6.4 KB), so it is not used.
+from bson.codec_options import CodecOptions
+from bson.raw_bson import RawBSONDocument
+raw = db.get_collection(pages.name, codec_options=CodecOptions(document_class=RawBSONDocument))
+out["bson_bytes"] = sum(len(d.raw) for d in raw.find({}))
+out["method"] = "client-side BSON size"
 try:
     agg = list(pages.aggregate([{"$match": {"body": {"$exists": True}}},
         {"$group": {"_id": None, "n": {"$sum": 1}, "body": {"$sum": {"$binarySize": "$body"}},
@@ -183,6 +250,15 @@ try:
         out["with_body"], out["body_bytes"], out["raw_bytes"] = agg[0]["n"], agg[0]["body"], agg[0]["raw"]
 except Exception as e:
     out["body_error"] = str(e)
+colls = {}
+for kind in ("pages", "frontier", "seeds", "body_dicts"):
+    name = "crawl__" + kind
+    try:
+        c = db.command("collStats", name)
+        colls[kind] = {k: c.get(k) for k in ("count", "size", "storageSize", "totalIndexSize", "avgObjSize")}
+    except Exception as e:
+        colls[kind] = {"count": db[name].estimated_document_count(), "error": str(e)[:200]}
+out["collections"] = colls
 times = []
 for d in pages.find({}, {"domain": 1, "fetched_at": 1}):
     at = d.get("fetched_at")
@@ -298,6 +374,8 @@ def main():
     ap.add_argument("--web-arg", action="append", default=[], help="extra synthweb flag (e.g. --web-arg=--page-bytes=8000)")
     ap.add_argument("--crawler-bin-dir", default=BIN,
                     help="where dispatcher, supervisor and crawler-child are (e.g. another commit's build, to compare); synthweb always comes from this tree")
+    ap.add_argument("--node-cpu-quota", type=float, metavar="CORES",
+                    help="run each supervisor and its children in a cgroup limited to CORES of CPU (needs root)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, request log, the store's data) and print it")
     args = ap.parse_args()
 
@@ -314,7 +392,7 @@ def main():
     kind = open(os.path.join(store_dir, "kind")).read().strip()
     store_pid = int(open(os.path.join(store_dir, "pid")).read())
     db = os.environ.get("CRAWLER_DB", "crawler")
-    procs, ok = [], False
+    procs, ok, cgroups = [], False, []
     try:
         seeds, hosts_file = os.path.join(work, "seeds.txt"), os.path.join(work, "hosts")
         info_file, request_log = os.path.join(work, "web.json"), os.path.join(work, "requests.jsonl")
@@ -353,10 +431,14 @@ def main():
              "--min-supervisors", str(args.supervisors), "--summary-file", summary_file, "--progress-secs", "5"]
             + common + dispatcher_flags,
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "dispatcher.log"), "w"), env=crawler_env)
+        if args.node_cpu_quota:
+            cgroups = [NodeCgroup(f"crawler-bench-{os.getpid()}-node{i}", args.node_cpu_quota)
+                       for i in range(args.supervisors)]
         sups = [subprocess.Popen(
             [os.path.join(args.crawler_bin_dir, "supervisor"), "--dispatcher", endpoint, "--id", f"sup{i}",
              "--children", str(args.children), "--hosts-file", hosts_file] + common + args.supervisor_arg,
-            stderr=open(os.path.join(work, f"supervisor{i}.log"), "w"), env=crawler_env) for i in range(args.supervisors)]
+            stderr=open(os.path.join(work, f"supervisor{i}.log"), "w"), env=crawler_env,
+            preexec_fn=cgroups[i].enter if cgroups else None) for i in range(args.supervisors)]
         procs += [dispatcher] + sups
 
         peak = {}  # role -> max VmHWM KiB
@@ -364,6 +446,7 @@ def main():
         rusage = {}
         live = {p.pid: p for p in [dispatcher] + sups}
         tracked, store_pids, next_scan, next_stat = [], [store_pid], 0.0, started + 1
+        dispatcher_rss, next_rss = [], started
         web_w1 = web_w0
         while live:
             now = time.time()
@@ -372,6 +455,11 @@ def main():
                 tracked = list(live) + [pid for pid, ppid in pp.items() if ppid in live]
                 store_pids = [store_pid] + [pid for pid, ppid in pp.items() if ppid == store_pid]
                 next_scan = now + 1
+            if now >= next_rss:
+                kib = rss_kib(dispatcher.pid)
+                if kib is not None:
+                    dispatcher_rss.append([round(now - started, 1), round(kib / 1024, 1)])
+                next_rss += 5
             if now >= next_stat:
                 samples.append((now,) + cpu_times() + (role_cpu(cpu_by_pid), web_w1))
                 next_stat += 1
@@ -474,6 +562,10 @@ def main():
             "web_server": web_server,
             "stored_bytes_per_page": stored,
             "peak_rss_mib": {k: round(v / 1024, 1) for k, v in sorted(peak.items())},
+            "tenths": tenths(nd, started),
+            "dispatcher_rss_mib": dispatcher_rss,
+            "collections": st.get("collections"),
+            "node_cpu_quota": args.node_cpu_quota,
             "exit_codes": codes,
             "timing_log": args.timing_log,
         }
@@ -491,6 +583,8 @@ def main():
             except subprocess.TimeoutExpired:
                 p.kill()
         subprocess.call([os.path.join(ROOT, "scripts", "store.sh"), "stop", store_dir])
+        for c in cgroups:
+            c.remove()
         if args.keep or not ok:
             print(f"work directory: {work}", file=sys.stderr)
         else:
@@ -524,6 +618,12 @@ def human(r):
     e(f"stored: {sb.get('bytes_per_page')} B/page ({sb.get('method')}), body {sb.get('body_bytes_per_page')} B "
       f"compressed from {sb.get('raw_html_bytes_per_page')} B")
     e("peak RSS MiB: " + ", ".join(f"{k} {v}" for k, v in r["peak_rss_mib"].items()))
+    t = r.get("tenths")
+    if t:
+        e(f"tenths of the run ({t['secs_each']} s each), pages/s without Crawl-delay: "
+          + " ".join(str(x) for x in t["pages_per_sec"]) + f"; last/first {t['last_over_first']}")
+    if r.get("node_cpu_quota"):
+        e(f"each node (supervisor + children) limited to {r['node_cpu_quota']} cores")
 
 
 if __name__ == "__main__":
