@@ -109,6 +109,8 @@ struct Dispatcher {
     /// The ROUTER socket's sending half, once bound (after `load`).
     send: Option<RouterSendHalf>,
     sups: Vec<SupState>,
+    /// The crawl is over: a supervisor that (re)joins now is told to stop.
+    stopping: bool,
     view: SharedView,
     timing: TimingLog,
     stats: Stats,
@@ -154,6 +156,7 @@ impl Dispatcher {
             stores,
             send: None,
             sups: Vec::new(),
+            stopping: false,
             view,
             timing,
             stats: Stats::new(),
@@ -576,7 +579,15 @@ impl Dispatcher {
         let policy = self.policy.clone();
         let proof = admitted.welcome_proof(&self.key, &protocol::encode(&policy));
         self.send_to(&identity, &ToSupervisor::Welcome { policy, proof })
-            .await
+            .await?;
+        if self.stopping {
+            // It reconnected while we stopped (it took a pause of ours for
+            // our death): the Stop sent to its old connection never
+            // reached it.
+            let sid = self.sups.len().saturating_sub(1);
+            self.send_sealed(sid, &ToSupervisor::Stop).await?;
+        }
+        Ok(())
     }
 
     /// A supervisor that proved the secret (re)joins.
@@ -1013,7 +1024,8 @@ impl Dispatcher {
         } else {
             FinishReason::Done
         };
-        self.writer.flush().await;
+        self.stopping = true;
+        self.flush_beating().await;
         let live: Vec<SupId> = (0..self.sups.len()).filter(|s| self.sups[*s].live).collect();
         for s in &live {
             self.send_sealed(*s, &ToSupervisor::Stop).await?;
@@ -1074,13 +1086,34 @@ impl Dispatcher {
                         return;
                     }
                 },
-                _ = beat.tick() => {
-                    for s in live {
-                        if !self.said_bye(*s) {
-                            let _ = self.send_sealed(*s, &ToSupervisor::Heartbeat).await;
-                        }
-                    }
-                }
+                _ = beat.tick() => self.beat_to_live().await,
+            }
+        }
+    }
+
+    /// Writes what the frontier writer holds, heartbeating meanwhile: with
+    /// a slow store this can take longer than a supervisor's silence limit
+    /// (24 s at the end of a crawl of a million pages on nx-27017), and a
+    /// supervisor that hears nothing takes us for dead and reconnects.
+    async fn flush_beating(&mut self) {
+        let writer = self.writer.clone();
+        let flush = writer.flush();
+        tokio::pin!(flush);
+        let mut beat = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = &mut flush => return,
+                _ = beat.tick() => self.beat_to_live().await,
+            }
+        }
+    }
+
+    /// A heartbeat to every connected supervisor that has not said Bye
+    /// (on its latest connection: one that reconnected is on a new one).
+    async fn beat_to_live(&mut self) {
+        for s in 0..self.sups.len() {
+            if self.sups[s].live && !self.said_bye(s) {
+                let _ = self.send_sealed(s, &ToSupervisor::Heartbeat).await;
             }
         }
     }

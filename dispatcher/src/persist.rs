@@ -85,9 +85,26 @@ async fn run(stores: Stores, mut rx: mpsc::UnboundedReceiver<Cmd>, timing: Timin
         }
         write_inserts(&frontier, &mut inserts, &timing).await;
         write_marks(&frontier, &mut marks, &timing).await;
+        if !flushed.is_empty() {
+            slow_flush().await;
+        }
         for done in flushed.drain(..) {
             let _ = done.send(());
         }
+    }
+}
+
+/// Test-only fault: `CRAWLER_FAULT_FLUSH_MS` delays the answer to every
+/// flush, as a store far behind does at the end of a big crawl.
+async fn slow_flush() {
+    static MS: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let ms = *MS.get_or_init(|| {
+        let ms = std::env::var("CRAWLER_FAULT_FLUSH_MS").ok()?.parse().ok()?;
+        tracing::warn!("FAULT INJECTION: CRAWLER_FAULT_FLUSH_MS={ms}");
+        Some(ms)
+    });
+    if let Some(ms) = ms {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
     }
 }
 

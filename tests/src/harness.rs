@@ -201,6 +201,8 @@ pub struct ClusterSpec {
     pub timing_dir: Option<PathBuf>,
     /// Extra environment for the supervisors (and so their children).
     pub env: Vec<(String, String)>,
+    /// Extra environment for the dispatcher.
+    pub dispatcher_env: Vec<(String, String)>,
     /// Extra supervisor flags.
     pub supervisor_args: Vec<String>,
     /// More flags for supervisor `i` only (index `i` of this list).
@@ -227,6 +229,7 @@ impl ClusterSpec {
             dispatcher_args: Vec::new(),
             timing_dir: None,
             env: Vec::new(),
+            dispatcher_env: Vec::new(),
             supervisor_args: Vec::new(),
             per_supervisor_args: Vec::new(),
             cluster_secret: random_secret(),
@@ -347,6 +350,7 @@ fn start_dispatcher(spec: &ClusterSpec, endpoint: &str) -> anyhow::Result<(Child
         .args(spec.store_args())
         .args(&spec.dispatcher_args)
         .env(shared::cluster_auth::SECRET_ENV, &spec.cluster_secret)
+        .envs(spec.dispatcher_env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)

@@ -377,6 +377,46 @@ async fn a_store_outage_of_30_seconds_loses_nothing() {
     server.stop(Duration::from_secs(5)).await;
 }
 
+/// The store is far behind when the crawl ends (as nx-27017 was at the end
+/// of a million pages: the dispatcher's last frontier writes took 24 s):
+/// the supervisors must not take the dispatcher for dead meanwhile, and
+/// one that does and reconnects must still be told to stop. Before, the
+/// supervisors reconnected, their Stop went to their old connections, and
+/// they outlived the dispatcher, retrying it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_last_flush_still_stops_every_supervisor() {
+    const HOSTS: usize = 4;
+    let Setup {
+        server,
+        expected,
+        store,
+        mut spec,
+        _dir,
+    } = setup(
+        WebSpec {
+            seed: 23,
+            hosts: HOSTS,
+            pages_per_host: 30,
+            ..WebSpec::default()
+        },
+        StoreServer::start().unwrap(),
+        5,
+    )
+    .await;
+    // Each flush answers 3 silence limits late.
+    spec.dispatcher_env = vec![("CRAWLER_FAULT_FLUSH_MS".into(), "9000".into())];
+    let run = run_crawl(&spec, Duration::from_secs(180)).await.unwrap();
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    assert!(
+        run.supervisors.iter().all(|s| s.success()),
+        "supervisors: {:?}",
+        run.supervisors
+    );
+    assert_eq!(run.summary["frontier_left"], 0, "summary: {}", run.summary);
+    assert_end_state(&store, &server, &expected, HOSTS).await;
+    server.stop(Duration::from_secs(5)).await;
+}
+
 /// SIGTERM to every process mid-crawl: all drain and exit 0; the same
 /// command then finishes the crawl with the ground truth stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,9 @@
 //!     pages get --headers http://site.test/p/1  # the response's status line and headers
 //!     pages export --format warc --out DIR    # WARC/1.1 files (also jsonl, csv); see `export`
 //!     pages stats                             # counts by status, domain, type, day; bytes
+//!
+//! Each reads one crawl: `--crawl-id` (or `CRAWLER_CRAWL_ID`, default
+//! `crawl`), the dispatcher's name for it (see `shared::crawl_id`).
 
 mod export;
 mod progress;
