@@ -185,6 +185,33 @@ def tenths(times, t0):
             "last_over_first": round(rates[-1] / rates[0], 2) if rates[0] else None}
 
 
+def progress_tenths(log_path):
+    """Pages/s in each tenth of the crawl from the dispatcher's monitor lines
+    (pages counted every 5 s): from its start to the first line with the
+    final count. For big crawls, whose per-page times are not read back."""
+    points = []
+    try:
+        with open(log_path) as f:
+            for line in f:
+                if line.startswith("monitor {"):
+                    m = json.loads(line[len("monitor "):])
+                    points.append((m["elapsed_secs"], m["pages"]))
+    except (OSError, ValueError, KeyError):
+        return None
+    if len(points) < 3:
+        return None
+    final = points[-1][1]
+    end = next(t for t, n in points if n == final)
+    if end <= 0:
+        return None
+    at = lambda x: next((n0 + (n1 - n0) * (x - t0) / (t1 - t0) for (t0, n0), (t1, n1) in zip([(0.0, 0)] + points, points)
+                         if t0 <= x <= t1 and t1 > t0), final)
+    bounds = [end * i / 10 for i in range(11)]
+    rates = [round((at(b) - at(a)) / (end / 10), 1) for a, b in zip(bounds, bounds[1:])]
+    return {"secs_each": round(end / 10, 2), "pages_per_sec": rates, "from": "dispatcher monitor lines (all hosts)",
+            "last_over_first": round(rates[-1] / rates[0], 2) if rates[0] else None}
+
+
 def wchar(pid):
     """Bytes the process has written (sockets included), or None."""
     try:
@@ -233,16 +260,23 @@ uri, db_name = sys.argv[1], sys.argv[2]
 db = pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000)[db_name]
 # The default crawl's pages (collections are named after the crawl id).
 pages = db["crawl__pages"]
-out = {"documents": pages.count_documents({})}
+out = {"documents": pages.estimated_document_count()}
+# Big crawls: sizes from a sample, and no per-page times (reading a million
+# pages back through nx-27017 did not finish).
+BIG = 300_000
+sample = {} if out["documents"] <= BIG else {"limit": 50_000}
 # The documents' size as BSON on the wire: what mongod stores (before its
 # block compression). nx-27017's $bsonSize counts binary fields base64'd
 # (an 18 KB page's 4.8 KB body as 6.4 KB), so it is not used.
 from bson.codec_options import CodecOptions
 from bson.raw_bson import RawBSONDocument
 raw = db.get_collection(pages.name, codec_options=CodecOptions(document_class=RawBSONDocument))
-out["bson_bytes"] = sum(len(d.raw) for d in raw.find({}))
-out["method"] = "client-side BSON size"
+sizes = [len(d.raw) for d in raw.find({}, **sample)]
+out["bson_bytes"] = sum(sizes) * out["documents"] / max(len(sizes), 1)
+out["method"] = "client-side BSON size" + (f" of {len(sizes)} pages" if sample else "")
 try:
+    if sample:
+        raise RuntimeError("not summed over a big collection")
     agg = list(pages.aggregate([{"$match": {"body": {"$exists": True}}},
         {"$group": {"_id": None, "n": {"$sum": 1}, "body": {"$sum": {"$binarySize": "$body"}},
                     "raw": {"$sum": "$bytes"}}}]))
@@ -260,7 +294,7 @@ for kind in ("pages", "frontier", "seeds", "body_dicts"):
         colls[kind] = {"count": db[name].estimated_document_count(), "error": str(e)[:200]}
 out["collections"] = colls
 times = []
-for d in pages.find({}, {"domain": 1, "fetched_at": 1}):
+for d in pages.find({}, {"domain": 1, "fetched_at": 1}) if not sample else []:
     at = d.get("fetched_at")
     if hasattr(at, "timestamp"):
         if at.tzinfo is None:
@@ -562,7 +596,7 @@ def main():
             "web_server": web_server,
             "stored_bytes_per_page": stored,
             "peak_rss_mib": {k: round(v / 1024, 1) for k, v in sorted(peak.items())},
-            "tenths": tenths(nd, started),
+            "tenths": tenths(nd, started) or progress_tenths(os.path.join(work, "dispatcher.log")),
             "dispatcher_rss_mib": dispatcher_rss,
             "collections": st.get("collections"),
             "node_cpu_quota": args.node_cpu_quota,
