@@ -12,7 +12,15 @@ use crate::web::{Expected, RequestRecord};
 /// Stored URL → status from the default crawl's pages; fails if a URL was
 /// stored twice.
 pub async fn stored_statuses(db: &mongodb::Database) -> anyhow::Result<BTreeMap<String, i32>> {
-    let pages = all_pages(db, &Default::default()).await?;
+    stored_statuses_of(db, &Default::default()).await
+}
+
+/// [`stored_statuses`] of crawl `crawl`.
+pub async fn stored_statuses_of(
+    db: &mongodb::Database,
+    crawl: &shared::store::CrawlId,
+) -> anyhow::Result<BTreeMap<String, i32>> {
+    let pages = all_pages(db, crawl).await?;
     let mut stored = BTreeMap::new();
     for d in pages {
         anyhow::ensure!(

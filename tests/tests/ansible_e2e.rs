@@ -458,7 +458,9 @@ async fn the_playbook_installs_a_crawl_that_runs() {
     assert!(sup.success(), "supervisor: {sup:?}");
 
     let db = store.client().await.unwrap().database("crawler");
-    verify::assert_pages_match(&verify::stored_statuses(&db).await.unwrap(), &expected);
+    // The crawl id of the inventory names the crawl's collections.
+    let crawl = shared::store::CrawlId::parse("ansible-test").unwrap();
+    verify::assert_pages_match(&verify::stored_statuses_of(&db, &crawl).await.unwrap(), &expected);
     let logs = prefix.join("logs");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(logs.join("summary.json")).unwrap()).unwrap();
