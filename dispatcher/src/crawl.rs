@@ -22,9 +22,10 @@ use zeromq::{RouterSendHalf, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMe
 use crate::admin::{self, AdminCmd};
 use crate::breaker::{self, Breakers, Trip};
 use crate::cluster::{self, ClusterView, SharedView, SupState, SupervisorView};
-use crate::frontier::{Frontier, LeaseRefusal, SupId};
+use crate::frontier::{Adoption, Frontier, LeaseRefusal, Stored, SupId};
 use crate::monitor::{FrontierView, Monitor};
 use crate::persist::FrontierWriter;
+use crate::queue_reader::{self, QueueReader};
 use crate::refusals::{Reason, Refusals};
 use crate::stats::{self, FinishReason, Stats, Summary};
 use crate::{seeds, Args, Scope, ROLE};
@@ -33,6 +34,8 @@ use crate::{seeds, Args, Scope, ROLE};
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 /// Most URLs sent in one Work message.
 const MAX_BATCH: usize = 512;
+/// Store reads of domains' queues asked for at once (see `queue_reader`).
+const READS_PER_TICK: usize = 64;
 /// Longest one message to a supervisor may take to leave.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a stopping dispatcher waits for its supervisors' Byes. A
@@ -72,7 +75,8 @@ pub async fn run(args: Args, settings: serde_json::Value, key: ClusterKey) -> an
     stores.ping().await?;
     stores.ensure_indexes().await?;
 
-    let mut d = Dispatcher::new(&args, stores.clone(), view, timing, admin_rx, key);
+    let (reader, mut read) = QueueReader::spawn(&stores, timing.clone());
+    let mut d = Dispatcher::new(&args, stores.clone(), view, timing, admin_rx, key, reader);
     d.load(&args).await?;
 
     // Bound only now: a supervisor connecting while a big frontier loads
@@ -97,7 +101,7 @@ pub async fn run(args: Args, settings: serde_json::Value, key: ClusterKey) -> an
         }
     });
     d.send = Some(send);
-    let stopped = d.serve(&mut inbox).await?;
+    let stopped = d.serve(&mut inbox, &mut read).await?;
     d.finish(&args, &settings, stopped, &mut inbox).await
 }
 
@@ -105,6 +109,9 @@ struct Dispatcher {
     policy: CrawlPolicy,
     frontier: Frontier,
     writer: FrontierWriter,
+    reader: QueueReader,
+    /// The next admitted URL's place in its domain's queue (`FrontierDoc::seq`).
+    next_seq: i64,
     stores: Stores,
     /// The ROUTER socket's sending half, once bound (after `load`).
     send: Option<RouterSendHalf>,
@@ -143,6 +150,7 @@ impl Dispatcher {
         timing: TimingLog,
         admin: mpsc::Receiver<AdminCmd>,
         key: ClusterKey,
+        reader: QueueReader,
     ) -> Self {
         let policy = args.policy();
         Dispatcher {
@@ -150,8 +158,11 @@ impl Dispatcher {
                 args.max_inflight_per_domain,
                 args.lease_secs * 1000,
                 now_ms() << 12,
-            ),
+            )
+            .with_window(args.frontier_window as usize),
             writer: FrontierWriter::spawn(stores.clone(), timing.clone()),
+            reader,
+            next_seq: 1,
             policy,
             stores,
             send: None,
@@ -210,24 +221,34 @@ impl Dispatcher {
         let mut resumed = (0u64, 0u64);
         // The crawl's own frontier (see `shared::crawl_id`): another crawl
         // id on the same database starts from nothing.
+        // Queued URLs are only counted here: the windows read them later.
+        let mut max_seq = 0;
         decode_each(
             &self.stores.frontier(),
             doc! {},
             |d: FrontierDoc| {
                 self.frontier.mark_seen(&d.url);
                 self.admitted += 1;
-                if d.state == UrlState::Queued {
+                max_seq = max_seq.max(d.seq);
+                if d.state != UrlState::Queued {
+                    resumed.0 += 1;
+                    return;
+                }
+                resumed.1 += 1;
+                if d.seq > 0 {
+                    self.frontier.resume_stored(&d.domain, d.seq);
+                } else {
+                    // Stored before queues lived in the store: it cannot
+                    // be read by `seq`, so it is held in memory.
                     let depth = d.depth.clamp(0, i32::from(u16::MAX)) as u16;
                     self.frontier.push(d.url, &d.domain, depth);
-                    resumed.1 += 1;
-                } else {
-                    resumed.0 += 1;
                 }
             },
             |d, e| tracing::warn!(document = ?d, error = %e, "skipping a malformed frontier entry"),
         )
         .await
         .context("reading the stored frontier")?;
+        self.next_seq = max_seq.saturating_add(1);
         if resumed != (0, 0) {
             tracing::info!(
                 finished = resumed.0,
@@ -302,8 +323,10 @@ impl Dispatcher {
         let url = String::from(parsed);
         self.admitted += 1;
         self.stats.counts.new_urls += 1;
-        self.writer.insert(&url, &domain, depth);
-        self.frontier.push_at(url, &domain, depth, now_ms());
+        let seq = self.next_seq;
+        self.next_seq = seq.saturating_add(1);
+        self.writer.insert(&url, &domain, depth, seq);
+        self.frontier.admit(url, &domain, depth, seq, now_ms());
     }
 
     /// Nothing queued, out or waiting for a retry. Only once the expected
@@ -314,7 +337,11 @@ impl Dispatcher {
     }
 
     /// Runs the crawl until it is done (`false`) or signalled (`true`).
-    async fn serve(&mut self, inbox: &mut mpsc::Receiver<(Bytes, Bytes)>) -> anyhow::Result<bool> {
+    async fn serve(
+        &mut self,
+        inbox: &mut mpsc::Receiver<(Bytes, Bytes)>,
+        read: &mut mpsc::UnboundedReceiver<queue_reader::Answer>,
+    ) -> anyhow::Result<bool> {
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         let mut slow_tick = tokio::time::interval(Duration::from_secs(1));
         // A zero period means no progress lines; the interval then idles.
@@ -347,6 +374,15 @@ impl Dispatcher {
                 _ = tick.tick() => {
                     self.release_delayed();
                     self.frontier.release_blocked(now_ms());
+                    self.read_queues();
+                    self.dispatch().await?;
+                }
+                Some(answer) = read.recv() => {
+                    self.on_read(answer);
+                    while let Ok(answer) = read.try_recv() {
+                        self.on_read(answer);
+                    }
+                    self.read_queues();
                     self.dispatch().await?;
                 }
                 _ = slow_tick.tick() => self.housekeeping().await?,
@@ -654,17 +690,40 @@ impl Dispatcher {
         let held = holding.len();
         let id = self.sups[s].id.clone();
         let earlier: HashSet<SupId> = (0..s).filter(|&o| self.sups[o].id == id).collect();
-        let report = self
+        let mut report = self
             .frontier
             .adopt(s, holding, now_ms(), |holder| earlier.contains(&holder));
         tracing::info!(
             supervisor = %id,
             held,
             adopted = report.adopted,
+            looked_up = report.look_up.len(),
             "supervisor holds URLs from before; adopted their leases"
         );
+        let look_up = std::mem::take(&mut report.look_up);
+        if !look_up.is_empty() {
+            self.reader.look_up(s, look_up);
+        }
+        self.refuse_unadoptable(s, &report);
+    }
+
+    /// The held URLs of `s` looked up in the store (see `adopt`).
+    fn adopt_stored(&mut self, s: SupId, asked: usize, found: Result<Vec<(u64, Stored)>, String>) {
+        let found = found.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "looking up a supervisor's held URLs in the store failed; they will be crawled again");
+            Vec::new()
+        });
+        let report = self.frontier.adopt_stored(s, asked, found, now_ms());
+        if let Some(sup) = self.sups.get(s) {
+            tracing::info!(supervisor = %sup.id, asked, adopted = report.adopted, "adopted held URLs queued in the store");
+        }
+        self.refuse_unadoptable(s, &report);
+    }
+
+    fn refuse_unadoptable(&mut self, s: SupId, report: &Adoption) {
         if report.refused > 0 {
             let n = report.refused;
+            let id = self.sups.get(s).map_or("?", |sup| sup.id.as_str());
             self.refusals.refuse(Reason::UnadoptableLease, n as u64, || {
                 format!("{n} URLs supervisor {id} holds are not queued here or out at another supervisor; not adopted (their results will be dropped)")
             });
@@ -862,6 +921,32 @@ impl Dispatcher {
         }
     }
 
+    /// Asks for the store reads of the windows that run low.
+    fn read_queues(&mut self) {
+        for r in self.frontier.refills(self.writer.durable(), READS_PER_TICK) {
+            self.reader.read(r);
+        }
+    }
+
+    fn on_read(&mut self, answer: queue_reader::Answer) {
+        let (r, res) = match answer {
+            queue_reader::Answer::Read(r, res) => (r, res),
+            queue_reader::Answer::Held { sup, asked, found } => return self.adopt_stored(sup, asked, found),
+        };
+        match res {
+            Ok(page) => {
+                let missing = self.frontier.refilled(&r, page);
+                if missing > 0 {
+                    tracing::warn!(domain = %r.domain, missing, "queued URLs not found in the store (refused when written); dropped from the queue");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(domain = %r.domain, error = %e, "reading a domain's queue from the store failed; will retry");
+                self.frontier.refill_failed(&r);
+            }
+        }
+    }
+
     /// Leases URLs to every supervisor with credit left.
     async fn dispatch(&mut self) -> anyhow::Result<()> {
         if !self.started_dispatching {
@@ -931,7 +1016,9 @@ impl Dispatcher {
             self.frontier.seen_count() as f64,
         );
         let (held, capacity, live) = (held as f64, capacity as f64, live.len() as f64);
+        let in_store = self.frontier.spilled() as f64;
         metrics::gauge!("crawler_frontier_queued").set(queued);
+        metrics::gauge!("crawler_frontier_in_store").set(in_store);
         metrics::gauge!("crawler_frontier_ready").set(ready);
         metrics::gauge!("crawler_frontier_in_flight").set(in_flight);
         metrics::gauge!("crawler_frontier_seen").set(seen);
@@ -940,6 +1027,7 @@ impl Dispatcher {
         metrics::gauge!("crawler_supervisors_live").set(live);
         let values = [
             ("frontier_queued", queued),
+            ("frontier_in_store", in_store),
             ("frontier_ready", ready),
             ("frontier_in_flight", in_flight),
             ("frontier_seen", seen),

@@ -10,6 +10,15 @@
 //! room; `take` walks the ring one URL per domain at a time, and a domain
 //! never has more than `max_inflight_per_domain` URLs out at once, so one
 //! big or slow domain cannot crowd out the others.
+//!
+//! Queues live in the store (`<crawl>__frontier`, read by `{domain, seq}`);
+//! memory holds a window of at most `window` URLs per domain (URLFrontier
+//! and BUbiNG's workbench keep the same shape). A URL admitted while its
+//! domain's window is full, or while older URLs of the domain wait in the
+//! store, is only counted here (`spilled`). When a window runs low, the
+//! frontier asks for a read of the domain's next URLs after its `cursor`
+//! ([`Frontier::refills`]); the shell reads them and hands them back
+//! ([`Frontier::refilled`]). The frontier does no I/O itself.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -26,7 +35,20 @@ struct Queued {
 
 struct DomainQ {
     name: String,
+    /// The window: the domain's next URLs, in memory.
     queue: VecDeque<Queued>,
+    /// Queued URLs of this domain that are only in the store: those with
+    /// a `seq` above `cursor` (and at most `last_seq`).
+    spilled: u64,
+    /// Every queued URL with a `seq` up to this one is in the window, out
+    /// on a lease, or finished: the store's queue goes on after it.
+    cursor: i64,
+    /// The highest `seq` admitted to this domain.
+    last_seq: i64,
+    refill: RefillState,
+    /// `seq`s above `cursor` adopted straight from the store: a later read
+    /// skips them (they are out on a lease already).
+    taken: Vec<i64>,
     in_flight: u32,
     owner: Option<SupId>,
     /// Whether the domain sits in its owner's ready ring.
@@ -37,6 +59,60 @@ struct DomainQ {
 
 /// `blocked_until` of a halted domain.
 const HALTED: u64 = u64::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RefillState {
+    Idle,
+    /// In `Frontier::wanted`.
+    Wanted,
+    /// Handed out by [`Frontier::refills`], not answered yet.
+    Reading,
+}
+
+/// A read the shell should do: the queued URLs of `domain` with a `seq`
+/// in `(after, upto]`, in `seq` order, at most `limit` of them. Every URL
+/// admitted up to `upto` is already written (`upto` is at most the
+/// writer's durable `seq`), so a short answer means there are no more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refill {
+    pub domain: String,
+    pub after: i64,
+    pub upto: i64,
+    pub limit: usize,
+    id: u32,
+}
+
+/// One URL of a refill's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    pub url: String,
+    pub depth: u16,
+    pub seq: i64,
+}
+
+/// The store's answer to a [`Refill`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadPage {
+    /// The URLs read, in `seq` order (malformed documents left out).
+    pub urls: Vec<Stored>,
+    /// The store returned `limit` documents: more may follow.
+    pub full: bool,
+    /// The highest `seq` among the documents returned, malformed ones
+    /// included: the queue goes on after it.
+    pub last_seq: i64,
+}
+
+impl ReadPage {
+    /// A page of well-formed URLs, as a store returns `limit` at most.
+    #[cfg(test)]
+    pub fn of(urls: Vec<Stored>, limit: usize) -> ReadPage {
+        ReadPage {
+            full: urls.len() >= limit,
+            last_seq: urls.iter().map(|u| u.seq).max().unwrap_or(0),
+            urls,
+        }
+    }
+}
 
 /// A URL out at a supervisor.
 pub struct Lease {
@@ -69,10 +145,15 @@ pub enum LeaseRefusal {
 }
 
 /// What [`Frontier::adopt`] did with a supervisor's held URLs.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Adoption {
     pub adopted: usize,
     pub refused: usize,
+    /// Held URLs that may be queued in the store beyond their domain's
+    /// window: the shell looks them up and hands what it finds to
+    /// [`Frontier::adopt_stored`].
+    /// (lease id, URL).
+    pub look_up: Vec<(u64, String)>,
 }
 
 struct Sup {
@@ -102,6 +183,13 @@ pub struct Frontier {
     queued: usize,
     max_inflight_per_domain: u32,
     lease_ms: u64,
+    /// At most this many URLs of a domain are read into memory at once.
+    window: usize,
+    /// Domains whose window runs low while URLs wait in the store.
+    wanted: VecDeque<u32>,
+    /// The highest `seq` found in the store at start-up: written, whatever
+    /// this process's writer has written since.
+    resumed_upto: i64,
 }
 
 impl Frontier {
@@ -121,7 +209,18 @@ impl Frontier {
             queued: 0,
             max_inflight_per_domain: max_inflight_per_domain.max(1),
             lease_ms,
+            window: usize::MAX,
+            wanted: VecDeque::new(),
+            resumed_upto: 0,
         }
+    }
+
+    /// Keeps at most `window` URLs of a domain in memory (at least the
+    /// per-domain in-flight maximum, so a window never starves a domain
+    /// that could be crawled faster). Unbounded unless set.
+    pub fn with_window(mut self, window: usize) -> Frontier {
+        self.window = window.max(2 * self.max_inflight_per_domain as usize);
+        self
     }
 
     /// Records `url` as seen; false when it already was. The seen-set keeps
@@ -171,8 +270,151 @@ impl Frontier {
             .iter()
             .map(|d| &self.domains[*d as usize])
             .filter(|d| d.blocked_until == HALTED)
-            .map(|d| d.queue.len())
+            .map(|d| d.queue.len() + d.spilled as usize)
             .sum()
+    }
+
+    /// URLs admitted to their domain but only in the store for now.
+    pub fn spilled(&self) -> usize {
+        self.domains.iter().map(|d| d.spilled as usize).sum()
+    }
+
+    /// A newly admitted URL (already marked seen and written with `seq`,
+    /// higher than any before): into its domain's window if the window
+    /// has room and no older URL of the domain waits in the store;
+    /// otherwise it stays in the store, and is counted.
+    pub fn admit(&mut self, url: String, domain: &str, depth: u16, seq: i64, now_ms: u64) {
+        let id = self.domain_id(domain);
+        let d = &mut self.domains[id as usize];
+        d.last_seq = d.last_seq.max(seq);
+        if d.spilled == 0 && d.queue.len() < self.window {
+            d.cursor = d.cursor.max(seq);
+            self.push_at(url, domain, depth, now_ms);
+            return;
+        }
+        d.spilled += 1;
+        self.queued += 1;
+        self.ensure_owner(id);
+        self.want_refill(id);
+    }
+
+    /// A URL found queued in the store at start-up: counted, and read in
+    /// with its domain's window.
+    pub fn resume_stored(&mut self, domain: &str, seq: i64) {
+        let id = self.domain_id(domain);
+        let d = &mut self.domains[id as usize];
+        d.last_seq = d.last_seq.max(seq);
+        d.spilled += 1;
+        self.queued += 1;
+        self.resumed_upto = self.resumed_upto.max(seq);
+        self.ensure_owner(id);
+        self.want_refill(id);
+    }
+
+    fn want_refill(&mut self, id: u32) {
+        let low = self.window / 2;
+        let d = &mut self.domains[id as usize];
+        if d.spilled > 0 && d.refill == RefillState::Idle && d.queue.len() <= low {
+            d.refill = RefillState::Wanted;
+            self.wanted.push_back(id);
+        }
+    }
+
+    /// Up to `max` reads of domains' next URLs to do now. `durable`: the
+    /// highest `seq` such that every URL this process admitted up to it is
+    /// written; a domain whose next URLs are not written yet waits for a
+    /// later call.
+    pub fn refills(&mut self, durable: i64, max: usize) -> Vec<Refill> {
+        let durable = durable.max(self.resumed_upto);
+        let mut out = Vec::new();
+        let mut later = Vec::new();
+        while out.len() < max {
+            let Some(id) = self.wanted.pop_front() else { break };
+            let d = &mut self.domains[id as usize];
+            if d.spilled == 0 {
+                d.refill = RefillState::Idle;
+                continue;
+            }
+            let upto = durable.min(d.last_seq);
+            if upto <= d.cursor {
+                later.push(id);
+                continue;
+            }
+            d.refill = RefillState::Reading;
+            out.push(Refill {
+                domain: d.name.clone(),
+                after: d.cursor,
+                upto,
+                limit: self.window.saturating_sub(d.queue.len()).max(1),
+                id,
+            });
+        }
+        self.wanted.extend(later);
+        out
+    }
+
+    /// The answer to `r`, in `seq` order. Returns how many URLs the domain
+    /// was thought to hold in the store that are not there (a write the
+    /// store refused): they are no longer counted as queued.
+    pub fn refilled(&mut self, r: &Refill, page: ReadPage) -> u64 {
+        let Some(d) = self.domains.get_mut(r.id as usize) else {
+            return 0;
+        };
+        if d.refill != RefillState::Reading || d.name != r.domain {
+            return 0;
+        }
+        d.refill = RefillState::Idle;
+        for u in page.urls {
+            // Only what the read asked for, once: a store that answers
+            // more, or out of order, cannot queue a URL twice.
+            if u.seq <= d.cursor || u.seq > r.upto {
+                continue;
+            }
+            if let Some(i) = d.taken.iter().position(|s| *s == u.seq) {
+                d.taken.swap_remove(i);
+                d.cursor = u.seq;
+                continue;
+            }
+            if d.spilled == 0 {
+                continue;
+            }
+            d.cursor = u.seq;
+            d.spilled -= 1;
+            d.queue.push_back(Queued {
+                url: u.url,
+                depth: u.depth,
+                queued_ms: 0,
+            });
+        }
+        let mut missing = 0;
+        if page.full {
+            // Past malformed documents too: they would be read again and again.
+            d.cursor = d.cursor.max(page.last_seq.min(r.upto));
+        } else {
+            // Nothing more is queued up to `upto`.
+            d.cursor = d.cursor.max(r.upto);
+            if r.upto >= d.last_seq {
+                missing = std::mem::take(&mut d.spilled);
+                self.queued -= missing as usize;
+            }
+        }
+        // Adopted URLs the reads went past (finished meanwhile).
+        let cursor = d.cursor;
+        d.taken.retain(|s| *s > cursor);
+        self.make_ready(r.id);
+        self.want_refill(r.id);
+        missing
+    }
+
+    /// `r` could not be read; it is asked for again by a later
+    /// [`Frontier::refills`].
+    pub fn refill_failed(&mut self, r: &Refill) {
+        if let Some(d) = self.domains.get_mut(r.id as usize) {
+            if d.refill == RefillState::Reading {
+                d.refill = RefillState::Idle;
+                self.want_refill(r.id);
+            }
+        }
     }
 
     /// Stops handing out `domain`'s URLs until `until_ms` (circuit breaker).
@@ -262,6 +504,11 @@ impl Frontier {
         self.domains.push(DomainQ {
             name: domain.to_string(),
             queue: VecDeque::new(),
+            spilled: 0,
+            cursor: 0,
+            last_seq: 0,
+            refill: RefillState::Idle,
+            taken: Vec::new(),
             in_flight: 0,
             owner: None,
             in_ready: false,
@@ -425,6 +672,7 @@ impl Frontier {
                 },
             );
             self.make_ready(id);
+            self.want_refill(id);
         }
         (out, waits)
     }
@@ -479,8 +727,10 @@ impl Frontier {
     /// - a lease out at anyone else is refused;
     /// - a lease this frontier does not know (it was issued before a
     ///   restart, or expired) is adopted only when its URL waits in the
-    ///   queue of its domain (the domain computed here from the URL); it
-    ///   leaves the queue, and the lease gets the queued depth;
+    ///   window of its domain (the domain computed here from the URL); it
+    ///   leaves the window, and the lease gets the queued depth. A URL
+    ///   that may still be only in the store is returned in
+    ///   [`Adoption::look_up`], for [`Frontier::adopt_stored`];
     /// - anything else (a URL never seen, or already finished) is refused:
     ///   the supervisor's result for it will be dropped, and the URL is
     ///   crawled again if it is ever queued (a page is stored only once).
@@ -531,31 +781,89 @@ impl Frontier {
                 None => true,
             });
             self.queued -= before - d.queue.len();
-            report.refused += urls.len();
+            if d.spilled > 0 {
+                report
+                    .look_up
+                    .extend(urls.into_iter().map(|(url, lease)| (lease, url)));
+            } else {
+                report.refused += urls.len();
+            }
             if found.is_empty() {
                 continue;
             }
             self.give_domain(id, sup);
             for (lease, url, depth) in found {
-                self.domains[id as usize].in_flight += 1;
-                self.sups[sup].held += 1;
-                // New leases must not collide with adopted ones.
-                self.next_lease = self.next_lease.max(lease.saturating_add(1));
-                self.leases.insert(
-                    lease,
-                    Lease {
-                        url,
-                        depth,
-                        sup,
-                        expires_ms,
-                        domain_id: id,
-                    },
-                );
+                self.lease_adopted(id, sup, lease, url, depth, expires_ms);
                 report.adopted += 1;
             }
             self.make_ready(id);
         }
         report
+    }
+
+    /// The second half of [`Frontier::adopt`]: of the `asked` URLs of
+    /// [`Adoption::look_up`], `found` are the ones the store holds as
+    /// queued, with their lease ids. Each is adopted if it is still
+    /// queued here (beyond its window, or read into it meanwhile) and
+    /// `sup` is still live; the rest are refused.
+    pub fn adopt_stored(
+        &mut self,
+        sup: SupId,
+        asked: usize,
+        found: Vec<(u64, Stored)>,
+        now_ms: u64,
+    ) -> Adoption {
+        let mut report = Adoption::default();
+        let expires_ms = now_ms.saturating_add(self.lease_ms);
+        let live = self.sups.get(sup).is_some_and(|s| s.live);
+        let n = found.len();
+        for (lease, u) in found {
+            let domain = shared::urls::parse(&u.url).map(|p| shared::urls::domain_of(&p));
+            let id = domain.ok().and_then(|d| self.domain_ids.get(&d).copied());
+            let Some(id) = id.filter(|_| live && !self.leases.contains_key(&lease) && lease < u64::MAX / 2)
+            else {
+                report.refused += 1;
+                continue;
+            };
+            let d = &mut self.domains[id as usize];
+            let depth = if u.seq > d.cursor && d.spilled > 0 && !d.taken.contains(&u.seq) {
+                // Still only in the store: a later read skips it.
+                d.taken.push(u.seq);
+                d.spilled -= 1;
+                u.depth
+            } else if let Some(i) = d.queue.iter().position(|q| q.url == u.url) {
+                // Read into the window meanwhile.
+                d.queue.remove(i).map_or(u.depth, |q| q.depth)
+            } else {
+                report.refused += 1;
+                continue;
+            };
+            self.queued -= 1;
+            self.give_domain(id, sup);
+            self.lease_adopted(id, sup, lease, u.url, depth, expires_ms);
+            report.adopted += 1;
+            self.make_ready(id);
+        }
+        report.refused += asked.saturating_sub(n);
+        report
+    }
+
+    /// Records an adopted lease of domain `id` at `sup`.
+    fn lease_adopted(&mut self, id: u32, sup: SupId, lease: u64, url: String, depth: u16, expires_ms: u64) {
+        self.domains[id as usize].in_flight += 1;
+        self.sups[sup].held += 1;
+        // New leases must not collide with adopted ones.
+        self.next_lease = self.next_lease.max(lease.saturating_add(1));
+        self.leases.insert(
+            lease,
+            Lease {
+                url,
+                depth,
+                sup,
+                expires_ms,
+                domain_id: id,
+            },
+        );
     }
 
     /// Moves `lease` from supervisor `from` to `to` (the same supervisor on
@@ -652,6 +960,8 @@ impl Frontier {
 
 #[cfg(test)]
 mod properties;
+#[cfg(test)]
+mod window_tests;
 
 #[cfg(test)]
 mod tests {
@@ -860,7 +1170,8 @@ mod tests {
             f.adopt(s1, held, 10, |_| false),
             Adoption {
                 adopted: 3,
-                refused: 0
+                refused: 0,
+                look_up: vec![]
             }
         );
         assert_eq!(f.queued(), 1);
@@ -946,7 +1257,8 @@ mod tests {
             f.adopt(s1, claimed, 10, |_| false),
             Adoption {
                 adopted: 1,
-                refused: 3
+                refused: 3,
+                look_up: vec![]
             }
         );
         assert_eq!(f.queued(), 0);
@@ -987,7 +1299,8 @@ mod tests {
             f.adopt(new, claimed, 10, |s| s == old),
             Adoption {
                 adopted: 1,
-                refused: 1
+                refused: 1,
+                look_up: vec![]
             }
         );
         assert_eq!((f.held(old), f.held(new), f.held(other)), (0, 1, 1));

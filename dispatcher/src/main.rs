@@ -11,6 +11,7 @@ mod crawl;
 mod frontier;
 mod monitor;
 mod persist;
+mod queue_reader;
 mod refusals;
 mod seeds;
 mod stats;
@@ -75,6 +76,11 @@ pub struct Args {
     /// A leased URL not reported within this time is handed out again.
     #[arg(long, default_value_t = 300)]
     pub lease_secs: u64,
+    /// URLs of one domain kept in the dispatcher's memory; the rest of its
+    /// queue stays in the store and is read in as the window empties.
+    /// Smaller windows save memory and cost more reads (one per half window).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub frontier_window: u32,
     /// A supervisor silent this long is considered dead; its work is re-queued.
     #[arg(long, default_value_t = 15)]
     pub heartbeat_timeout_secs: u64,

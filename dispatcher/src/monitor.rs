@@ -70,24 +70,33 @@ impl Monitor {
     pub fn report(&mut self, stats: &Stats, sups: &[SupState], f: FrontierView) -> String {
         let dt = self.last_at.elapsed().as_secs_f64().max(1e-3);
         let errors = stats.errors();
-        let mut per_sup = BTreeMap::new();
+        // A supervisor that reconnected has one entry per connection:
+        // reported once, over all of them.
+        let mut totals: BTreeMap<&str, (bool, u64, u32)> = BTreeMap::new();
         for (i, s) in sups.iter().enumerate() {
-            let before = self.last_by_sup.insert(s.id.clone(), s.results).unwrap_or(0);
+            let t = totals.entry(s.id.as_str()).or_default();
+            t.0 |= s.live;
+            t.1 = t.1.saturating_add(s.results);
+            t.2 = t.2.saturating_add(f.held.get(i).copied().unwrap_or(0));
+        }
+        let mut per_sup = BTreeMap::new();
+        for (id, (live, results, outstanding)) in totals {
+            let before = self.last_by_sup.insert(id.to_string(), results).unwrap_or(0);
             per_sup.insert(
-                s.id.as_str(),
+                id,
                 SupReport {
-                    live: s.live,
-                    results_per_sec: round((s.results - before) as f64 / dt),
-                    outstanding: f.held.get(i).copied().unwrap_or(0),
+                    live,
+                    results_per_sec: round(results.saturating_sub(before) as f64 / dt),
+                    outstanding,
                 },
             );
         }
         let r = Report {
             elapsed_secs: round(stats.started.elapsed().as_secs_f64()),
             pages: stats.counts.fetched,
-            pages_per_sec: round((stats.counts.fetched - self.last_fetched) as f64 / dt),
+            pages_per_sec: round(stats.counts.fetched.saturating_sub(self.last_fetched) as f64 / dt),
             errors,
-            errors_per_sec: round((errors - self.last_errors) as f64 / dt),
+            errors_per_sec: round(errors.saturating_sub(self.last_errors) as f64 / dt),
             disallowed: stats.counts.disallowed,
             frontier_queued: f.queued,
             in_flight: f.in_flight,

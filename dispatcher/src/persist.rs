@@ -1,12 +1,17 @@
 //! Writes the frontier to MongoDB in batches, off the dispatch path.
 //!
-//! New URLs become `{_id: url, domain, depth, state: "queued"}`; finished
+//! New URLs become `{_id: url, domain, depth, seq, state: "queued"}`; finished
 //! ones get their state set, and failed ones the kind of their failure
 //! (`failure: "timeout"`, `"blocked_address"`, ...), so the store says
 //! why. Inserting by `_id` makes a retried batch harmless (duplicates are
-//! ignored). A restarted dispatcher reads this collection back to resume.
+//! ignored). A restarted dispatcher reads this collection back to resume,
+//! and domains' queues are read from it (see `crate::frontier`): the
+//! writer says how far its inserts are written ([`FrontierWriter::durable`]),
+//! so nothing is read before it is there.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bson::doc;
@@ -29,23 +34,33 @@ enum Cmd {
 #[derive(Clone)]
 pub struct FrontierWriter {
     tx: mpsc::UnboundedSender<Cmd>,
+    durable: Arc<AtomicI64>,
 }
 
 impl FrontierWriter {
     pub fn spawn(stores: Stores, timing: TimingLog) -> FrontierWriter {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(stores, rx, timing));
-        FrontierWriter { tx }
+        let durable = Arc::new(AtomicI64::new(0));
+        tokio::spawn(run(stores, rx, timing, durable.clone()));
+        FrontierWriter { tx, durable }
     }
 
-    pub fn insert(&self, url: &str, domain: &str, depth: u16) {
+    /// Writes a newly admitted URL; `seq` must be higher than any inserted before.
+    pub fn insert(&self, url: &str, domain: &str, depth: u16, seq: i64) {
         let _ = self.tx.send(Cmd::Insert(FrontierDoc {
             url: url.to_string(),
             domain: domain.to_string(),
             depth: i32::from(depth),
             state: UrlState::Queued,
             failure: None,
+            seq,
         }));
+    }
+
+    /// Every URL inserted with a `seq` up to this one is written (or was
+    /// refused by the store for good).
+    pub fn durable(&self) -> i64 {
+        self.durable.load(Ordering::Acquire)
     }
 
     /// Sets a finished URL's state; `failure`: why a failed one failed.
@@ -62,7 +77,12 @@ impl FrontierWriter {
     }
 }
 
-async fn run(stores: Stores, mut rx: mpsc::UnboundedReceiver<Cmd>, timing: TimingLog) {
+async fn run(
+    stores: Stores,
+    mut rx: mpsc::UnboundedReceiver<Cmd>,
+    timing: TimingLog,
+    durable: Arc<AtomicI64>,
+) {
     let frontier = stores.frontier();
     let mut inserts = Vec::new();
     let mut marks: Vec<Mark> = Vec::new();
@@ -83,7 +103,13 @@ async fn run(stores: Stores, mut rx: mpsc::UnboundedReceiver<Cmd>, timing: Timin
                 next = Some(cmd);
             }
         }
+        // Inserts arrive in `seq` order, and a batch is written before
+        // the next is taken.
+        let last = inserts.last().map(|d| d.seq);
         write_inserts(&frontier, &mut inserts, &timing).await;
+        if let Some(seq) = last {
+            durable.fetch_max(seq, Ordering::AcqRel);
+        }
         write_marks(&frontier, &mut marks, &timing).await;
         if !flushed.is_empty() {
             slow_flush().await;

@@ -33,6 +33,7 @@ OP_ORDER = (
     "report",
     "frontier_insert",
     "domain_flush",
+    "frontier_read",
 )
 
 # Steps that wait rather than work (Op::is_wait). Trend leaves them out of
@@ -53,7 +54,7 @@ WAIT_OPS = frozenset({
 DELIBERATE_WAITS = frozenset({"politeness_wait"})
 
 # Operations that log one line per batch with `"n": items` (absent = 1).
-BATCH_OPS = frozenset({"store", "frontier_insert", "dispatch", "report", "domain_flush"})
+BATCH_OPS = frozenset({"store", "frontier_insert", "dispatch", "report", "domain_flush", "frontier_read"})
 
 # The bottleneck report's lease-time breakdown: the time URLs spend in each
 # step between their lease and their result, charged to the resource that

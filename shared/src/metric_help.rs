@@ -38,6 +38,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "URLs in the frontier waiting to be leased, set once a second.",
     ),
     (
+        "crawler_frontier_in_store",
+        Kind::Gauge,
+        "Queued URLs only in the store, not yet read into their domain's window in memory, set once a second.",
+    ),
+    (
         "crawler_frontier_in_flight",
         Kind::Gauge,
         "URLs leased to supervisors whose results have not come back, set once a second.",

@@ -73,8 +73,10 @@ impl Stores {
 
     /// Creates every secondary index the queries use, and no other: each
     /// one is written on every insert. Lookups by key go through `_id`;
-    /// resuming reads the whole frontier, so it needs none; the dispatcher
-    /// reads halted domains at start-up.
+    /// the dispatcher reads a domain's next queued URLs by `{domain, seq}`
+    /// (its queue lives in the store), and halted domains at start-up.
+    /// Neither key of the frontier index ever changes, so marking a URL
+    /// done does not touch it.
     ///
     /// The frontier had a `{state, domain}` index and `pages` one on
     /// `crawl_id` that no query used: dropping them made a URL's two
@@ -93,6 +95,10 @@ impl Stores {
             .create_index(idx(doc! {"halted": 1}))
             .await
             .context("creating domains index")?;
+        self.frontier()
+            .create_index(idx(doc! {FrontierDoc::DOMAIN: 1, FrontierDoc::SEQ: 1}))
+            .await
+            .context("creating the frontier's queue index")?;
         Ok(())
     }
 

@@ -51,10 +51,13 @@ pub enum Op {
     FrontierInsert,
     /// Child: writing the last-crawled times of the domains it paced.
     DomainFlush,
+    /// Dispatcher: reading a domain's next queued URLs from the store
+    /// into its window.
+    FrontierRead,
 }
 
 impl Op {
-    pub const ALL: [Op; 16] = [
+    pub const ALL: [Op; 17] = [
         Op::QueueWait,
         Op::Dispatch,
         Op::StartWait,
@@ -71,6 +74,7 @@ impl Op {
         Op::Report,
         Op::FrontierInsert,
         Op::DomainFlush,
+        Op::FrontierRead,
     ];
 
     pub fn name(self) -> &'static str {
@@ -91,6 +95,7 @@ impl Op {
             Op::Report => "report",
             Op::FrontierInsert => "frontier_insert",
             Op::DomainFlush => "domain_flush",
+            Op::FrontierRead => "frontier_read",
         }
     }
 
@@ -113,6 +118,7 @@ impl Op {
             Op::Report => "crawler_report_duration_seconds",
             Op::FrontierInsert => "crawler_frontier_insert_duration_seconds",
             Op::DomainFlush => "crawler_domain_flush_duration_seconds",
+            Op::FrontierRead => "crawler_frontier_read_duration_seconds",
         }
     }
 
@@ -149,6 +155,7 @@ impl Op {
             Op::Report => "Work: the dispatcher recording one batch of results.",
             Op::FrontierInsert => "Work: writing one batch of frontier changes to the store.",
             Op::DomainFlush => "Work: writing the last-crawled times of the domains a child paced since its last flush.",
+            Op::FrontierRead => "Work: reading a domain's next queued URLs from the store into the dispatcher's window.",
         }
     }
 }

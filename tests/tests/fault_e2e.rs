@@ -39,6 +39,12 @@ fn fast_failover(spec: &mut ClusterSpec, min_delay_ms: u64) {
         "30",
         "--progress-secs",
         "5",
+        // Small windows: most of each domain's queue stays in the store,
+        // and every fault hits reads of it too.
+        "--max-inflight-per-domain",
+        "4",
+        "--frontier-window",
+        "8",
         "--debug-addr",
         &format!("127.0.0.1:{debug_port}"),
     ]);

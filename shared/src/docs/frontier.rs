@@ -1,6 +1,8 @@
 //! `<crawl>__frontier`: every URL the crawl admitted, and where it stands.
-//! Written by the dispatcher (inserted `queued`, later marked), read back
-//! whole on resume. (Documents stored before crawls had collections of
+//! Written by the dispatcher (inserted `queued`, later marked). It is also
+//! the queue: the dispatcher keeps only a window of each domain's queued
+//! URLs in memory and reads the next ones by `{domain, seq}` (see
+//! `dispatcher::frontier`). (Documents stored before crawls had collections of
 //! their own carry a `crawl_id`, which is ignored.)
 
 use serde::{Deserialize, Serialize};
@@ -38,11 +40,18 @@ pub struct FrontierDoc {
     /// Why a `failed` URL failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<FailureKind>,
+    /// Admission order, increasing over the whole crawl (restarts too): a
+    /// domain's queue is its queued URLs in `seq` order. 0 in documents
+    /// stored before queues lived in the store (read whole on resume).
+    #[serde(default)]
+    pub seq: i64,
 }
 
 impl FrontierDoc {
     pub const STATE: &'static str = "state";
     pub const FAILURE: &'static str = "failure";
+    pub const DOMAIN: &'static str = "domain";
+    pub const SEQ: &'static str = "seq";
 }
 
 #[cfg(test)]
@@ -68,6 +77,7 @@ mod tests {
             depth: 2,
             state: UrlState::Failed,
             failure: Some(FailureKind::BlockedAddress),
+            seq: 7,
         };
         let stored = bson::to_document(&d).unwrap();
         assert_eq!(stored.get_str("_id"), Ok("http://a.test/"));

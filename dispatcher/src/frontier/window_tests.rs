@@ -1,0 +1,458 @@
+//! The frontier with its queues in a store: windows, refills and what a
+//! store that lags, fails or answers wrongly can and cannot do.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::*;
+
+/// The store's side of the queues: every admitted URL by `seq`, with its
+/// domain and whether it is still queued. Writes land when `flush` says.
+#[derive(Default)]
+struct FakeStore {
+    docs: BTreeMap<i64, (String, String, bool)>,
+    unwritten: Vec<(i64, String, String)>,
+    durable: i64,
+}
+
+impl FakeStore {
+    fn write(&mut self, seq: i64, url: &str, domain: &str) {
+        self.unwritten.push((seq, url.into(), domain.into()));
+    }
+    fn flush(&mut self) {
+        for (seq, url, domain) in self.unwritten.drain(..) {
+            self.durable = self.durable.max(seq);
+            self.docs.insert(seq, (url, domain, true));
+        }
+    }
+    fn read(&self, r: &Refill) -> ReadPage {
+        let urls = self
+            .docs
+            .range(r.after + 1..=r.upto)
+            .filter(|(_, (_, d, queued))| *d == r.domain && *queued)
+            .take(r.limit)
+            .map(|(seq, (url, _, _))| Stored {
+                url: url.clone(),
+                depth: 0,
+                seq: *seq,
+            })
+            .collect();
+        ReadPage::of(urls, r.limit)
+    }
+    fn mark_done(&mut self, url: &str) {
+        for (u, _, queued) in self.docs.values_mut() {
+            if u == url {
+                *queued = false;
+            }
+        }
+    }
+}
+
+/// A crawl over `f` and `store`: leases everything to `sups`, completes
+/// it, answers refills, until idle. Returns how often each URL was leased.
+fn crawl(f: &mut Frontier, store: &mut FakeStore, sups: &[SupId]) -> HashMap<String, u32> {
+    let mut leased: HashMap<String, u32> = HashMap::new();
+    for _ in 0..10_000 {
+        store.flush();
+        for r in f.refills(store.durable, 8) {
+            let urls = store.read(&r);
+            f.refilled(&r, urls);
+        }
+        let got: Vec<WorkItem> = sups.iter().flat_map(|s| f.take(*s, 16, 0)).collect();
+        for w in &got {
+            *leased.entry(w.url.clone()).or_default() += 1;
+            assert!(f.complete(w.lease).is_some());
+            store.mark_done(&w.url);
+        }
+        if f.is_idle() {
+            return leased;
+        }
+    }
+    let state: Vec<_> = f
+        .domains
+        .iter()
+        .map(|d| {
+            (
+                &d.name,
+                d.queue.len(),
+                d.spilled,
+                d.cursor,
+                d.last_seq,
+                d.refill,
+                d.owner,
+                d.in_flight,
+                d.in_ready,
+                d.blocked_until,
+            )
+        })
+        .collect();
+    let rings: Vec<_> = f.sups.iter().map(|s| (s.live, s.ready.clone())).collect();
+    panic!(
+        "the crawl never ended: {} queued: {state:?} durable {} rings {rings:?}",
+        f.queued(),
+        store.durable
+    );
+}
+
+fn windowed() -> (Frontier, SupId) {
+    let mut f = Frontier::new(2, 1000, 1).with_window(4);
+    f.start_assigning();
+    let s = f.add_supervisor();
+    (f, s)
+}
+
+#[test]
+fn a_window_holds_a_few_urls_and_the_rest_are_read_in_order() {
+    let (mut f, s) = windowed();
+    let mut store = FakeStore::default();
+    for seq in 1..=10 {
+        let url = format!("http://a/{seq}");
+        store.write(seq, &url, "a");
+        f.admit(url, "a", 0, seq, 0);
+    }
+    assert_eq!(f.queued(), 10);
+    assert_eq!(f.spilled(), 6);
+    // Nothing is read before it is written.
+    assert!(f.refills(0, 8).is_empty());
+    let first = f.take(s, 10, 0);
+    let urls: Vec<_> = first.iter().map(|w| w.url.as_str()).collect();
+    assert_eq!(urls, ["http://a/1", "http://a/2"]);
+    store.flush();
+    let r = f.refills(store.durable, 8);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].after, r[0].upto, r[0].limit), (4, 10, 2));
+    // Asked once until answered.
+    assert!(f.refills(store.durable, 8).is_empty());
+    let answer = store.read(&r[0]);
+    assert_eq!(f.refilled(&r[0], answer), 0);
+    assert_eq!(f.spilled(), 4);
+    for w in first {
+        f.complete(w.lease);
+        store.mark_done(&w.url);
+    }
+    let leased = crawl(&mut f, &mut store, &[s]);
+    assert_eq!(leased.len(), 8);
+    assert!(leased.values().all(|n| *n == 1));
+    assert_eq!(f.queued(), 0);
+}
+
+#[test]
+fn urls_admitted_while_older_ones_wait_in_the_store_queue_behind_them() {
+    let (mut f, s) = windowed();
+    let mut store = FakeStore::default();
+    let mut seq = 0;
+    let mut admit = |f: &mut Frontier, store: &mut FakeStore, n: i64| {
+        for _ in 0..n {
+            seq += 1;
+            let url = format!("http://a/{seq}");
+            store.write(seq, &url, "a");
+            f.admit(url, "a", 0, seq, 0);
+        }
+    };
+    admit(&mut f, &mut store, 6);
+    // The window empties; then more URLs arrive before the refill is read.
+    let t = f.take(s, 10, 0);
+    for w in &t {
+        f.complete(w.lease);
+        store.mark_done(&w.url);
+    }
+    let t = f.take(s, 10, 0);
+    for w in &t {
+        f.complete(w.lease);
+        store.mark_done(&w.url);
+    }
+    admit(&mut f, &mut store, 3);
+    assert_eq!(
+        f.spilled(),
+        5,
+        "5 and 6 wait in the store, so 7..9 wait behind them"
+    );
+    let mut order = Vec::new();
+    for _ in 0..100 {
+        store.flush();
+        for r in f.refills(store.durable, 8) {
+            let answer = store.read(&r);
+            f.refilled(&r, answer);
+        }
+        for w in f.take(s, 1, 0) {
+            order.push(w.url.clone());
+            f.complete(w.lease);
+            store.mark_done(&w.url);
+        }
+        if f.is_idle() {
+            break;
+        }
+    }
+    let expect: Vec<String> = (5..=9).map(|i| format!("http://a/{i}")).collect();
+    assert_eq!(order, expect);
+}
+
+#[test]
+fn a_failed_or_lying_read_loses_and_doubles_nothing() {
+    let (mut f, s) = windowed();
+    let mut store = FakeStore::default();
+    for seq in 1..=12 {
+        let url = format!("http://a/{seq}");
+        store.write(seq, &url, "a");
+        f.admit(url, "a", 0, seq, 0);
+    }
+    store.flush();
+    for w in f.take(s, 10, 0) {
+        f.complete(w.lease);
+        store.mark_done(&w.url);
+    }
+    // The read fails: asked again later, nothing lost.
+    let r = f.refills(store.durable, 8);
+    f.refill_failed(&r[0]);
+    let r = f.refills(store.durable, 8);
+    assert_eq!(r.len(), 1);
+    // The store answers twice, with URLs the read did not ask for (before
+    // the cursor, after `upto`) and a URL twice: only the asked ones count.
+    let mut answer = store.read(&r[0]).urls;
+    answer.insert(
+        0,
+        Stored {
+            url: "http://a/1".into(),
+            depth: 0,
+            seq: 1,
+        },
+    );
+    answer.push(answer[1].clone());
+    answer.push(Stored {
+        url: "http://a/99".into(),
+        depth: 0,
+        seq: 99,
+    });
+    // Honest about what it returned (`full`, `last_seq`), not about which.
+    let honest = store.read(&r[0]);
+    let page = ReadPage {
+        urls: answer,
+        ..honest
+    };
+    f.refilled(&r[0], page.clone());
+    f.refilled(&r[0], page);
+    let leased = crawl(&mut f, &mut store, &[s]);
+    let mut urls: Vec<_> = leased.keys().cloned().collect();
+    urls.sort_by_key(|u| u[9..].parse::<u32>().unwrap_or(0));
+    let expect: Vec<String> = (3..=12).map(|i| format!("http://a/{i}")).collect();
+    assert_eq!(urls, expect);
+    assert!(leased.values().all(|n| *n == 1), "{leased:?}");
+}
+
+#[test]
+fn a_url_the_store_refused_is_no_longer_counted_once_reads_find_it_missing() {
+    let (mut f, s) = windowed();
+    let mut store = FakeStore::default();
+    for seq in 1..=6 {
+        let url = format!("http://a/{seq}");
+        if seq != 6 {
+            store.write(seq, &url, "a");
+        }
+        f.admit(url, "a", 0, seq, 0);
+    }
+    store.flush();
+    store.durable = 6;
+    let leased = crawl(&mut f, &mut store, &[s]);
+    assert_eq!(leased.len(), 5);
+    assert_eq!(f.queued(), 0);
+}
+
+#[test]
+fn a_resumed_crawl_reads_its_windows_from_the_store() {
+    let mut store = FakeStore::default();
+    let mut f = Frontier::new(2, 1000, 1).with_window(4);
+    for seq in 1..=9 {
+        let d = ["a", "b", "c"][seq as usize % 3];
+        let url = format!("http://{d}/{seq}");
+        store.write(seq, &url, d);
+        f.resume_stored(d, seq);
+    }
+    store.flush();
+    assert_eq!((f.queued(), f.spilled()), (9, 9));
+    f.start_assigning();
+    let s1 = f.add_supervisor();
+    let s2 = f.add_supervisor();
+    // This process has written nothing yet: what it found is written.
+    let reads = f.refills(0, 8);
+    assert_eq!(reads.len(), 3);
+    for r in reads {
+        let answer = store.read(&r);
+        f.refilled(&r, answer);
+    }
+    let leased = crawl(&mut f, &mut store, &[s1, s2]);
+    assert_eq!(leased.len(), 9);
+    assert!(leased.values().all(|n| *n == 1));
+}
+
+/// Many domains, random admissions (some while reads are under way,
+/// some not yet written), expiries and a supervisor leaving: every URL
+/// is leased, and none is leased twice unless its lease ended without a
+/// result (expired or its holder left).
+#[test]
+fn random_crawls_lease_every_url_and_double_only_what_was_lost() {
+    for seed in 0..40u64 {
+        let mut rng = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut next = |n: u64| {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (rng >> 33) % n
+        };
+        let mut f = Frontier::new(2, 1000, 1).with_window(4);
+        f.start_assigning();
+        let mut sups = vec![f.add_supervisor(), f.add_supervisor()];
+        let mut store = FakeStore::default();
+        let mut pending: Vec<Refill> = Vec::new();
+        let mut out: Vec<(u64, String, SupId)> = Vec::new();
+        let mut leased: HashMap<String, u32> = HashMap::new();
+        let mut lost: HashMap<String, u32> = HashMap::new();
+        let mut seq = 0i64;
+        let mut now = 0u64;
+        for step in 0..3000 {
+            match next(10) {
+                0..=2 if seq < 300 => {
+                    seq += 1;
+                    let d = format!("d{}", next(5));
+                    let url = format!("http://{d}/{seq}");
+                    store.write(seq, &url, &d);
+                    f.admit(url, &d, 0, seq, now);
+                }
+                3 => store.flush(),
+                4 => pending.extend(f.refills(store.durable, 3)),
+                5 if !pending.is_empty() => {
+                    let r = pending.swap_remove(next(pending.len() as u64) as usize);
+                    if next(5) == 0 {
+                        f.refill_failed(&r);
+                    } else {
+                        let answer = store.read(&r);
+                        f.refilled(&r, answer);
+                    }
+                }
+                6 => {
+                    let s = sups[next(sups.len() as u64) as usize];
+                    for w in f.take(s, 3, now) {
+                        *leased.entry(w.url.clone()).or_default() += 1;
+                        out.push((w.lease, w.url, s));
+                    }
+                }
+                7 if !out.is_empty() => {
+                    let (lease, url, s) = out.swap_remove(next(out.len() as u64) as usize);
+                    if f.complete_for(s, lease, &url).is_ok() {
+                        store.mark_done(&url);
+                    }
+                }
+                8 if step % 500 == 0 => {
+                    now += 1000;
+                    for (_, url, _) in out.drain(..) {
+                        *lost.entry(url).or_default() += 1;
+                    }
+                    f.expire(now);
+                }
+                9 if sups.len() == 2 && step > 1500 => {
+                    let gone = sups.remove(0);
+                    out.retain(|(_, url, s)| {
+                        if *s == gone {
+                            *lost.entry(url.clone()).or_default() += 1;
+                        }
+                        *s != gone
+                    });
+                    f.remove_supervisor(gone);
+                }
+                _ => {}
+            }
+        }
+        // Finish: answer, flush, lease and complete until idle.
+        for r in pending.drain(..) {
+            let answer = store.read(&r);
+            f.refilled(&r, answer);
+        }
+        for (lease, url, s) in out.drain(..) {
+            if f.complete_for(s, lease, &url).is_ok() {
+                store.mark_done(&url);
+            }
+        }
+        for (u, n) in crawl(&mut f, &mut store, &sups) {
+            *leased.entry(u).or_default() += n;
+        }
+        assert_eq!(
+            leased.len() as i64,
+            seq,
+            "seed {seed}: every admitted URL was leased"
+        );
+        for (u, n) in &leased {
+            let allowed = 1 + lost.get(u).copied().unwrap_or(0);
+            assert!(
+                *n <= allowed,
+                "seed {seed}: {u} leased {n} times, {allowed} allowed"
+            );
+        }
+        assert_eq!(f.queued(), 0, "seed {seed}");
+    }
+}
+
+#[test]
+fn a_restarted_dispatcher_adopts_held_urls_that_are_still_only_in_the_store() {
+    let mut store = FakeStore::default();
+    let mut f = Frontier::new(2, 1000, 1).with_window(4);
+    for seq in 1..=10 {
+        let url = format!("http://a/{seq}");
+        store.write(seq, &url, "a");
+        f.resume_stored("a", seq);
+    }
+    store.flush();
+    f.start_assigning();
+    let s = f.add_supervisor();
+    // The supervisor held a/2 and a/9 (lease ids 500, 501) from before
+    // the restart, and a/77, which was never queued.
+    let held: Vec<WorkItem> = [(2, 500), (9, 501), (77, 502)]
+        .iter()
+        .map(|(i, lease)| WorkItem {
+            lease: *lease,
+            lease_expires_ms: 0,
+            leased_ms: 0,
+            url: format!("http://a/{i}"),
+            domain: "a".into(),
+            depth: 0,
+        })
+        .collect();
+    let first = f.adopt(s, held, 0, |_| false);
+    assert_eq!((first.adopted, first.refused, first.look_up.len()), (0, 0, 3));
+    // The window reads a/1..a/4 before the look-up's answer comes back.
+    let r = f.refills(0, 8);
+    let answer = store.read(&r[0]);
+    f.refilled(&r[0], answer);
+    let found: Vec<(u64, Stored)> = first
+        .look_up
+        .iter()
+        .filter_map(|(lease, url)| {
+            let (seq, _) = store.docs.iter().find(|(_, (u, _, _))| u == url)?;
+            Some((
+                *lease,
+                Stored {
+                    url: url.clone(),
+                    depth: 0,
+                    seq: *seq,
+                },
+            ))
+        })
+        .collect();
+    let second = f.adopt_stored(s, first.look_up.len(), found, 0);
+    assert_eq!((second.adopted, second.refused), (2, 1));
+    assert_eq!(f.held(s), 2);
+    assert_eq!(f.queued(), 8);
+    // The adopted ones are never leased again; everything else once.
+    for (lease, url) in [(500, "http://a/2"), (501, "http://a/9")] {
+        assert!(f.complete(lease).is_some());
+        store.mark_done(url);
+    }
+    let leased = crawl(&mut f, &mut store, &[s]);
+    let mut urls: Vec<_> = leased.keys().cloned().collect();
+    urls.sort_by_key(|u| u[9..].parse::<u32>().unwrap_or(0));
+    let expect: Vec<String> = [1, 3, 4, 5, 6, 7, 8, 10]
+        .iter()
+        .map(|i| format!("http://a/{i}"))
+        .collect();
+    assert_eq!(urls, expect);
+    assert!(leased.values().all(|n| *n == 1));
+}
