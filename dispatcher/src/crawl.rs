@@ -159,7 +159,7 @@ impl Dispatcher {
                 args.lease_secs * 1000,
                 now_ms() << 12,
             )
-            .with_window(args.frontier_window as usize),
+            .with_window(args.frontier_window as usize, args.frontier_memory_urls),
             writer: FrontierWriter::spawn(stores.clone(), timing.clone()),
             reader,
             next_seq: 1,
@@ -221,7 +221,8 @@ impl Dispatcher {
         let mut resumed = (0u64, 0u64);
         // The crawl's own frontier (see `shared::crawl_id`): another crawl
         // id on the same database starts from nothing.
-        // Queued URLs are only counted here: the windows read them later.
+        // Queued URLs beyond the memory budget are only counted here: the
+        // windows read them later.
         let mut max_seq = 0;
         decode_each(
             &self.stores.frontier(),
@@ -235,12 +236,12 @@ impl Dispatcher {
                     return;
                 }
                 resumed.1 += 1;
+                let depth = d.depth.clamp(0, i32::from(u16::MAX)) as u16;
                 if d.seq > 0 {
-                    self.frontier.resume_stored(&d.domain, d.seq);
+                    self.frontier.resume_queued(d.url, &d.domain, depth, d.seq);
                 } else {
                     // Stored before queues lived in the store: it cannot
                     // be read by `seq`, so it is held in memory.
-                    let depth = d.depth.clamp(0, i32::from(u16::MAX)) as u16;
                     self.frontier.push(d.url, &d.domain, depth);
                 }
             },

@@ -11,14 +11,19 @@
 //! never has more than `max_inflight_per_domain` URLs out at once, so one
 //! big or slow domain cannot crowd out the others.
 //!
-//! Queues live in the store (`<crawl>__frontier`, read by `{domain, seq}`);
-//! memory holds a window of at most `window` URLs per domain (URLFrontier
-//! and BUbiNG's workbench keep the same shape). A URL admitted while its
+//! Queues live in the store (`<crawl>__frontier`, read by `{domain, seq}`).
+//! Memory holds at most `budget` queued URLs; past that, each domain keeps
+//! a window of at most `window` URLs (URLFrontier and BUbiNG's workbench
+//! keep the same shape). A URL admitted while memory is short and its
 //! domain's window is full, or while older URLs of the domain wait in the
 //! store, is only counted here (`spilled`). When a window runs low, the
 //! frontier asks for a read of the domain's next URLs after its `cursor`
 //! ([`Frontier::refills`]); the shell reads them and hands them back
 //! ([`Frontier::refilled`]). The frontier does no I/O itself.
+//!
+//! Why a budget and not only windows: every read is a store query, cheap
+//! on mongod (one index range) but 20–150 ms of nx-27017's one thread. A
+//! crawl whose queues fit in memory makes no reads at all.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -183,8 +188,12 @@ pub struct Frontier {
     queued: usize,
     max_inflight_per_domain: u32,
     lease_ms: u64,
-    /// At most this many URLs of a domain are read into memory at once.
+    /// Once `budget` URLs are queued in memory, a domain's window holds at
+    /// most this many; reads fill it by half a window at least.
     window: usize,
+    budget: usize,
+    /// Queued URLs only in the store (the sum of the domains' `spilled`).
+    spilled_total: usize,
     /// Domains whose window runs low while URLs wait in the store.
     wanted: VecDeque<u32>,
     /// The highest `seq` found in the store at start-up: written, whatever
@@ -210,16 +219,20 @@ impl Frontier {
             max_inflight_per_domain: max_inflight_per_domain.max(1),
             lease_ms,
             window: usize::MAX,
+            budget: 0,
+            spilled_total: 0,
             wanted: VecDeque::new(),
             resumed_upto: 0,
         }
     }
 
-    /// Keeps at most `window` URLs of a domain in memory (at least the
-    /// per-domain in-flight maximum, so a window never starves a domain
-    /// that could be crawled faster). Unbounded unless set.
-    pub fn with_window(mut self, window: usize) -> Frontier {
+    /// Keeps at most `window` URLs of a domain in memory (at least twice
+    /// the per-domain in-flight maximum, so a window never starves a
+    /// domain that could be crawled faster) once `budget` URLs are queued
+    /// in memory. Unbounded unless set.
+    pub fn with_window(mut self, window: usize, budget: usize) -> Frontier {
         self.window = window.max(2 * self.max_inflight_per_domain as usize);
+        self.budget = budget;
         self
     }
 
@@ -276,7 +289,7 @@ impl Frontier {
 
     /// URLs admitted to their domain but only in the store for now.
     pub fn spilled(&self) -> usize {
-        self.domains.iter().map(|d| d.spilled as usize).sum()
+        self.spilled_total
     }
 
     /// A newly admitted URL (already marked seen and written with `seq`,
@@ -285,17 +298,38 @@ impl Frontier {
     /// otherwise it stays in the store, and is counted.
     pub fn admit(&mut self, url: String, domain: &str, depth: u16, seq: i64, now_ms: u64) {
         let id = self.domain_id(domain);
+        let short = self.queued - self.spilled_total >= self.budget;
         let d = &mut self.domains[id as usize];
         d.last_seq = d.last_seq.max(seq);
-        if d.spilled == 0 && d.queue.len() < self.window {
+        if d.spilled == 0 && (!short || d.queue.len() < self.window) {
             d.cursor = d.cursor.max(seq);
             self.push_at(url, domain, depth, now_ms);
             return;
         }
         d.spilled += 1;
+        self.spilled_total += 1;
         self.queued += 1;
         self.ensure_owner(id);
         self.want_refill(id);
+    }
+
+    /// A URL found queued in the store at start-up, by a read that
+    /// returns every document (in any order): kept in memory while the
+    /// budget allows, and always when its domain's window already holds
+    /// later URLs (it must not fall behind the cursor); otherwise counted,
+    /// and read in with its domain's window.
+    pub fn resume_queued(&mut self, url: String, domain: &str, depth: u16, seq: i64) {
+        let id = self.domain_id(domain);
+        let room = self.queued - self.spilled_total < self.budget;
+        let d = &mut self.domains[id as usize];
+        if seq <= d.cursor || (d.spilled == 0 && room) {
+            d.cursor = d.cursor.max(seq);
+            d.last_seq = d.last_seq.max(seq);
+            self.resumed_upto = self.resumed_upto.max(seq);
+            self.push(url, domain, depth);
+        } else {
+            self.resume_stored(domain, seq);
+        }
     }
 
     /// A URL found queued in the store at start-up: counted, and read in
@@ -305,6 +339,7 @@ impl Frontier {
         let d = &mut self.domains[id as usize];
         d.last_seq = d.last_seq.max(seq);
         d.spilled += 1;
+        self.spilled_total += 1;
         self.queued += 1;
         self.resumed_upto = self.resumed_upto.max(seq);
         self.ensure_owner(id);
@@ -380,6 +415,7 @@ impl Frontier {
             }
             d.cursor = u.seq;
             d.spilled -= 1;
+            self.spilled_total -= 1;
             d.queue.push_back(Queued {
                 url: u.url,
                 depth: u.depth,
@@ -396,6 +432,7 @@ impl Frontier {
             if r.upto >= d.last_seq {
                 missing = std::mem::take(&mut d.spilled);
                 self.queued -= missing as usize;
+                self.spilled_total -= missing as usize;
             }
         }
         // Adopted URLs the reads went past (finished meanwhile).
@@ -830,6 +867,7 @@ impl Frontier {
                 // Still only in the store: a later read skips it.
                 d.taken.push(u.seq);
                 d.spilled -= 1;
+                self.spilled_total -= 1;
                 u.depth
             } else if let Some(i) = d.queue.iter().position(|q| q.url == u.url) {
                 // Read into the window meanwhile.

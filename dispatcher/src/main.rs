@@ -76,10 +76,16 @@ pub struct Args {
     /// A leased URL not reported within this time is handed out again.
     #[arg(long, default_value_t = 300)]
     pub lease_secs: u64,
-    /// URLs of one domain kept in the dispatcher's memory; the rest of its
-    /// queue stays in the store and is read in as the window empties.
-    /// Smaller windows save memory and cost more reads (one per half window).
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Queued URLs the dispatcher keeps in memory (about 130 bytes each)
+    /// before it keeps only a window of each domain's queue and leaves the
+    /// rest in the store. Reads are cheap on mongod (set it low there) and
+    /// cost nx-27017 20-150 ms each.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub frontier_memory_urls: usize,
+    /// Past --frontier-memory-urls: URLs of one domain kept in memory; the
+    /// rest of its queue stays in the store and is read in as the window
+    /// empties (a read per half window).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub frontier_window: u32,
     /// A supervisor silent this long is considered dead; its work is re-queued.
     #[arg(long, default_value_t = 15)]

@@ -43,6 +43,8 @@ fn fast_failover(spec: &mut ClusterSpec, min_delay_ms: u64) {
         // and every fault hits reads of it too.
         "--max-inflight-per-domain",
         "4",
+        "--frontier-memory-urls",
+        "100",
         "--frontier-window",
         "8",
         "--debug-addr",

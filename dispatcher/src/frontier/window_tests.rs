@@ -94,7 +94,7 @@ fn crawl(f: &mut Frontier, store: &mut FakeStore, sups: &[SupId]) -> HashMap<Str
 }
 
 fn windowed() -> (Frontier, SupId) {
-    let mut f = Frontier::new(2, 1000, 1).with_window(4);
+    let mut f = Frontier::new(2, 1000, 1).with_window(4, 0);
     f.start_assigning();
     let s = f.add_supervisor();
     (f, s)
@@ -259,7 +259,7 @@ fn a_url_the_store_refused_is_no_longer_counted_once_reads_find_it_missing() {
 #[test]
 fn a_resumed_crawl_reads_its_windows_from_the_store() {
     let mut store = FakeStore::default();
-    let mut f = Frontier::new(2, 1000, 1).with_window(4);
+    let mut f = Frontier::new(2, 1000, 1).with_window(4, 0);
     for seq in 1..=9 {
         let d = ["a", "b", "c"][seq as usize % 3];
         let url = format!("http://{d}/{seq}");
@@ -299,7 +299,7 @@ fn random_crawls_lease_every_url_and_double_only_what_was_lost() {
                 .wrapping_add(1442695040888963407);
             (rng >> 33) % n
         };
-        let mut f = Frontier::new(2, 1000, 1).with_window(4);
+        let mut f = Frontier::new(2, 1000, 1).with_window(4, 0);
         f.start_assigning();
         let mut sups = vec![f.add_supervisor(), f.add_supervisor()];
         let mut store = FakeStore::default();
@@ -394,7 +394,7 @@ fn random_crawls_lease_every_url_and_double_only_what_was_lost() {
 #[test]
 fn a_restarted_dispatcher_adopts_held_urls_that_are_still_only_in_the_store() {
     let mut store = FakeStore::default();
-    let mut f = Frontier::new(2, 1000, 1).with_window(4);
+    let mut f = Frontier::new(2, 1000, 1).with_window(4, 0);
     for seq in 1..=10 {
         let url = format!("http://a/{seq}");
         store.write(seq, &url, "a");
@@ -454,5 +454,47 @@ fn a_restarted_dispatcher_adopts_held_urls_that_are_still_only_in_the_store() {
         .map(|i| format!("http://a/{i}"))
         .collect();
     assert_eq!(urls, expect);
+    assert!(leased.values().all(|n| *n == 1));
+}
+
+#[test]
+fn windows_are_bounded_only_once_memory_is_short() {
+    let mut f = Frontier::new(2, 1000, 1).with_window(4, 10);
+    f.start_assigning();
+    let _s = f.add_supervisor();
+    for seq in 1..=8 {
+        f.admit(format!("http://a/{seq}"), "a", 0, seq, 0);
+    }
+    assert_eq!(f.spilled(), 0, "8 URLs fit in a budget of 10");
+    for seq in 9..=12 {
+        f.admit(format!("http://b/{seq}"), "b", 0, seq, 0);
+    }
+    // b's first two fit; then memory is short and b's window (4) is the
+    // bound, a's is past it: a's next URL waits in the store.
+    assert_eq!(f.spilled(), 0);
+    f.admit("http://b/13".into(), "b", 0, 13, 0);
+    f.admit("http://a/14".into(), "a", 0, 14, 0);
+    assert_eq!(f.spilled(), 2);
+    assert_eq!(f.queued(), 14);
+}
+
+#[test]
+fn a_resume_keeps_what_fits_and_never_puts_a_url_behind_the_cursor() {
+    let mut store = FakeStore::default();
+    let mut f = Frontier::new(2, 1000, 1).with_window(4, 2);
+    // The store returns a's URLs out of order: 5 and 2 fit the budget; 9
+    // does not; 1 and 3 are behind a's cursor (5), so they are kept too;
+    // 7 waits in the store behind 9.
+    for seq in [5, 2, 9, 1, 3, 7] {
+        let url = format!("http://a/{seq}");
+        store.write(seq, &url, "a");
+        f.resume_queued(url, "a", 0, seq);
+    }
+    store.flush();
+    assert_eq!((f.queued(), f.spilled()), (6, 2));
+    f.start_assigning();
+    let s = f.add_supervisor();
+    let leased = crawl(&mut f, &mut store, &[s]);
+    assert_eq!(leased.len(), 6);
     assert!(leased.values().all(|n| *n == 1));
 }
