@@ -34,6 +34,10 @@ use crate::{seeds, Args, Scope, ROLE};
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 /// Most URLs sent in one Work message.
 const MAX_BATCH: usize = 512;
+/// Frontier writes the store may be behind before no more URLs are leased
+/// (each result brings more writes): bounds the dispatcher's memory when
+/// the store is slower than the crawl. About 20 MB of writes.
+const MAX_WRITE_BACKLOG: usize = 100_000;
 /// Store reads of domains' queues asked for at once (see `queue_reader`).
 const READS_PER_TICK: usize = 64;
 /// Longest one message to a supervisor may take to leave.
@@ -957,6 +961,10 @@ impl Dispatcher {
             self.started_dispatching = true;
             self.frontier.start_assigning();
         }
+        if self.writer.backlog() > MAX_WRITE_BACKLOG {
+            // Resumed by the next tick once the writer has caught up.
+            return Ok(());
+        }
         for s in 0..self.sups.len() {
             let sup = &self.sups[s];
             if !sup.live {
@@ -1020,6 +1028,8 @@ impl Dispatcher {
         let in_store = self.frontier.spilled() as f64;
         metrics::gauge!("crawler_frontier_queued").set(queued);
         metrics::gauge!("crawler_frontier_in_store").set(in_store);
+        let backlog = self.writer.backlog() as f64;
+        metrics::gauge!("crawler_frontier_write_backlog").set(backlog);
         metrics::gauge!("crawler_frontier_ready").set(ready);
         metrics::gauge!("crawler_frontier_in_flight").set(in_flight);
         metrics::gauge!("crawler_frontier_seen").set(seen);
@@ -1029,6 +1039,7 @@ impl Dispatcher {
         let values = [
             ("frontier_queued", queued),
             ("frontier_in_store", in_store),
+            ("frontier_write_backlog", backlog),
             ("frontier_ready", ready),
             ("frontier_in_flight", in_flight),
             ("frontier_seen", seen),

@@ -10,7 +10,7 @@
 //! so nothing is read before it is there.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,18 +35,30 @@ enum Cmd {
 pub struct FrontierWriter {
     tx: mpsc::UnboundedSender<Cmd>,
     durable: Arc<AtomicI64>,
+    /// Inserts and marks sent but not written yet.
+    backlog: Arc<AtomicUsize>,
 }
 
 impl FrontierWriter {
     pub fn spawn(stores: Stores, timing: TimingLog) -> FrontierWriter {
         let (tx, rx) = mpsc::unbounded_channel();
         let durable = Arc::new(AtomicI64::new(0));
-        tokio::spawn(run(stores, rx, timing, durable.clone()));
-        FrontierWriter { tx, durable }
+        let backlog = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(run(stores, rx, timing, durable.clone(), backlog.clone()));
+        FrontierWriter { tx, durable, backlog }
+    }
+
+    /// Inserts and marks sent but not written yet: how far the store is
+    /// behind. The dispatcher stops leasing while it is too far (see
+    /// `crawl.rs`), so a slow store slows the crawl instead of filling
+    /// the dispatcher's memory with writes.
+    pub fn backlog(&self) -> usize {
+        self.backlog.load(Ordering::Relaxed)
     }
 
     /// Writes a newly admitted URL; `seq` must be higher than any inserted before.
     pub fn insert(&self, url: &str, domain: &str, depth: u16, seq: i64) {
+        self.backlog.fetch_add(1, Ordering::Relaxed);
         let _ = self.tx.send(Cmd::Insert(FrontierDoc {
             url: url.to_string(),
             domain: domain.to_string(),
@@ -65,6 +77,7 @@ impl FrontierWriter {
 
     /// Sets a finished URL's state; `failure`: why a failed one failed.
     pub fn mark(&self, url: String, state: UrlState, failure: Option<FailureKind>) {
+        self.backlog.fetch_add(1, Ordering::Relaxed);
         let _ = self.tx.send(Cmd::Mark(url, state, failure));
     }
 
@@ -82,6 +95,7 @@ async fn run(
     mut rx: mpsc::UnboundedReceiver<Cmd>,
     timing: TimingLog,
     durable: Arc<AtomicI64>,
+    backlog: Arc<AtomicUsize>,
 ) {
     let frontier = stores.frontier();
     let mut inserts = Vec::new();
@@ -106,11 +120,13 @@ async fn run(
         // Inserts arrive in `seq` order, and a batch is written before
         // the next is taken.
         let last = inserts.last().map(|d| d.seq);
+        let written = inserts.len() + marks.len();
         write_inserts(&frontier, &mut inserts, &timing).await;
         if let Some(seq) = last {
             durable.fetch_max(seq, Ordering::AcqRel);
         }
         write_marks(&frontier, &mut marks, &timing).await;
+        backlog.fetch_sub(written, Ordering::Relaxed);
         if !flushed.is_empty() {
             slow_flush().await;
         }

@@ -15,7 +15,8 @@ for each:
 - politeness: the per-domain delays and in-flight caps, or simply too few
   domains left (politeness_wait, domain_wait; nothing ready to lease);
 - store: the page writes (store_wait, and every `store` batch's duration
-  counted once for each page in it).
+  counted once for each page in it), and the frontier writes when the
+  dispatcher stops leasing until they catch up (frontier_write_backlog).
 
 Every window gets exactly one word, by the rules of `decide` (first match
 wins), and the run's main phase (phases.py) gets the word that holds for
@@ -55,6 +56,13 @@ STORE_SHARE = 0.40
 # i.e. capacity).
 DISPATCHER_BUSY_CORES = 0.5
 
+# 2b. store: the dispatcher leases nothing while its frontier writes are
+#     this far behind (MAX_WRITE_BACKLOG in dispatcher/src/crawl.rs); a
+#     window whose mean backlog is at least half of it spent much of its
+#     time paused for the store.
+WRITE_BACKLOG_PAUSE = 100_000
+WRITE_BACKLOG_SHARE = 0.5
+
 WORDS = ("store", "dispatcher", "capacity", "politeness", "cpu")
 NO_WORD = "-"  # a window with nothing to decide from
 DEFAULT_WINDOW = 5.0
@@ -77,6 +85,9 @@ def decide(f: WindowFacts) -> Decision:
     disp = f.dispatcher_cores
     if disp is not None and disp >= DISPATCHER_SATURATED_CORES:
         return Decision("dispatcher", f"dispatcher uses {disp:.2f} cores")
+    backlog = f.gauges.get("frontier_write_backlog")
+    if backlog is not None and backlog >= WRITE_BACKLOG_SHARE * WRITE_BACKLOG_PAUSE:
+        return Decision("store", f"{backlog:,.0f} frontier writes behind: the dispatcher waits for them to lease more")
     use = f.credits_use
     if use is not None and use < CREDITS_SATURATED:
         ready = f.ready

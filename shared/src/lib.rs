@@ -12,6 +12,7 @@ pub mod body_dict;
 pub mod cli;
 pub mod cluster_auth;
 pub mod crawl_id;
+pub mod dispatcher_link;
 pub mod docs;
 pub mod exchange;
 pub mod extract;

@@ -43,6 +43,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Queued URLs only in the store, not yet read into their domain's window in memory, set once a second.",
     ),
     (
+        "crawler_frontier_write_backlog",
+        Kind::Gauge,
+        "Frontier inserts and state changes not yet written to the store; past 100,000 the dispatcher leases nothing until it catches up. Set once a second.",
+    ),
+    (
         "crawler_frontier_in_flight",
         Kind::Gauge,
         "URLs leased to supervisors whose results have not come back, set once a second.",

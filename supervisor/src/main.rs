@@ -4,7 +4,7 @@
 //! relays their results.
 
 mod child;
-mod link;
+use shared::dispatcher_link as link;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

@@ -16,7 +16,8 @@ LIMITING = re.compile(r"^limiting: (store|dispatcher|capacity|politeness|cpu) "
                       r"\((\d+) of (\d+) main-phase windows, \d+% of their pages; .*\)$")
 
 
-def facts(lease_ms=None, busy=0.3, disp=0.1, held=990.0, cap=1000.0, ready=500.0, pages=500, domains=20):
+def facts(lease_ms=None, busy=0.3, disp=0.1, held=990.0, cap=1000.0, ready=500.0, pages=500, domains=20,
+          backlog=None):
     """One window; gauge knobs set to None mean 'not reported'."""
     lease = {"store": 0, "capacity": 0, "politeness": 0, "dispatcher": 0, "cpu": 0}
     lease.update({k: v * 1000 for k, v in ({"capacity": 10} if lease_ms is None else lease_ms).items()})
@@ -25,6 +26,8 @@ def facts(lease_ms=None, busy=0.3, disp=0.1, held=990.0, cap=1000.0, ready=500.0
         gauges.update(credits_held=held, credits_capacity=cap)
     if ready is not None:
         gauges["frontier_ready"] = ready
+    if backlog is not None:
+        gauges["frontier_write_backlog"] = backlog
     return WindowFacts(index=0, start=0.0, secs=5.0, pages=pages, ops=pages * 5, domains=domains, lease_us=lease,
                        busy_by_node={} if busy is None else {"n1": busy},
                        cpu_by_role={} if disp is None else {"dispatcher": disp},
@@ -60,6 +63,12 @@ class DecideTest(unittest.TestCase):
         self.assertEqual(self.word(held=300, ready=0, lease_ms={"store": 93, "dispatcher": 5}), "store")
         self.assertEqual(self.word(held=300, ready=0, lease_ms={"cpu": 70, "capacity": 30}), "cpu")
         self.assertEqual(self.word(held=300, ready=0, lease_ms={"politeness": 95, "store": 5}), "politeness")
+
+    def test_store_when_the_dispatcher_waits_for_frontier_writes(self):
+        # Credits idle and URLs ready would say "dispatcher", but it is
+        # paused for the store's frontier writes.
+        self.assertEqual(self.word(held=300, ready=2000, backlog=90_000), "store")
+        self.assertEqual(self.word(held=300, ready=2000, backlog=1_000), "dispatcher")
 
     def test_store_when_page_writes_dominate(self):
         self.assertEqual(self.word(lease_ms={"store": 50, "capacity": 30, "cpu": 20}), "store")

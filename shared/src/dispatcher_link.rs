@@ -1,5 +1,7 @@
 //! The supervisor's ZeroMQ DEALER connection to the dispatcher's ROUTER,
-//! kept alive across dispatcher restarts.
+//! kept alive across dispatcher restarts. (In `shared` so that the
+//! dispatcher's load generator, `tests/src/bin/dispatcher_load.rs`, joins
+//! exactly as a supervisor does.)
 //!
 //! The `zeromq` crate's DEALER does not reconnect by itself, and a
 //! restarted dispatcher would not know us anyway. So the link watches the
@@ -9,18 +11,18 @@
 //! Meanwhile the children keep crawling and results wait in the outbox.
 //!
 //! Every introduction is a challenge–response on the cluster secret
-//! ([`shared::cluster_auth`]): Hello (our nonce), the dispatcher's
+//! ([`crate::cluster_auth`]): Hello (our nonce), the dispatcher's
 //! Challenge, our Join (the proof, over our introduction), its Welcome
 //! (its proof). Until a Welcome proves the dispatcher knows the secret,
 //! nothing it sends but the handshake is acted on.
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
-use shared::cluster_auth::{ClusterKey, Introduction, Session};
-use shared::protocol::{
+use crate::cluster_auth::{ClusterKey, Introduction, Session};
+use crate::protocol::{
     self, CrawlPolicy, Intro, Nonce, Refusal, ToDispatcher, ToSupervisor, PROTOCOL_VERSION,
 };
+use anyhow::{bail, Context};
 use zeromq::{DealerSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
 /// One connection attempt may take this long (a dead remote host would

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Dispatcher benchmark: the dispatcher alone, fed by dispatcher_load (many
+fake supervisors over real ZeroMQ sockets and the cluster-secret handshake;
+tests/src/bin/dispatcher_load.rs), with a real store. Run it through
+scripts/bench-dispatcher.sh, which builds first.
+
+    scripts/bench-dispatcher.sh --urls 1000000
+    scripts/bench-dispatcher.sh --urls 200000 --dispatcher-arg=--frontier-memory-urls=20000
+
+It runs one crawl of --urls URLs (the dispatcher's --max-pages), then
+starts the dispatcher again on the stored frontier and times its start-up.
+Prints a JSON object on stdout (a summary on stderr):
+- [urls_per_s]: leases out plus results in, per second of the crawl, as
+  dispatcher_load counted them; [dispatcher_cpu_secs] and
+  [dispatcher_cores]: the dispatcher's CPU over the crawl.
+- [bytes_per_known_url]: dispatcher VmRSS over the URLs it knows (its
+  `crawler_frontier_seen` gauge), at the first sample past each power of
+  ten from 100,000 and at the end; [peak_rss_mib].
+- [startup_s]: from starting the dispatcher on the stored frontier until
+  its ZeroMQ endpoint accepts connections (it binds once it has read what
+  it needs to start dispatching).
+- [store]: which store server ran.
+"""
+import argparse, json, os, secrets, socket, subprocess, sys, tempfile, time, urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import BIN, ROOT, TICK, free_port, rss_kib  # noqa: E402
+
+
+def cpu_secs(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def gauge(debug, name):
+    """A gauge from the dispatcher's /metrics, or None."""
+    try:
+        with urllib.request.urlopen(f"http://{debug}/metrics", timeout=2) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def accepts(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--urls", type=int, default=1_000_000, help="URLs the crawl admits (--max-pages)")
+    ap.add_argument("--supervisors", type=int, default=50)
+    ap.add_argument("--domains", type=int, default=10_000)
+    ap.add_argument("--links", type=int, default=20, help="links per result")
+    ap.add_argument("--dispatcher-arg", action="append", default=[], help="extra dispatcher flag")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory and print it")
+    args = ap.parse_args()
+
+    work = tempfile.mkdtemp(prefix="crawler-bench-dispatcher-")
+    store_dir = os.path.join(work, "store")
+    uri = subprocess.check_output([os.path.join(ROOT, "scripts", "store.sh"), "start", store_dir], text=True).strip()
+    kind = open(os.path.join(store_dir, "kind")).read().strip()
+    procs = []
+    result = {"urls": args.urls, "supervisors": args.supervisors, "domains": args.domains, "store": kind}
+    try:
+        seeds = os.path.join(work, "seeds.txt")
+        with open(seeds, "w") as f:
+            for i in range(args.domains):
+                f.write(f"http://d{i}.test/\n")
+        env = dict(os.environ, CRAWLER_CLUSTER_SECRET=secrets.token_hex(32))
+
+        def dispatcher(log, max_pages):
+            port, debug_port = free_port(), free_port()
+            cmd = [os.path.join(BIN, "dispatcher"), "--mongo-uri", uri, "--bind", f"tcp://127.0.0.1:{port}",
+                   "--debug-addr", f"127.0.0.1:{debug_port}", "--seeds", seeds,
+                   "--min-supervisors", str(args.supervisors), "--max-pages", str(max_pages),
+                   "--max-depth", "1000", "--progress-secs", "10", "--monitor-secs", "0",
+                   "--summary-file", os.path.join(work, f"{log}.summary.json")] + args.dispatcher_arg
+            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, f"{log}.log"), "w"), env=env)
+            procs.append(p)
+            return p, port, f"127.0.0.1:{debug_port}"
+
+        # 1. The crawl.
+        d, port, debug = dispatcher("crawl", args.urls)
+        while not accepts(port):
+            if d.poll() is not None:
+                raise SystemExit(f"the dispatcher exited ({d.returncode}); see {work}/crawl.log")
+            time.sleep(0.1)
+        load = subprocess.Popen([os.path.join(BIN, "dispatcher_load"), "--dispatcher", f"tcp://127.0.0.1:{port}",
+                                 "--supervisors", str(args.supervisors), "--domains", str(args.domains),
+                                 "--links", str(args.links)],
+                                stdout=subprocess.PIPE, stderr=open(os.path.join(work, "load.log"), "w"), env=env, text=True)
+        procs.append(load)
+        marks, samples, peak, cpu = {}, [], 0, 0.0
+        next_mark = 100_000
+        t0 = time.time()
+        while d.poll() is None:
+            rss, seen, c = rss_kib(d.pid), gauge(debug, "crawler_frontier_seen"), cpu_secs(d.pid)
+            if rss and seen:
+                peak = max(peak, rss)
+                samples.append((round(time.time() - t0, 1), round(rss / 1024, 1), int(seen)))
+                while seen >= next_mark:
+                    marks[str(next_mark)] = round(rss * 1024 / seen, 1)
+                    next_mark *= 10
+            cpu = c if c is not None else cpu
+            time.sleep(0.5)
+        out, _ = load.communicate(timeout=120)
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        result["load"] = json.loads(lines[-1]) if lines else None
+        result["urls_per_s"] = result["load"]["urls_per_s"] if result["load"] else None
+        result["dispatcher_exit"] = d.returncode
+        result["dispatcher_cpu_secs"] = round(cpu, 1)
+        secs = result["load"]["seconds"] if result["load"] else None
+        result["dispatcher_cores"] = round(cpu / secs, 2) if secs else None
+        try:
+            known = json.load(open(os.path.join(work, "crawl.summary.json")))["seen_urls"]
+        except (OSError, ValueError, KeyError):
+            known = samples[-1][2] if samples else 0
+        if samples and known:
+            # The last RSS sample against the summary's count (the gauge is
+            # set once a second and may lag).
+            marks["end"] = round(samples[-1][1] * 1024 * 1024 / known, 1)
+        result["known_urls_at_end"] = known
+        result["bytes_per_known_url"] = marks
+        result["peak_rss_mib"] = round(peak / 1024, 1)
+        result["rss_mib_and_known_urls"] = samples[:: max(1, len(samples) // 20)]
+
+        # 2. Start-up on the stored frontier.
+        started = time.time()
+        d, port, debug = dispatcher("restart", args.urls * 2)
+        while not accepts(port):
+            if d.poll() is not None:
+                raise SystemExit(f"the restarted dispatcher exited ({d.returncode}); see {work}/restart.log")
+            time.sleep(0.05)
+        result["startup_s"] = round(time.time() - started, 2)
+        result["startup_rss_mib"] = round((rss_kib(d.pid) or 0) / 1024, 1)
+        d.terminate()
+        d.wait(timeout=60)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        subprocess.call([os.path.join(ROOT, "scripts", "store.sh"), "stop", store_dir])
+    print(json.dumps(result, indent=1))
+    print(f"dispatcher: {result.get('urls_per_s')} URLs/s (leases out + results in), "
+          f"{result.get('dispatcher_cores')} cores; bytes per known URL {result.get('bytes_per_known_url')}; "
+          f"start-up on {args.urls} stored URLs {result.get('startup_s')} s ({kind})", file=sys.stderr)
+    if args.keep:
+        print(f"kept {work}", file=sys.stderr)
+    else:
+        import shutil
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

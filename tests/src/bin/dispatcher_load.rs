@@ -1,0 +1,208 @@
+//! Plays many supervisors against a running dispatcher, over real ZeroMQ
+//! sockets and the cluster-secret handshake (`shared::dispatcher_link`,
+//! the supervisors' own link), so that the dispatcher alone is measured:
+//! every leased URL is answered at once as fetched, with `--links` links,
+//! part of them new URLs over `--domains` domains and the rest links seen
+//! before. No HTTP, no children, no pages.
+//!
+//! The dispatcher is started with the domains as seeds (or `--scope any`)
+//! and `--max-pages N`, so the crawl ends by itself after N URLs; each fake
+//! supervisor stops when the dispatcher says Stop. The last line on
+//! stdout is one JSON object: leases received, results sent, seconds, and
+//! `urls_per_s` (leases out plus results in, per second). Used by
+//! `scripts/bench-dispatcher.sh`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+use shared::cli::ClusterArgs;
+use shared::cluster_auth::SECRET_ENV;
+use shared::dispatcher_link::DispatcherLink;
+use shared::protocol::{CrawlResult, Intro, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem};
+
+#[derive(Parser, Debug)]
+#[command(about = "Plays many supervisors against a dispatcher (see scripts/bench-dispatcher.sh)")]
+struct Args {
+    /// The dispatcher's ZeroMQ endpoint.
+    #[arg(long, default_value = "tcp://127.0.0.1:5555")]
+    dispatcher: String,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Fake supervisors, each on its own connection.
+    #[arg(long, default_value_t = 50)]
+    supervisors: usize,
+    /// URLs each may hold (its announced capacity).
+    #[arg(long, default_value_t = 256)]
+    capacity: u32,
+    /// Links in each result.
+    #[arg(long, default_value_t = 20)]
+    links: usize,
+    /// Share of the links that point to URLs linked before.
+    #[arg(long, default_value_t = 0.5)]
+    dup_share: f64,
+    /// Domains the new URLs are spread over: `http://d<i>.test/`.
+    #[arg(long, default_value_t = 10_000)]
+    domains: u64,
+    /// Give up after this long (the dispatcher should have said Stop).
+    #[arg(long, default_value_t = 3600)]
+    max_secs: u64,
+}
+
+/// Counters over all fake supervisors.
+#[derive(Default)]
+struct Totals {
+    leases: AtomicU64,
+    results: AtomicU64,
+    /// New URLs invented so far: the next one is `http://d<n % domains>.test/p<n>`.
+    next_url: AtomicU64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Arc::new(Args::parse());
+    let totals = Arc::new(Totals::default());
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..args.supervisors {
+        let (args, totals) = (args.clone(), totals.clone());
+        tasks.spawn(async move { play(i, &args, &totals).await });
+    }
+    let deadline = Duration::from_secs(args.max_secs);
+    let mut failed = 0;
+    let all = async {
+        while let Some(done) = tasks.join_next().await {
+            match done {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    failed += 1;
+                    eprintln!("a fake supervisor failed: {e:#}");
+                }
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("a fake supervisor panicked: {e}");
+                }
+            }
+        }
+    };
+    if tokio::time::timeout(deadline, all).await.is_err() {
+        eprintln!("gave up after {deadline:?}");
+        failed += 1;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let (leases, results) = (
+        totals.leases.load(Ordering::Relaxed),
+        totals.results.load(Ordering::Relaxed),
+    );
+    let line = serde_json::json!({
+        "supervisors": args.supervisors,
+        "leases_received": leases,
+        "results_sent": results,
+        "seconds": (secs * 100.0).round() / 100.0,
+        "urls_per_s": ((leases + results) as f64 / secs.max(1e-9)).round(),
+        "failed_supervisors": failed,
+    });
+    println!("{line}");
+    if failed > 0 {
+        anyhow::bail!("{failed} fake supervisors failed");
+    }
+    Ok(())
+}
+
+/// One fake supervisor: joins, answers every lease at once, stops on Stop.
+async fn play(i: usize, args: &Args, totals: &Totals) -> anyhow::Result<()> {
+    let key = args.cluster.key(std::env::var_os(SECRET_ENV))?;
+    let silence = Duration::from_secs(30);
+    let mut link = DispatcherLink::connect(&args.dispatcher, key, Duration::from_secs(60), silence).await?;
+    let intro = Intro {
+        supervisor_id: format!("load{i}"),
+        capacity: args.capacity,
+        process: ProcessInfo {
+            role: "supervisor".into(),
+            node: "load".into(),
+            pid: std::process::id(),
+            debug_addr: None,
+        },
+        holding: Vec::new(),
+    };
+    link.welcome(&intro).await.context("joining")?;
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1));
+    let mut beat = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            msg = link.recv() => match msg {
+                Some(ToSupervisor::Work(items)) => {
+                    totals.leases.fetch_add(items.len() as u64, Ordering::Relaxed);
+                    let results: Vec<CrawlResult> = items.into_iter().map(|w| answer(w, args, totals, &mut rng)).collect();
+                    let n = results.len() as u64;
+                    if link.send(&ToDispatcher::Results(results)).await {
+                        totals.results.fetch_add(n, Ordering::Relaxed);
+                    }
+                }
+                Some(ToSupervisor::Stop) => {
+                    if link.send(&ToDispatcher::Bye).await {
+                        link.await_farewell(Duration::from_secs(5)).await;
+                    }
+                    return Ok(());
+                }
+                Some(ToSupervisor::Reintroduce) => link.reintroduce().await,
+                Some(ToSupervisor::Challenge { nonce }) => link.answer(nonce, &intro).await,
+                Some(_) => {}
+                None => anyhow::bail!("lost the dispatcher"),
+            },
+            _ = beat.tick() => {
+                link.send(&ToDispatcher::Heartbeat { holding: Vec::new() }).await;
+            }
+        }
+    }
+}
+
+/// A result for `w`: fetched, with new and repeated links.
+fn answer(w: WorkItem, args: &Args, totals: &Totals, rng: &mut Rng) -> CrawlResult {
+    let domains = args.domains.max(1);
+    let outlinks = (0..args.links)
+        .map(|_| {
+            let made = totals.next_url.load(Ordering::Relaxed);
+            let n = if made > 0 && rng.unit() < args.dup_share {
+                rng.below(made)
+            } else {
+                totals.next_url.fetch_add(1, Ordering::Relaxed)
+            };
+            format!("http://d{}.test/p{n}", n % domains)
+        })
+        .collect();
+    CrawlResult {
+        lease: w.lease,
+        url: w.url,
+        domain: w.domain,
+        depth: w.depth,
+        outcome: Outcome::Fetched {
+            status: 200,
+            final_url: None,
+            content_type: Some("text/html".into()),
+            bytes: 20_000,
+        },
+        outlinks,
+        sent_ms: 0,
+    }
+}
+
+/// xorshift64*: enough to pick links, and no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
