@@ -23,6 +23,7 @@ pub mod metric_help;
 pub mod page_body;
 pub mod protocol;
 pub mod resolve;
+pub mod sharding;
 pub mod shutdown;
 pub mod store;
 pub mod store_write;

@@ -480,3 +480,119 @@ async fn the_playbook_installs_a_crawl_that_runs() {
     }
     server.stop(Duration::from_secs(5)).await;
 }
+
+/// The optional sharded layout (`inventory.sharded.example.ini`): every
+/// role on this machine under `crawler_service_manager=none`, so that the
+/// files it writes can be read. It has not been run against a live cluster;
+/// this checks what it would start: a config server replica set, a shard,
+/// a query router the crawler's URI names, the key file (mode 0400, the
+/// control machine's secret), and the firewall's ports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sharded_layout_writes_config_servers_shards_and_a_router() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("opt-crawler");
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let private_ip = "10.11.12.14";
+    let host = format!(
+        "localhost ansible_connection=local ansible_python_interpreter={python} crawler_private_ip={private_ip} shard=shard1"
+    );
+    let groups = ["config_servers", "shards", "mongos", "dispatcher", "supervisors"];
+    let mut lines = Vec::new();
+    for g in groups {
+        lines.push(format!("[{g}]"));
+        lines.push(host.clone());
+    }
+    lines.extend(["[stores]".to_string(), "[robots_store]".to_string()]);
+    let inventory = write_lines(dir.path(), "inventory.ini", &lines).unwrap();
+    let seeds = write_lines(dir.path(), "seeds.txt", &["http://a.test/".to_string()]).unwrap();
+    let secrets = dir.path().join("secrets");
+    let vars = serde_json::json!({
+        "crawler_service_manager": "none",
+        "crawler_build": false,
+        "crawler_bin_src": bin_dir(),
+        "crawler_prefix": prefix,
+        "crawler_seeds_file": seeds,
+        "crawler_secrets_dir": secrets,
+        "store_dbpath": dir.path().join("store-data"),
+    });
+    let vars_file = dir.path().join("vars.json");
+    std::fs::write(&vars_file, vars.to_string()).unwrap();
+    let inv = inventory.to_string_lossy().into_owned();
+    let extra = format!("@{}", vars_file.display());
+    let out = playbook(dir.path(), &["-i", &inv, "-e", &extra, "site.yml"]).await;
+    assert!(
+        out.status.success(),
+        "site.yml failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let etc = prefix.join("etc");
+    let read = |name: &str| std::fs::read_to_string(etc.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+
+    let keyfile = read_secret(&secrets.join("store_keyfile"));
+    assert_eq!(read("store_keyfile").trim(), keyfile);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(etc.join("store_keyfile"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o400);
+
+    let config = read("crawler-store-configsvr.conf");
+    for want in [
+        "clusterRole: configsvr",
+        "replSetName: \"crawler-config\"",
+        "port: 27019",
+        "authorization: enabled",
+    ] {
+        assert!(
+            config.contains(want),
+            "config server settings lack {want:?}:\n{config}"
+        );
+    }
+    let shard = read("crawler-store-shard.conf");
+    for want in ["clusterRole: shardsvr", "replSetName: \"shard1\"", "port: 27018"] {
+        assert!(shard.contains(want), "shard settings lack {want:?}:\n{shard}");
+    }
+    let mongos = read("crawler-mongos.conf");
+    assert!(
+        mongos.contains(&format!("configDB: \"crawler-config/{private_ip}:27019\"")),
+        "{mongos}"
+    );
+    for conf in [&config, &shard, &mongos] {
+        assert!(conf.contains(&format!("keyFile: \"{}\"", etc.join("store_keyfile").display())));
+        assert!(
+            conf.contains(&format!("bindIp: \"{private_ip},127.0.0.1\"")),
+            "{conf}"
+        );
+    }
+    let (exec, _) = read_exec(&etc.join("crawler-mongos.service"));
+    assert_eq!(
+        exec[1..],
+        [
+            "--config".to_string(),
+            etc.join("crawler-mongos.conf").display().to_string()
+        ]
+    );
+    assert!(read("crawler-store-configsvr-replset.js").contains(&format!("[\"{private_ip}:27019\"]")));
+    let shards_js = read("store-shards.js");
+    assert!(
+        shards_js.contains(&format!("\"shard1\": [\"{private_ip}:27018\"]")),
+        "{shards_js}"
+    );
+
+    // The crawler talks to the query router, as the crawler user.
+    let env = read_env(&etc.join("crawler.env"));
+    let password = read_secret(&secrets.join("store_crawler_password"));
+    assert_eq!(
+        env["CRAWLER_MONGO_URI"],
+        format!("mongodb://crawler:{password}@{private_ip}:27017/?authSource=admin")
+    );
+    let nft = read("crawler.nft");
+    for port in ["27017", "27018", "27019"] {
+        assert!(
+            nft.contains(port),
+            "the firewall does not restrict {port}:\n{nft}"
+        );
+    }
+}
