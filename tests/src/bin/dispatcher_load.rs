@@ -1,13 +1,18 @@
 //! Plays many supervisors against a running dispatcher, over real ZeroMQ
 //! sockets and the cluster-secret handshake (`shared::dispatcher_link`,
 //! the supervisors' own link), so that the dispatcher alone is measured:
-//! every leased URL is answered at once as fetched, with `--links` links,
-//! part of them new URLs over `--domains` domains and the rest links seen
-//! before. No HTTP, no children, no pages.
+//! every leased URL is answered at once as fetched (status 200, a fake
+//! size and content type), with `--links` links, `--dup-share` of them to
+//! URLs linked before and the rest new URLs `http://d<n % domains>.test/p<n>`.
+//! No HTTP, no children, no pages.
 //!
-//! The dispatcher is started with the domains as seeds (or `--scope any`)
-//! and `--max-pages N`, so the crawl ends by itself after N URLs; each fake
-//! supervisor stops when the dispatcher says Stop. The last line on
+//! The cluster secret comes as a supervisor's does: `CRAWLER_CLUSTER_SECRET`
+//! or `--cluster-secret-file` (never the secret itself on the command line).
+//!
+//! Start the dispatcher with the domains as seeds (or `--scope any`) and
+//! `--max-pages N`, so the crawl ends by itself after N URLs: each fake
+//! supervisor stops when the dispatcher says Stop, or (with `--urls N`)
+//! once N results have been sent, whichever comes first. The last line on
 //! stdout is one JSON object: leases received, results sent, seconds, and
 //! `urls_per_s` (leases out plus results in, per second). Used by
 //! `scripts/bench-dispatcher.sh`.
@@ -21,7 +26,9 @@ use clap::Parser;
 use shared::cli::ClusterArgs;
 use shared::cluster_auth::SECRET_ENV;
 use shared::dispatcher_link::DispatcherLink;
-use shared::protocol::{CrawlResult, Intro, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem};
+use shared::protocol::{
+    split_results, CrawlResult, Intro, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "Plays many supervisors against a dispatcher (see scripts/bench-dispatcher.sh)")]
@@ -46,6 +53,10 @@ struct Args {
     /// Domains the new URLs are spread over: `http://d<i>.test/`.
     #[arg(long, default_value_t = 10_000)]
     domains: u64,
+    /// Leave (Bye) once this many results are sent over all fake
+    /// supervisors, the dispatcher's `--max-pages` (0: only on its Stop).
+    #[arg(long, default_value_t = 0)]
+    urls: u64,
     /// Give up after this long (the dispatcher should have said Stop).
     #[arg(long, default_value_t = 3600)]
     max_secs: u64,
@@ -111,7 +122,10 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One fake supervisor: joins, answers every lease at once, stops on Stop.
+/// One fake supervisor: joins, answers every lease at once, leaves on
+/// Stop (or past `--urls` results). Any trouble with the link (a refusal,
+/// a failed send, a lost connection) fails it: a benchmark must not hide
+/// reconnections, which a real supervisor would make.
 async fn play(i: usize, args: &Args, totals: &Totals) -> anyhow::Result<()> {
     let key = args.cluster.key(std::env::var_os(SECRET_ENV))?;
     let silence = Duration::from_secs(30);
@@ -130,33 +144,47 @@ async fn play(i: usize, args: &Args, totals: &Totals) -> anyhow::Result<()> {
     link.welcome(&intro).await.context("joining")?;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1));
     let mut beat = tokio::time::interval(Duration::from_secs(1));
+    let enough = || args.urls > 0 && totals.results.load(Ordering::Relaxed) >= args.urls;
     loop {
         tokio::select! {
             msg = link.recv() => match msg {
                 Some(ToSupervisor::Work(items)) => {
                     totals.leases.fetch_add(items.len() as u64, Ordering::Relaxed);
                     let results: Vec<CrawlResult> = items.into_iter().map(|w| answer(w, args, totals, &mut rng)).collect();
-                    let n = results.len() as u64;
-                    if link.send(&ToDispatcher::Results(results)).await {
+                    // In messages of bounded size, as a supervisor sends them.
+                    for batch in split_results(results) {
+                        let n = batch.len() as u64;
+                        if !link.send(&ToDispatcher::Results(batch)).await {
+                            anyhow::bail!("could not send results to the dispatcher");
+                        }
                         totals.results.fetch_add(n, Ordering::Relaxed);
                     }
                 }
-                Some(ToSupervisor::Stop) => {
-                    if link.send(&ToDispatcher::Bye).await {
-                        link.await_farewell(Duration::from_secs(5)).await;
-                    }
-                    return Ok(());
-                }
+                Some(ToSupervisor::Stop) => return leave(&mut link).await,
                 Some(ToSupervisor::Reintroduce) => link.reintroduce().await,
                 Some(ToSupervisor::Challenge { nonce }) => link.answer(nonce, &intro).await,
+                Some(ToSupervisor::Refused(why)) => anyhow::bail!("the dispatcher refused us: {}", why.as_str()),
                 Some(_) => {}
                 None => anyhow::bail!("lost the dispatcher"),
             },
             _ = beat.tick() => {
-                link.send(&ToDispatcher::Heartbeat { holding: Vec::new() }).await;
+                if !link.send(&ToDispatcher::Heartbeat { holding: Vec::new() }).await {
+                    anyhow::bail!("could not send a heartbeat to the dispatcher");
+                }
             }
         }
+        if enough() {
+            return leave(&mut link).await;
+        }
     }
+}
+
+/// Says Bye and waits (a bounded time) for the dispatcher's Farewell.
+async fn leave(link: &mut DispatcherLink) -> anyhow::Result<()> {
+    if link.send(&ToDispatcher::Bye).await {
+        link.await_farewell(Duration::from_secs(5)).await;
+    }
+    Ok(())
 }
 
 /// A result for `w`: fetched, with new and repeated links.
