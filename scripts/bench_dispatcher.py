@@ -15,16 +15,27 @@ Prints a JSON object on stdout (a summary on stderr):
   [dispatcher_cores]: the dispatcher's CPU over the crawl.
 - [bytes_per_known_url]: dispatcher VmRSS over the URLs it knows (its
   `crawler_frontier_seen` gauge), at the first sample past each power of
-  ten from 100,000 and at the end; [peak_rss_mib].
-- [startup_s]: from starting the dispatcher on the stored frontier until
-  its ZeroMQ endpoint accepts connections (it binds once it has read what
-  it needs to start dispatching).
+  ten from 10,000 and at the end; [bytes_per_known_url_marginal]: the
+  growth of VmRSS over the growth of known URLs since the power of ten
+  before (what one more URL costs, without the process's fixed memory);
+  [peak_rss_mib].
+- [startup_s]: from starting the dispatcher on the stored frontier (same
+  store, same crawl id, a --max-pages ten times higher) until its ZeroMQ
+  endpoint accepts connections: it binds only once it has read the stored
+  frontier and can dispatch (its /metrics answers long before, so it is
+  no signal).
 - [store]: which store server ran.
 """
 import argparse, json, os, secrets, signal, socket, subprocess, sys, tempfile, time, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import BIN, ROOT, TICK, free_port, rss_kib  # noqa: E402
+from bench import ROOT, TICK, free_port, rss_kib  # noqa: E402
+
+# The binaries: $CRAWLER_BIN_DIR (as the tests take it), else the release
+# directory of $CARGO_TARGET_DIR or target/.
+BIN = os.environ.get("CRAWLER_BIN_DIR") or os.path.join(
+    os.path.abspath(os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")), "release")
+CRAWL_ID = "bench-dispatcher"
 
 
 def cpu_secs(pid):
@@ -59,6 +70,7 @@ def accepts(port):
 def main():
     # SIGTERM ends the run like Ctrl-C: the `finally` below stops what it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--urls", type=int, default=1_000_000, help="URLs the crawl admits (--max-pages)")
     ap.add_argument("--supervisors", type=int, default=50)
@@ -85,7 +97,8 @@ def main():
 
         def dispatcher(log, max_pages):
             port, debug_port = free_port(), free_port()
-            cmd = [os.path.join(BIN, "dispatcher"), "--mongo-uri", uri, "--bind", f"tcp://127.0.0.1:{port}",
+            cmd = [os.path.join(BIN, "dispatcher"), "--mongo-uri", uri, "--crawl-id", CRAWL_ID,
+                   "--bind", f"tcp://127.0.0.1:{port}",
                    "--debug-addr", f"127.0.0.1:{debug_port}", "--seeds", seeds,
                    "--min-supervisors", str(args.supervisors), "--max-pages", str(max_pages),
                    "--max-depth", "1000", "--progress-secs", "10", "--monitor-secs", "0",
@@ -102,19 +115,24 @@ def main():
             time.sleep(0.1)
         load = subprocess.Popen([os.path.join(BIN, "dispatcher_load"), "--dispatcher", f"tcp://127.0.0.1:{port}",
                                  "--supervisors", str(args.supervisors), "--domains", str(args.domains),
-                                 "--links", str(args.links)],
+                                 "--links", str(args.links), "--urls", str(args.urls)],
                                 stdout=subprocess.PIPE, stderr=open(os.path.join(work, "load.log"), "w"), env=env, text=True)
         procs.append(load)
-        marks, samples, peak, cpu = {}, [], 0, 0.0
-        next_mark = 100_000
+        marks, marginal, samples, peak, cpu = {}, {}, [], 0, 0.0
+        next_mark, last_mark = 10_000, None
         t0 = time.time()
         while d.poll() is None:
             rss, seen, c = rss_kib(d.pid), gauge(debug, "crawler_frontier_seen"), cpu_secs(d.pid)
             if rss and seen:
                 peak = max(peak, rss)
                 samples.append((round(time.time() - t0, 1), round(rss / 1024, 1), int(seen)))
-                while seen >= next_mark:
+                if seen >= next_mark:
+                    while seen >= next_mark * 10:  # (passed more than one power of ten since)
+                        next_mark *= 10
                     marks[str(next_mark)] = round(rss * 1024 / seen, 1)
+                    if last_mark and seen > last_mark[1]:
+                        marginal[str(next_mark)] = round((rss - last_mark[0]) * 1024 / (seen - last_mark[1]), 1)
+                    last_mark = (rss, seen)
                     next_mark *= 10
             cpu = c if c is not None else cpu
             time.sleep(0.5)
@@ -136,12 +154,13 @@ def main():
             marks["end"] = round(samples[-1][1] * 1024 * 1024 / known, 1)
         result["known_urls_at_end"] = known
         result["bytes_per_known_url"] = marks
+        result["bytes_per_known_url_marginal"] = marginal
         result["peak_rss_mib"] = round(peak / 1024, 1)
         result["rss_mib_and_known_urls"] = samples[:: max(1, len(samples) // 20)]
 
         # 2. Start-up on the stored frontier.
         started = time.time()
-        d, port, debug = dispatcher("restart", args.urls * 2)
+        d, port, debug = dispatcher("restart", args.urls * 10)
         while not accepts(port):
             if d.poll() is not None:
                 raise SystemExit(f"the restarted dispatcher exited ({d.returncode}); see {work}/restart.log")
@@ -161,7 +180,9 @@ def main():
         subprocess.call([os.path.join(ROOT, "scripts", "store.sh"), "stop", store_dir])
     print(json.dumps(result, indent=1))
     print(f"dispatcher: {result.get('urls_per_s')} URLs/s (leases out + results in), "
-          f"{result.get('dispatcher_cores')} cores; bytes per known URL {result.get('bytes_per_known_url')}; "
+          f"{result.get('dispatcher_cpu_secs')} CPU s ({result.get('dispatcher_cores')} cores); "
+          f"bytes per known URL {result.get('bytes_per_known_url')} "
+          f"(marginal {result.get('bytes_per_known_url_marginal')}); peak RSS {result.get('peak_rss_mib')} MiB; "
           f"start-up on {args.urls} stored URLs {result.get('startup_s')} s ({kind})", file=sys.stderr)
     if args.keep:
         print(f"kept {work}", file=sys.stderr)
