@@ -12,7 +12,9 @@ starts the dispatcher again on the stored frontier and times its start-up.
 Prints a JSON object on stdout (a summary on stderr):
 - [urls_per_s]: leases out plus results in, per second of the crawl, as
   dispatcher_load counted them; [dispatcher_cpu_secs] and
-  [dispatcher_cores]: the dispatcher's CPU over the crawl.
+  [dispatcher_cores]: the dispatcher's CPU over the crawl;
+  [store_cpu_secs], [load_cpu_secs]: the store's and the load generator's
+  (the dispatcher's rivals for the machine's cores).
 - [bytes_per_known_url]: dispatcher VmRSS over the URLs it knows (its
   `crawler_frontier_seen` gauge), at the first sample past each power of
   ten from 10,000 and at the end; [bytes_per_known_url_marginal]: the
@@ -86,6 +88,7 @@ def main():
     store_dir = os.path.join(work, "store")
     uri = subprocess.check_output([os.path.join(ROOT, "scripts", "store.sh"), "start", store_dir], text=True).strip()
     kind = open(os.path.join(store_dir, "kind")).read().strip()
+    store_pid = int(open(os.path.join(store_dir, "pid")).read())
     procs = []
     result = {"urls": args.urls, "supervisors": args.supervisors, "domains": args.domains, "store": kind}
     try:
@@ -118,6 +121,7 @@ def main():
                                  "--links", str(args.links), "--urls", str(args.urls)],
                                 stdout=subprocess.PIPE, stderr=open(os.path.join(work, "load.log"), "w"), env=env, text=True)
         procs.append(load)
+        store_cpu0, others = cpu_secs(store_pid) or 0.0, {}
         marks, marginal, samples, peak, cpu = {}, {}, [], 0, 0.0
         next_mark, last_mark = 10_000, None
         t0 = time.time()
@@ -135,6 +139,9 @@ def main():
                     last_mark = (rss, seen)
                     next_mark *= 10
             cpu = c if c is not None else cpu
+            for name, pid in (("store", store_pid), ("load", load.pid)):
+                c = cpu_secs(pid)
+                others[name] = c if c is not None else others.get(name, 0.0)
             time.sleep(0.5)
         out, _ = load.communicate(timeout=120)
         lines = [line for line in out.splitlines() if line.startswith("{")]
@@ -144,6 +151,10 @@ def main():
         result["dispatcher_cpu_secs"] = round(cpu, 1)
         secs = result["load"]["seconds"] if result["load"] else None
         result["dispatcher_cores"] = round(cpu / secs, 2) if secs else None
+        # Who else worked meanwhile: on 2 cores, the load generator and the
+        # store share the machine with the dispatcher.
+        result["store_cpu_secs"] = round(others.get("store", store_cpu0) - store_cpu0, 1)
+        result["load_cpu_secs"] = round(others.get("load", 0.0), 1)
         try:
             known = json.load(open(os.path.join(work, "crawl.summary.json")))["seen_urls"]
         except (OSError, ValueError, KeyError):
