@@ -4,26 +4,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
-use bytes::Bytes;
 use serde::Serialize;
 use shared::protocol::ProcessInfo;
-
-use crate::frontier::SupId;
-
-pub struct SupState {
-    pub id: String,
-    pub identity: Bytes,
-    /// URLs it may hold at once; what it holds is [`crate::frontier::Frontier::held`].
-    pub capacity: u32,
-    pub last_heard: Instant,
-    pub live: bool,
-    pub said_bye: bool,
-    pub results: u64,
-    /// Seals and opens this connection's messages after its Welcome.
-    pub session: shared::cluster_auth::Session,
-}
 
 /// What `/debug/cluster` shows.
 #[derive(Default, Serialize, Clone)]
@@ -58,10 +41,4 @@ pub fn route(view: SharedView) -> profiling::axum::Router {
             }
         }),
     )
-}
-
-pub fn sup_index(sups: &[SupState], identity: &Bytes) -> Option<SupId> {
-    // The newest entry: a supervisor that re-introduced itself on the same
-    // socket has an older, dead entry too.
-    sups.iter().rposition(|s| s.identity == *identity)
 }

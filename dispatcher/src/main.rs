@@ -14,6 +14,7 @@ mod persist;
 mod queue_reader;
 mod refusals;
 mod seeds;
+mod state;
 mod stats;
 
 use std::path::PathBuf;

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::cluster::SupState;
+use crate::state::Member;
 use crate::stats::Stats;
 
 /// At most this many domain names are listed per state (counts are exact).
@@ -67,7 +67,7 @@ impl Monitor {
         }
     }
 
-    pub fn report(&mut self, stats: &Stats, sups: &[SupState], f: FrontierView) -> String {
+    pub fn report<C>(&mut self, stats: &Stats, sups: &[Member<C>], f: FrontierView) -> String {
         let dt = self.last_at.elapsed().as_secs_f64().max(1e-3);
         let errors = stats.errors();
         // A supervisor that reconnected has one entry per connection:

@@ -1,0 +1,743 @@
+//! The crawl as a state machine with no I/O: the frontier, the supervisors
+//! (membership, credits, heartbeats), admission of discovered URLs, leases
+//! and their results, retries, the circuit breaker and halts, and the stop.
+//!
+//! It is driven by events (a supervisor joined, results came in, a tick,
+//! a store read answered), each a method taking the time as a value, and it
+//! answers with [`Effect`]s: messages to send, frontier writes, store
+//! reads. The shell (`crawl.rs`) owns the ZeroMQ socket, the cluster-secret
+//! handshake, the stores and the timers, and carries effects out in order.
+//! So every rule about leases can be tested without a socket or a store
+//! (`state/tests.rs`), as in tokio's mini-redis, where `Db` knows nothing
+//! of connections.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use shared::docs::{FrontierDoc, UrlState};
+use shared::protocol::{CrawlResult, FailureKind, Outcome, ToSupervisor, WorkItem};
+use shared::timing::{Op, TimingLog};
+use shared::urls;
+
+use crate::breaker::{self, BreakerConfig, Breakers, Trip};
+use crate::frontier::{Adoption, Frontier, LeaseRefusal, Refill, Stored, SupId};
+use crate::queue_reader::Answer;
+use crate::refusals::{Reason, Refusals};
+use crate::stats::{FinishReason, Stats};
+
+/// Pause before a retry, times the attempt number.
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// Most URLs sent in one Work message.
+const MAX_BATCH: usize = 512;
+/// Frontier writes the store may be behind before no more URLs are leased
+/// (each result brings more writes): bounds the dispatcher's memory when
+/// the store is slower than the crawl. About 20 MB of writes.
+pub(crate) const MAX_WRITE_BACKLOG: usize = 100_000;
+/// Store reads of domains' queues asked for at once (see `queue_reader`).
+const READS_PER_TICK: usize = 64;
+
+/// What the crawl is allowed to do, from the command line.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) max_depth: u16,
+    /// 0: no limit.
+    pub(crate) max_pages: u64,
+    /// Only the seeds' domains are crawled.
+    pub(crate) scope_to_seeds: bool,
+    /// Supervisors to wait for before the first lease.
+    pub(crate) min_supervisors: usize,
+    pub(crate) heartbeat_timeout_ms: u64,
+    pub(crate) max_inflight_per_domain: u32,
+    pub(crate) lease_ms: u64,
+    /// Past `memory_urls` queued URLs, each domain keeps `window` in memory.
+    pub(crate) window: usize,
+    pub(crate) memory_urls: usize,
+    pub(crate) breaker: BreakerConfig,
+}
+
+/// What the shell must do, in this order, after an event.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Effect {
+    /// A message for supervisor `s`, sealed with its connection's key.
+    Send(SupId, ToSupervisor),
+    /// A newly admitted URL for the stored frontier (`seq`: its place in
+    /// its domain's queue).
+    Insert {
+        url: String,
+        domain: String,
+        depth: u16,
+        seq: i64,
+    },
+    /// A URL's final state for the stored frontier.
+    Mark {
+        url: String,
+        state: UrlState,
+        failure: Option<FailureKind>,
+    },
+    /// Read the next URLs of a domain's queue from the store; the answer
+    /// comes back as [`CrawlState::read_answered`].
+    Read(Refill),
+    /// Look up URLs a joining supervisor holds in the store: (lease, URL).
+    LookUp(SupId, Vec<(u64, String)>),
+    /// Record a domain's halt (`Some(reason)`) or clear it, in the second
+    /// store, so that a restarted dispatcher keeps it.
+    RecordHalt { domain: String, reason: Option<String> },
+    /// The supervisor with this id has no live connection any more.
+    Gone(String),
+}
+
+/// Why a supervisor's connection is given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leaving {
+    SaidBye,
+    SaidHelloAgain,
+    Reconnected,
+    MissedHeartbeats,
+}
+
+impl Leaving {
+    fn as_str(self) -> &'static str {
+        match self {
+            Leaving::SaidBye => "said bye",
+            Leaving::SaidHelloAgain => "said hello again",
+            Leaving::Reconnected => "reconnected",
+            Leaving::MissedHeartbeats => "missed heartbeats",
+        }
+    }
+}
+
+/// One connection of a supervisor, from its Join to its leaving. A
+/// supervisor that reconnects gets a new one (a new [`SupId`]); the old one
+/// stays, dead, so late messages on it are recognised.
+pub(crate) struct Member<C> {
+    /// The supervisor's own id (stable across its reconnections).
+    pub(crate) id: String,
+    /// The shell's handle on the connection (identity and session keys);
+    /// never looked into here.
+    pub(crate) conn: C,
+    /// URLs it may hold at once; what it holds is [`Frontier::held`].
+    pub(crate) capacity: u32,
+    pub(crate) last_heard_ms: u64,
+    pub(crate) live: bool,
+    pub(crate) said_bye: bool,
+    pub(crate) results: u64,
+}
+
+/// The crawl's state; `C` is the shell's connection handle.
+pub(crate) struct CrawlState<C> {
+    settings: Settings,
+    frontier: Frontier,
+    members: Vec<Member<C>>,
+    /// The next admitted URL's place in its domain's queue (`FrontierDoc::seq`).
+    next_seq: i64,
+    /// Domains in scope (with `scope_to_seeds`).
+    scope: Option<HashSet<String>>,
+    admitted: u64,
+    /// Failed attempts so far, by URL, while retries are left.
+    attempts: HashMap<String, u32>,
+    /// (due ms, url, domain, depth) waiting for a retry.
+    delayed: Vec<(u64, String, String, u16)>,
+    started_dispatching: bool,
+    /// The crawl is over: a supervisor that (re)joins now is told to stop.
+    stopping: bool,
+    breakers: Breakers,
+    stats: Stats,
+    refusals: Refusals,
+    /// (finished, queued) entries read back from the stored frontier.
+    resumed: (u64, u64),
+    timing: TimingLog,
+    effects: Vec<Effect>,
+}
+
+impl<C> CrawlState<C> {
+    pub(crate) fn new(settings: Settings, timing: TimingLog, now_ms: u64) -> Self {
+        CrawlState {
+            frontier: Frontier::new(settings.max_inflight_per_domain, settings.lease_ms, now_ms << 12)
+                .with_window(settings.window, settings.memory_urls),
+            scope: settings.scope_to_seeds.then(HashSet::new),
+            breakers: Breakers::new(settings.breaker),
+            settings,
+            members: Vec::new(),
+            next_seq: 1,
+            admitted: 0,
+            attempts: HashMap::new(),
+            delayed: Vec::new(),
+            started_dispatching: false,
+            stopping: false,
+            stats: Stats::new(),
+            refusals: Refusals::default(),
+            resumed: (0, 0),
+            timing,
+            effects: Vec::new(),
+        }
+    }
+
+    /// What the last events asked the shell to do, oldest first.
+    pub(crate) fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    // ---- start-up ----
+
+    /// A domain halted in an earlier run.
+    pub(crate) fn halted_before(&mut self, domain: &str) {
+        self.frontier.halt(domain);
+    }
+
+    /// One entry of the stored frontier, read back at start-up. Queued URLs
+    /// beyond the memory budget are only counted: the windows read them.
+    pub(crate) fn resume(&mut self, d: FrontierDoc) {
+        self.frontier.mark_seen(&d.url);
+        self.admitted += 1;
+        self.next_seq = self.next_seq.max(d.seq.saturating_add(1));
+        if d.state != UrlState::Queued {
+            self.resumed.0 += 1;
+            return;
+        }
+        self.resumed.1 += 1;
+        let depth = d.depth.clamp(0, i32::from(u16::MAX)) as u16;
+        if d.seq > 0 {
+            self.frontier.resume_queued(d.url, &d.domain, depth, d.seq);
+        } else {
+            // Stored before queues lived in the store: it cannot be read
+            // by `seq`, so it is held in memory.
+            self.frontier.push(d.url, &d.domain, depth);
+        }
+    }
+
+    /// (finished, queued) URLs resumed from the store.
+    pub(crate) fn resumed(&self) -> (u64, u64) {
+        self.resumed
+    }
+
+    /// The seeds, after the stored frontier: their domains are the scope
+    /// (with `scope_to_seeds`), and those not seen before are admitted.
+    pub(crate) fn seed(&mut self, seeds: &[String], now_ms: u64) {
+        if let Some(scope) = &mut self.scope {
+            for s in seeds {
+                if let Ok(u) = urls::parse(s) {
+                    scope.insert(urls::domain_of(&u));
+                }
+            }
+        }
+        for s in seeds {
+            self.offer(s, 0, now_ms);
+        }
+    }
+
+    /// Admits a discovered URL if it is new, in scope and within limits.
+    fn offer(&mut self, url: &str, depth: u16, now_ms: u64) {
+        if depth > self.settings.max_depth {
+            self.stats.counts.too_deep += 1;
+            return;
+        }
+        if self.settings.max_pages > 0 && self.admitted >= self.settings.max_pages {
+            self.stats.counts.over_page_limit += 1;
+            return;
+        }
+        if !self.frontier.mark_seen(url) {
+            return;
+        }
+        let Ok(parsed) = urls::parse(url) else {
+            self.stats.counts.bad_links += 1;
+            return;
+        };
+        let domain = urls::domain_of(&parsed);
+        if self.scope.as_ref().is_some_and(|s| !s.contains(&domain)) {
+            self.stats.counts.out_of_scope += 1;
+            return;
+        }
+        let url = String::from(parsed);
+        self.admitted += 1;
+        self.stats.counts.new_urls += 1;
+        let seq = self.next_seq;
+        self.next_seq = seq.saturating_add(1);
+        self.frontier.admit(url.clone(), &domain, depth, seq, now_ms);
+        self.effects.push(Effect::Insert {
+            url,
+            domain,
+            depth,
+            seq,
+        });
+    }
+
+    // ---- membership ----
+
+    /// The newest connection whose handle matches (a supervisor that
+    /// re-introduced itself on the same socket has an older, dead one too).
+    pub(crate) fn find(&self, conn: impl Fn(&C) -> bool) -> Option<SupId> {
+        self.members.iter().rposition(|m| conn(&m.conn))
+    }
+
+    pub(crate) fn member(&self, s: SupId) -> Option<&Member<C>> {
+        self.members.get(s)
+    }
+
+    pub(crate) fn member_mut(&mut self, s: SupId) -> Option<&mut Member<C>> {
+        self.members.get_mut(s)
+    }
+
+    pub(crate) fn members(&self) -> &[Member<C>] {
+        &self.members
+    }
+
+    pub(crate) fn is_live(&self, s: SupId) -> bool {
+        self.members.get(s).is_some_and(|m| m.live)
+    }
+
+    /// Any message on an admitted connection counts as a sign of life.
+    pub(crate) fn heard(&mut self, s: SupId, now_ms: u64) {
+        if let Some(m) = self.members.get_mut(s) {
+            m.last_heard_ms = now_ms;
+        }
+    }
+
+    /// A supervisor that proved the cluster secret joins on a new
+    /// connection, holding `holding` (leases it got before). Earlier live
+    /// connections of the same supervisor are given up, and what they held
+    /// and it did not list goes back to the queue now rather than after
+    /// the heartbeat timeout. When the crawl is stopping it is told to stop
+    /// (the shell sends its Welcome first).
+    pub(crate) fn join(
+        &mut self,
+        conn: C,
+        id: String,
+        capacity: u32,
+        holding: Vec<WorkItem>,
+        now_ms: u64,
+    ) -> SupId {
+        let sid = self.frontier.add_supervisor();
+        debug_assert_eq!(sid, self.members.len());
+        self.members.push(Member {
+            id,
+            conn,
+            capacity,
+            last_heard_ms: now_ms,
+            live: true,
+            said_bye: false,
+            results: 0,
+        });
+        if !holding.is_empty() {
+            self.adopt(sid, holding, now_ms);
+        }
+        let earlier: Vec<SupId> = (0..sid)
+            .filter(|&o| self.members[o].live && self.members[o].id == self.members[sid].id)
+            .collect();
+        for o in earlier {
+            self.leave(o, Leaving::Reconnected);
+        }
+        if self.stopping {
+            // It reconnected while we stopped (it took a pause of ours for
+            // our death): the Stop sent to its old connection never
+            // reached it.
+            self.effects.push(Effect::Send(sid, ToSupervisor::Stop));
+        }
+        sid
+    }
+
+    /// Takes over the leases a (re)joining supervisor still holds: they
+    /// were handed out before this dispatcher started (or before it gave
+    /// the supervisor up for dead, or on an earlier connection), so they
+    /// must not be leased again. Only what the frontier can vouch for is
+    /// adopted, with its own domain and depth (see `Frontier::adopt`).
+    fn adopt(&mut self, s: SupId, holding: Vec<WorkItem>, now_ms: u64) {
+        let held = holding.len();
+        let id = self.members[s].id.clone();
+        let earlier: HashSet<SupId> = (0..s).filter(|&o| self.members[o].id == id).collect();
+        let mut report = self
+            .frontier
+            .adopt(s, holding, now_ms, |holder| earlier.contains(&holder));
+        tracing::info!(
+            supervisor = %id,
+            held,
+            adopted = report.adopted,
+            looked_up = report.look_up.len(),
+            "supervisor holds URLs from before; adopted their leases"
+        );
+        let look_up = std::mem::take(&mut report.look_up);
+        if !look_up.is_empty() {
+            self.effects.push(Effect::LookUp(s, look_up));
+        }
+        self.refuse_unadoptable(s, &report);
+    }
+
+    fn refuse_unadoptable(&mut self, s: SupId, report: &Adoption) {
+        if report.refused > 0 {
+            let n = report.refused;
+            let id = self.members.get(s).map_or("?", |m| m.id.as_str());
+            self.refusals.refuse(Reason::UnadoptableLease, n as u64, || {
+                format!("{n} URLs supervisor {id} holds are not queued here or out at another supervisor; not adopted (their results will be dropped)")
+            });
+        }
+    }
+
+    /// Gives up connection `s`: what it held goes back to the queue.
+    pub(crate) fn leave(&mut self, s: SupId, why: Leaving) {
+        if !self.is_live(s) {
+            return;
+        }
+        self.members[s].live = false;
+        let requeued = self.frontier.remove_supervisor(s);
+        let id = self.members[s].id.clone();
+        if requeued > 0 || why != Leaving::SaidBye {
+            tracing::warn!(supervisor = %id, why = why.as_str(), requeued, "supervisor left; its URLs re-queued");
+        }
+        // A restarted supervisor with the same id may have joined already.
+        if !self.members.iter().any(|o| o.live && o.id == id) {
+            self.effects.push(Effect::Gone(id));
+        }
+    }
+
+    /// A supervisor says Bye on connection `s`: it is given up, and gets
+    /// its Farewell (even on a connection given up before, so that it need
+    /// not wait for one).
+    pub(crate) fn bye(&mut self, s: SupId) {
+        if s >= self.members.len() {
+            return;
+        }
+        if self.members[s].live {
+            self.members[s].said_bye = true;
+            self.leave(s, Leaving::SaidBye);
+        }
+        self.effects.push(Effect::Send(s, ToSupervisor::Farewell));
+    }
+
+    /// A heartbeat lists the leases the supervisor holds: they are renewed.
+    pub(crate) fn heartbeat(&mut self, s: SupId, holding: &[u64], now_ms: u64) {
+        if self.is_live(s) {
+            self.frontier.renew(s, holding, now_ms);
+        }
+    }
+
+    // ---- results ----
+
+    /// Records results from supervisor `s`: only those for leases issued
+    /// to `s`; what a result is about (URL, domain, depth) comes from the
+    /// lease record, not from the message. The rest is dropped and counted.
+    pub(crate) fn results(&mut self, s: SupId, results: Vec<CrawlResult>, now_ms: u64) {
+        if !self.is_live(s) {
+            return;
+        }
+        for r in results {
+            if r.sent_ms != 0 {
+                let wait = Duration::from_millis(now_ms.saturating_sub(r.sent_ms));
+                self.timing.record(Op::ResultWait, wait, "ok", None, None);
+            }
+            // Ends the lease (and frees its credit) if it is `s`'s.
+            let leased = match self.frontier.complete_for(s, r.lease, &r.url) {
+                Ok(leased) => leased,
+                Err(why) => {
+                    let (reason, what) = match why {
+                        LeaseRefusal::Unknown => (Reason::UnknownLease, "a lease not out"),
+                        LeaseRefusal::Foreign => (Reason::ForeignLease, "a lease out at another supervisor"),
+                        LeaseRefusal::OtherUrl => (Reason::LeaseUrlMismatch, "another URL than its lease's"),
+                    };
+                    let (who, lease) = (self.members[s].id.clone(), r.lease);
+                    self.refusals.refuse(reason, 1, || {
+                        format!("supervisor {who} reported on {what} (lease {lease}); dropped")
+                    });
+                    continue;
+                }
+            };
+            let r = CrawlResult {
+                url: leased.url,
+                domain: leased.domain,
+                depth: leased.depth,
+                ..r
+            };
+            self.members[s].results += 1;
+            self.stats.record(&r.outcome);
+            if breaker::is_error(&r.outcome).is_some() {
+                self.stats.counts.error_outcomes += 1;
+            }
+            if let Some(trip) = self.breakers.record(&r.domain, &r.outcome, now_ms) {
+                self.trip(&r.domain, trip, now_ms);
+            }
+            // Links first: the writer stores in order, so a URL is marked
+            // finished only after its links are in the stored frontier, and
+            // a dispatcher killed in between re-crawls the page rather than
+            // losing its links.
+            for link in &r.outlinks {
+                self.offer(link, r.depth.saturating_add(1), now_ms);
+            }
+            let (state, failure) = match &r.outcome {
+                Outcome::Fetched { .. } => (Some(UrlState::Done), None),
+                Outcome::Disallowed => (Some(UrlState::Disallowed), None),
+                Outcome::Failed { kind, .. } => (self.retry_or_fail(&r, *kind, now_ms), Some(*kind)),
+            };
+            if let Some(state) = state {
+                self.attempts.remove(&r.url);
+                self.effects.push(Effect::Mark {
+                    url: r.url,
+                    state,
+                    failure,
+                });
+            }
+        }
+    }
+
+    /// Retryable failures go back in the queue after a pause, a few times.
+    fn retry_or_fail(&mut self, r: &CrawlResult, kind: FailureKind, now_ms: u64) -> Option<UrlState> {
+        let attempts = self.attempts.entry(r.url.clone()).or_insert(0);
+        *attempts = attempts.saturating_add(1);
+        if *attempts < kind.max_attempts() {
+            self.stats.counts.retried += 1;
+            let pause = (RETRY_AFTER.as_millis() as u64).saturating_mul(u64::from(*attempts));
+            let due = now_ms.saturating_add(pause);
+            self.delayed.push((due, r.url.clone(), r.domain.clone(), r.depth));
+            None
+        } else {
+            self.stats.failed_for_good(kind);
+            Some(UrlState::Failed)
+        }
+    }
+
+    /// Pauses or halts a domain the circuit breaker gave up on.
+    fn trip(&mut self, domain: &str, trip: Trip, now_ms: u64) {
+        match trip {
+            Trip::Pause {
+                until_ms,
+                errors,
+                outcomes,
+            } => {
+                tracing::warn!(
+                    domain = %domain,
+                    pause_secs = until_ms.saturating_sub(now_ms) / 1000,
+                    errors,
+                    outcomes,
+                    "pausing domain: too many errors in its last outcomes"
+                );
+                metrics::counter!("crawler_domain_pauses_total").increment(1);
+                self.frontier.pause(domain, until_ms);
+            }
+            Trip::Halt { reason } => {
+                tracing::error!(
+                    domain = %domain,
+                    reason = %reason,
+                    "HALTING DOMAIN; its URLs stay queued; un-halt with scripts/unhalt.sh"
+                );
+                metrics::counter!("crawler_domain_halts_total").increment(1);
+                self.frontier.halt(domain);
+                self.effects.push(Effect::RecordHalt {
+                    domain: domain.to_string(),
+                    reason: Some(reason),
+                });
+            }
+        }
+    }
+
+    /// An operator un-halts a domain: whether it was halted.
+    pub(crate) fn unhalt(&mut self, domain: &str) -> bool {
+        let unhalted = self.frontier.unhalt(domain);
+        if unhalted {
+            tracing::info!(domain = %domain, "domain un-halted by an operator");
+            self.breakers.reset(domain);
+            self.effects.push(Effect::RecordHalt {
+                domain: domain.to_string(),
+                reason: None,
+            });
+        }
+        unhalted
+    }
+
+    // ---- time and the store ----
+
+    /// Every few tens of milliseconds: retries and paused domains that are
+    /// due, and the store reads of windows that run low (only up to
+    /// `durable`, the last `seq` the frontier writer has stored).
+    pub(crate) fn tick(&mut self, now_ms: u64, durable: i64) {
+        if !self.delayed.is_empty() {
+            let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.delayed)
+                .into_iter()
+                .partition(|d| d.0 <= now_ms);
+            self.delayed = later;
+            for (_, url, domain, depth) in due {
+                self.frontier.push_at(url, &domain, depth, now_ms);
+            }
+        }
+        self.frontier.release_blocked(now_ms);
+        self.read_queues(durable);
+    }
+
+    fn read_queues(&mut self, durable: i64) {
+        for r in self.frontier.refills(durable, READS_PER_TICK) {
+            self.effects.push(Effect::Read(r));
+        }
+    }
+
+    /// A store read asked for by an [`Effect::Read`] or [`Effect::LookUp`].
+    pub(crate) fn read_answered(&mut self, answer: Answer, now_ms: u64, durable: i64) {
+        match answer {
+            Answer::Read(r, Ok(page)) => {
+                let missing = self.frontier.refilled(&r, page);
+                if missing > 0 {
+                    tracing::warn!(domain = %r.domain, missing, "queued URLs not found in the store (refused when written); dropped from the queue");
+                }
+            }
+            Answer::Read(r, Err(e)) => {
+                tracing::warn!(domain = %r.domain, error = %e, "reading a domain's queue from the store failed; will retry");
+                self.frontier.refill_failed(&r);
+            }
+            Answer::Held { sup, asked, found } => self.adopt_stored(sup, asked, found, now_ms),
+        }
+        self.read_queues(durable);
+    }
+
+    /// The held URLs of `s` looked up in the store (see `adopt`).
+    fn adopt_stored(
+        &mut self,
+        s: SupId,
+        asked: usize,
+        found: Result<Vec<(u64, Stored)>, String>,
+        now_ms: u64,
+    ) {
+        let found = found.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "looking up a supervisor's held URLs in the store failed; they will be crawled again");
+            Vec::new()
+        });
+        let report = self.frontier.adopt_stored(s, asked, found, now_ms);
+        if let Some(m) = self.members.get(s) {
+            tracing::info!(supervisor = %m.id, asked, adopted = report.adopted, "adopted held URLs queued in the store");
+        }
+        self.refuse_unadoptable(s, &report);
+    }
+
+    /// Leases URLs to every live supervisor with credit left, once the
+    /// expected supervisors have joined, and while the frontier writer is
+    /// less than [`MAX_WRITE_BACKLOG`] writes behind.
+    pub(crate) fn dispatch(&mut self, now_ms: u64, write_backlog: usize) {
+        if !self.started_dispatching {
+            let live = self.members.iter().filter(|m| m.live).count();
+            if live < self.settings.min_supervisors.max(1) {
+                return;
+            }
+            self.started_dispatching = true;
+            self.frontier.start_assigning();
+        }
+        if write_backlog > MAX_WRITE_BACKLOG {
+            // Resumed by a later tick once the writer has caught up.
+            return;
+        }
+        for s in 0..self.members.len() {
+            if !self.members[s].live {
+                continue;
+            }
+            let credit = self.members[s].capacity.saturating_sub(self.frontier.held(s)) as usize;
+            if credit == 0 {
+                continue;
+            }
+            let (items, waits) = self.frontier.take_timed(s, credit.min(MAX_BATCH), now_ms);
+            if items.is_empty() {
+                continue;
+            }
+            for wait in waits {
+                self.timing
+                    .record(Op::QueueWait, Duration::from_millis(wait), "ok", None, None);
+            }
+            self.effects.push(Effect::Send(s, ToSupervisor::Work(items)));
+        }
+    }
+
+    /// Once a second: supervisors silent for too long are given up, the
+    /// others get a heartbeat, and expired leases go back to the queue.
+    pub(crate) fn housekeeping(&mut self, now_ms: u64) {
+        for s in 0..self.members.len() {
+            if !self.members[s].live {
+                continue;
+            }
+            let silent = now_ms.saturating_sub(self.members[s].last_heard_ms);
+            if silent > self.settings.heartbeat_timeout_ms {
+                self.leave(s, Leaving::MissedHeartbeats);
+                continue;
+            }
+            self.effects.push(Effect::Send(s, ToSupervisor::Heartbeat));
+        }
+        let expired = self.frontier.expire(now_ms);
+        if expired > 0 {
+            self.stats.counts.leases_expired += expired as u64;
+            tracing::warn!(expired, "leases expired; URLs re-queued");
+        }
+    }
+
+    // ---- the end ----
+
+    /// Nothing queued, out or waiting for a retry. Only once the expected
+    /// supervisors have joined, so each of them is told to stop, even when
+    /// a resumed crawl finds nothing left to do.
+    pub(crate) fn done(&self) -> bool {
+        self.started_dispatching && self.frontier.is_idle() && self.delayed.is_empty()
+    }
+
+    /// URLs queued, out or waiting for a retry.
+    pub(crate) fn left(&self) -> usize {
+        self.frontier.queued() + self.frontier.in_flight() + self.delayed.len()
+    }
+
+    pub(crate) fn finish_reason(&self, signalled: bool) -> FinishReason {
+        if signalled {
+            FinishReason::Stopped
+        } else if self.left() > 0 && !self.frontier.blocked_domains().1.is_empty() {
+            FinishReason::Halted
+        } else if self.stats.counts.over_page_limit > 0 {
+            FinishReason::MaxPages
+        } else {
+            FinishReason::Done
+        }
+    }
+
+    /// The crawl stops: every live supervisor is told to, and one that
+    /// joins from now on too. The connections told, to wait for their Byes.
+    pub(crate) fn stop(&mut self) -> Vec<SupId> {
+        self.stopping = true;
+        let live: Vec<SupId> = (0..self.members.len())
+            .filter(|&s| self.members[s].live)
+            .collect();
+        for &s in &live {
+            self.effects.push(Effect::Send(s, ToSupervisor::Stop));
+        }
+        live
+    }
+
+    /// Whether supervisor `s`, or a later connection of it (same id, after
+    /// a reconnect), has said Bye.
+    pub(crate) fn said_bye(&self, s: SupId) -> bool {
+        let Some(id) = self.members.get(s).map(|m| &m.id) else {
+            return true;
+        };
+        self.members.iter().any(|o| o.said_bye && o.id == *id)
+    }
+
+    /// A heartbeat to every live supervisor that has not said Bye, while
+    /// the dispatcher is busy stopping (a supervisor that hears nothing
+    /// takes us for dead and reconnects).
+    pub(crate) fn beat_to_live(&mut self) {
+        for s in 0..self.members.len() {
+            if self.members[s].live && !self.said_bye(s) {
+                self.effects.push(Effect::Send(s, ToSupervisor::Heartbeat));
+            }
+        }
+    }
+
+    // ---- what the shell reports ----
+
+    pub(crate) fn frontier(&self) -> &Frontier {
+        &self.frontier
+    }
+
+    pub(crate) fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The live progress line (its rate is since the last one).
+    pub(crate) fn progress_line(&mut self) -> String {
+        let live = self.members.iter().filter(|m| m.live).count();
+        let (paused, halted) = self.frontier.blocked_domains();
+        let blocked = (paused.len(), halted.len());
+        let (queued, in_flight) = (self.frontier.queued(), self.frontier.in_flight());
+        self.stats.progress_line(queued, in_flight, live, blocked)
+    }
+}
+
+#[cfg(test)]
+#[path = "state/tests.rs"]
+mod tests;

@@ -1,0 +1,871 @@
+//! The crawl state machine without sockets or stores: leases, expiry,
+//! adoption, reassignment, retries, halts and the stop, each driven by
+//! events and checked on the effects. `Sim` plays the shell: a fake store
+//! for the frontier's writes and reads, and supervisors that hold what they
+//! were sent. It fails a test on the first URL leased while an earlier
+//! lease of it may still be crawled (a doubled lease), and the crawls end
+//! by checking that every admitted URL was finished exactly once (no lost
+//! lease).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::*;
+use crate::frontier::ReadPage;
+
+const LEASE_MS: u64 = 60_000;
+const HEARTBEAT_TIMEOUT_MS: u64 = 30_000;
+const T0: u64 = 1_000_000;
+
+fn settings() -> Settings {
+    Settings {
+        max_depth: 20,
+        max_pages: 0,
+        scope_to_seeds: false,
+        min_supervisors: 1,
+        heartbeat_timeout_ms: HEARTBEAT_TIMEOUT_MS,
+        max_inflight_per_domain: 2,
+        lease_ms: LEASE_MS,
+        window: 4,
+        memory_urls: 1_000_000,
+        breaker: BreakerConfig {
+            // Only the halt rule, and only where a test asks for it.
+            min_outcomes: usize::MAX,
+            halt_after: 0,
+            ..BreakerConfig::default()
+        },
+    }
+}
+
+/// `http://d<d>.test/p<n>` links to `p<2n+1>` and `p<2n+2>`, below `pages`.
+fn url(d: u32, n: u32) -> String {
+    format!("http://d{d}.test/p{n}")
+}
+
+fn links_of(u: &str, pages: u32) -> Vec<String> {
+    let Some((host, n)) = u.strip_prefix("http://d").and_then(|r| r.split_once(".test/p")) else {
+        return Vec::new();
+    };
+    let (Ok(d), Ok(n)) = (host.parse::<u32>(), n.parse::<u32>()) else {
+        return Vec::new();
+    };
+    [2 * n + 1, 2 * n + 2]
+        .into_iter()
+        .filter(|&m| m < pages)
+        .map(|m| url(d, m))
+        .collect()
+}
+
+fn fetched(item: &WorkItem, links: Vec<String>) -> CrawlResult {
+    CrawlResult {
+        lease: item.lease,
+        url: item.url.clone(),
+        domain: item.domain.clone(),
+        depth: item.depth,
+        outcome: Outcome::Fetched {
+            status: 200,
+            final_url: None,
+            content_type: Some("text/html".into()),
+            bytes: 1000,
+        },
+        outlinks: links,
+        sent_ms: 0,
+    }
+}
+
+fn failed(item: &WorkItem, kind: FailureKind) -> CrawlResult {
+    CrawlResult {
+        outcome: Outcome::failed(kind, "test"),
+        outlinks: Vec::new(),
+        ..fetched(item, Vec::new())
+    }
+}
+
+/// A lease as the supervisor got it: on which connection, until when.
+#[derive(Debug, Clone, Copy)]
+struct Out {
+    conn: u32,
+    lease: u64,
+    expires_ms: u64,
+}
+
+/// The shell and the store, played: what was sent, stored and asked.
+struct Sim {
+    st: CrawlState<u32>,
+    settings: Settings,
+    now: u64,
+    next_conn: u32,
+    pages: u32,
+    /// The stored frontier: seq → (url, domain, depth, queued).
+    store: BTreeMap<i64, (String, String, u16, bool)>,
+    /// The last state of each URL in the store, as marked.
+    marks: HashMap<String, Vec<UrlState>>,
+    /// Store reads asked for and not answered yet.
+    reads: Vec<Answer>,
+    /// Each connection's held work, as a supervisor holds it.
+    held: HashMap<u32, Vec<WorkItem>>,
+    /// The last lease of each URL.
+    out: HashMap<String, Out>,
+    /// Leases whose result reached the dispatcher on a live connection.
+    reported: HashSet<u64>,
+    leased: HashMap<String, u32>,
+    sent: Vec<(u32, ToSupervisor)>,
+    halts: Vec<(String, Option<String>)>,
+    gone: Vec<String>,
+}
+
+impl Sim {
+    fn new(settings: Settings, pages: u32) -> Sim {
+        Sim {
+            st: CrawlState::new(settings.clone(), TimingLog::disabled(), T0),
+            settings,
+            now: T0,
+            next_conn: 0,
+            pages,
+            store: BTreeMap::new(),
+            marks: HashMap::new(),
+            reads: Vec::new(),
+            held: HashMap::new(),
+            out: HashMap::new(),
+            reported: HashSet::new(),
+            leased: HashMap::new(),
+            sent: Vec::new(),
+            halts: Vec::new(),
+            gone: Vec::new(),
+        }
+    }
+
+    fn seed(&mut self, domains: u32) {
+        let seeds: Vec<String> = (0..domains).map(|d| url(d, 0)).collect();
+        self.st.seed(&seeds, self.now);
+        self.pump();
+    }
+
+    fn conn_of(&self, s: SupId) -> u32 {
+        self.st.member(s).map(|m| m.conn).expect("a known connection")
+    }
+
+    fn sup_of(&self, conn: u32) -> Option<SupId> {
+        self.st.find(|c| *c == conn)
+    }
+
+    fn live(&self, conn: u32) -> bool {
+        self.sup_of(conn).is_some_and(|s| self.st.is_live(s))
+    }
+
+    /// Carries out the effects, checking each lease against the last one
+    /// of its URL.
+    fn pump(&mut self) {
+        for e in self.st.take_effects() {
+            match e {
+                Effect::Send(s, ToSupervisor::Work(items)) => {
+                    let conn = self.conn_of(s);
+                    for item in items {
+                        if let Some(prev) = self.out.get(&item.url) {
+                            let ended = !self.live(prev.conn)
+                                || self.now >= prev.expires_ms
+                                || self.reported.contains(&prev.lease);
+                            assert!(
+                                ended,
+                                "{} leased to connection {conn} while connection {} still holds it (lease {})",
+                                item.url, prev.conn, prev.lease
+                            );
+                        }
+                        self.out.insert(
+                            item.url.clone(),
+                            Out {
+                                conn,
+                                lease: item.lease,
+                                expires_ms: item.lease_expires_ms,
+                            },
+                        );
+                        *self.leased.entry(item.url.clone()).or_default() += 1;
+                        self.held.entry(conn).or_default().push(item);
+                    }
+                }
+                Effect::Send(s, msg) => {
+                    let conn = self.conn_of(s);
+                    self.sent.push((conn, msg));
+                }
+                Effect::Insert {
+                    url,
+                    domain,
+                    depth,
+                    seq,
+                } => {
+                    assert!(
+                        self.store.insert(seq, (url, domain, depth, true)).is_none(),
+                        "seq {seq} twice"
+                    );
+                }
+                Effect::Mark { url, state, .. } => {
+                    for (u, _, _, queued) in self.store.values_mut() {
+                        if *u == url {
+                            *queued = false;
+                        }
+                    }
+                    self.marks.entry(url).or_default().push(state);
+                }
+                Effect::Read(r) => {
+                    let urls: Vec<Stored> = self
+                        .store
+                        .range(r.after + 1..=r.upto)
+                        .filter(|(_, (_, d, _, q))| *d == r.domain && *q)
+                        .take(r.limit)
+                        .map(|(seq, (u, _, depth, _))| Stored {
+                            url: u.clone(),
+                            depth: *depth,
+                            seq: *seq,
+                        })
+                        .collect();
+                    let page = ReadPage::of(urls, r.limit);
+                    self.reads.push(Answer::Read(r, Ok(page)));
+                }
+                Effect::LookUp(sup, held) => {
+                    let asked = held.len();
+                    let found = held
+                        .into_iter()
+                        .filter_map(|(lease, u)| {
+                            let (seq, (_, _, depth, _)) =
+                                self.store.iter().find(|(_, (x, _, _, q))| *x == u && *q)?;
+                            Some((
+                                lease,
+                                Stored {
+                                    url: u,
+                                    depth: *depth,
+                                    seq: *seq,
+                                },
+                            ))
+                        })
+                        .collect();
+                    self.reads.push(Answer::Held {
+                        sup,
+                        asked,
+                        found: Ok(found),
+                    });
+                }
+                Effect::RecordHalt { domain, reason } => self.halts.push((domain, reason)),
+                Effect::Gone(id) => self.gone.push(id),
+            }
+        }
+    }
+
+    fn durable(&self) -> i64 {
+        self.store.keys().next_back().copied().unwrap_or(0)
+    }
+
+    /// A supervisor joins on a new connection, holding `holding`.
+    fn join(&mut self, id: &str, capacity: u32, holding: Vec<WorkItem>) -> u32 {
+        let conn = self.next_conn;
+        self.next_conn += 1;
+        // What it holds under its URL's latest lease is its own now, for
+        // as long as a fresh lease (an older lease must be refused).
+        for item in &holding {
+            if self.out.get(&item.url).is_some_and(|o| o.lease != item.lease) {
+                continue;
+            }
+            self.out.insert(
+                item.url.clone(),
+                Out {
+                    conn,
+                    lease: item.lease,
+                    expires_ms: self.now + self.settings.lease_ms,
+                },
+            );
+        }
+        self.held.insert(conn, holding.clone());
+        self.st.join(conn, id.into(), capacity, holding, self.now);
+        self.pump();
+        conn
+    }
+
+    fn dispatch(&mut self) {
+        self.st.dispatch(self.now, 0);
+        self.pump();
+    }
+
+    /// Answers the store reads asked for so far.
+    fn answer_reads(&mut self) {
+        let durable = self.durable();
+        for a in std::mem::take(&mut self.reads) {
+            self.st.read_answered(a, self.now, durable);
+        }
+        self.pump();
+    }
+
+    fn advance(&mut self, ms: u64) {
+        self.now += ms;
+        self.st.tick(self.now, self.durable());
+        self.pump();
+    }
+
+    /// Every live connection is heard from, then the once-a-second round.
+    fn housekeeping(&mut self, silent: &[u32]) {
+        for s in 0..self.st.members().len() {
+            let conn = self.conn_of(s);
+            if self.st.is_live(s) && !silent.contains(&conn) {
+                self.st.heard(s, self.now);
+            }
+        }
+        self.st.housekeeping(self.now);
+        self.pump();
+    }
+
+    /// Connection `conn` reports on what it holds (up to `n`), fetched with
+    /// the links of the synthetic web.
+    fn report(&mut self, conn: u32, n: usize) {
+        let mut items = self.held.remove(&conn).unwrap_or_default();
+        let rest = items.split_off(n.min(items.len()));
+        self.held.insert(conn, rest);
+        let results: Vec<CrawlResult> = items
+            .iter()
+            .map(|i| fetched(i, links_of(&i.url, self.pages)))
+            .collect();
+        self.deliver(conn, results);
+    }
+
+    fn deliver(&mut self, conn: u32, results: Vec<CrawlResult>) {
+        let Some(s) = self.sup_of(conn) else { return };
+        if self.st.is_live(s) {
+            self.reported.extend(results.iter().map(|r| r.lease));
+            self.st.heard(s, self.now);
+        }
+        self.st.results(s, results, self.now);
+        self.pump();
+    }
+
+    /// Runs the crawl to its end with the live connections answering all
+    /// they hold, store reads answered, time moving on.
+    fn run_to_end(&mut self) {
+        for _ in 0..100_000 {
+            if self.st.done() {
+                return;
+            }
+            self.answer_reads();
+            self.dispatch();
+            let conns: Vec<u32> = self.held.keys().copied().filter(|c| self.live(*c)).collect();
+            for c in conns {
+                self.report(c, usize::MAX);
+            }
+            self.advance(1_000);
+            self.housekeeping(&[]);
+        }
+        panic!("the crawl did not end: {} left", self.st.left());
+    }
+
+    /// No lease lost: every URL admitted was finished, once.
+    fn assert_each_finished_once(&self) {
+        assert!(self.st.done());
+        let admitted: HashSet<&String> = self.store.values().map(|(u, ..)| u).collect();
+        assert_eq!(admitted.len(), self.store.len(), "a URL admitted twice");
+        for u in &admitted {
+            let marks = self.marks.get(*u).map_or(0, Vec::len);
+            assert_eq!(marks, 1, "{u} finished {marks} times");
+        }
+        assert_eq!(
+            self.marks.len(),
+            admitted.len(),
+            "a URL finished that was never admitted"
+        );
+    }
+
+    fn sent_to(&self, conn: u32, what: fn(&ToSupervisor) -> bool) -> usize {
+        self.sent.iter().filter(|(c, m)| *c == conn && what(m)).count()
+    }
+}
+
+#[test]
+fn every_admitted_url_is_leased_once_and_finished_once() {
+    let mut sim = Sim::new(settings(), 31);
+    sim.seed(5);
+    let a = sim.join("a", 8, Vec::new());
+    let b = sim.join("b", 8, Vec::new());
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+    assert_eq!(sim.store.len(), 5 * 31);
+    assert!(
+        sim.leased.values().all(|&n| n == 1),
+        "a URL leased twice: {:?}",
+        sim.leased
+    );
+    // Domains were spread over both.
+    let by = |c: u32| sim.out.values().filter(|o| o.conn == c).count();
+    assert!(by(a) > 0 && by(b) > 0, "a {} b {}", by(a), by(b));
+}
+
+#[test]
+fn with_small_windows_the_queues_are_read_back_and_nothing_is_leased_twice() {
+    let mut s = settings();
+    s.memory_urls = 10;
+    let mut sim = Sim::new(s, 63);
+    sim.seed(4);
+    sim.join("a", 4, Vec::new());
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+    assert!(sim.leased.values().all(|&n| n == 1));
+    assert_eq!(sim.store.len(), 4 * 63);
+}
+
+#[test]
+fn nothing_is_leased_before_the_expected_supervisors_join_or_while_the_writer_lags() {
+    let mut s = settings();
+    s.min_supervisors = 2;
+    let mut sim = Sim::new(s, 3);
+    sim.seed(2);
+    let a = sim.join("a", 8, Vec::new());
+    sim.dispatch();
+    assert!(sim.held[&a].is_empty());
+    let b = sim.join("b", 8, Vec::new());
+    sim.st.dispatch(sim.now, MAX_WRITE_BACKLOG + 1);
+    sim.pump();
+    assert!(sim.held[&a].is_empty() && sim.held[&b].is_empty());
+    sim.dispatch();
+    assert_eq!(sim.held[&a].len() + sim.held[&b].len(), 2);
+}
+
+#[test]
+fn an_expired_lease_is_leased_again_and_the_late_result_is_dropped() {
+    let mut sim = Sim::new(settings(), 1);
+    sim.seed(1);
+    let a = sim.join("a", 1, Vec::new());
+    sim.dispatch();
+    let first = sim.held[&a][0].clone();
+    // Heard from, but never reporting, past the lease.
+    sim.advance(LEASE_MS + 1);
+    sim.housekeeping(&[]);
+    assert_eq!(sim.st.stats().counts.leases_expired, 1);
+    sim.held.insert(a, Vec::new());
+    sim.dispatch();
+    let second = sim.held[&a][0].clone();
+    assert_eq!(second.url, first.url);
+    assert_ne!(second.lease, first.lease);
+    // The first lease's result comes late: dropped, nothing marked.
+    sim.deliver(a, vec![fetched(&first, Vec::new())]);
+    assert!(sim.marks.is_empty(), "{:?}", sim.marks);
+    sim.report(a, 1);
+    sim.assert_each_finished_once();
+}
+
+#[test]
+fn a_heartbeat_renews_what_it_lists() {
+    let mut sim = Sim::new(settings(), 1);
+    sim.seed(1);
+    let a = sim.join("a", 1, Vec::new());
+    sim.dispatch();
+    let lease = sim.held[&a][0].lease;
+    sim.advance(LEASE_MS - 1_000);
+    let s = sim.sup_of(a).unwrap();
+    sim.st.heartbeat(s, &[lease], sim.now);
+    sim.advance(LEASE_MS / 2);
+    sim.housekeeping(&[]);
+    assert_eq!(sim.st.stats().counts.leases_expired, 0);
+    sim.dispatch();
+    assert_eq!(sim.leased.values().sum::<u32>(), 1);
+}
+
+#[test]
+fn a_silent_supervisor_is_given_up_and_its_urls_go_to_another_once() {
+    let mut sim = Sim::new(settings(), 7);
+    sim.seed(4);
+    let a = sim.join("a", 8, Vec::new());
+    let b = sim.join("b", 8, Vec::new());
+    sim.dispatch();
+    let a_held: Vec<String> = sim.held[&a].iter().map(|i| i.url.clone()).collect();
+    assert!(!a_held.is_empty());
+    sim.advance(HEARTBEAT_TIMEOUT_MS + 1);
+    sim.housekeeping(&[a]);
+    assert!(!sim.live(a));
+    assert_eq!(sim.gone, vec!["a".to_string()]);
+    sim.dispatch();
+    let b_held: HashSet<String> = sim.held[&b].iter().map(|i| i.url.clone()).collect();
+    assert!(
+        a_held.iter().all(|u| b_held.contains(u)),
+        "{a_held:?} not all at b: {b_held:?}"
+    );
+    // A result on the given-up connection is not taken.
+    sim.report(a, usize::MAX);
+    assert!(sim.marks.is_empty());
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+}
+
+#[test]
+fn a_reconnecting_supervisor_keeps_what_it_holds() {
+    let mut sim = Sim::new(settings(), 7);
+    sim.seed(3);
+    let a1 = sim.join("a", 8, Vec::new());
+    sim.dispatch();
+    let holding = sim.held[&a1].clone();
+    assert!(!holding.is_empty());
+    // The same supervisor on a new socket, listing what it holds.
+    let a2 = sim.join("a", 8, holding.clone());
+    assert!(!sim.live(a1));
+    assert!(sim.gone.is_empty(), "a supervisor still connected is not gone");
+    sim.dispatch();
+    let again = sim.held[&a2].len() - holding.len();
+    assert_eq!(
+        sim.leased.values().filter(|&&n| n > 1).count(),
+        0,
+        "{again} leased again"
+    );
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+}
+
+#[test]
+fn a_restarted_dispatcher_adopts_what_the_supervisors_hold() {
+    for memory_urls in [1_000_000, 4] {
+        let mut s = settings();
+        s.memory_urls = memory_urls;
+        let mut sim = Sim::new(s.clone(), 15);
+        sim.seed(3);
+        let a = sim.join("a", 6, Vec::new());
+        sim.dispatch();
+        sim.report(a, 2);
+        sim.dispatch();
+        let holding = sim.held[&a].clone();
+        assert!(!holding.is_empty());
+        // A new dispatcher on the same store.
+        sim.st = CrawlState::new(s, TimingLog::disabled(), sim.now);
+        sim.reads.clear();
+        for (seq, (u, domain, depth, queued)) in sim.store.clone() {
+            let state = if queued { UrlState::Queued } else { UrlState::Done };
+            sim.st.resume(FrontierDoc {
+                url: u,
+                domain,
+                depth: i32::from(depth),
+                state,
+                failure: None,
+                seq,
+            });
+        }
+        let a2 = sim.join("a", 6, holding.clone());
+        sim.answer_reads();
+        sim.dispatch();
+        let twice: Vec<&String> = sim
+            .leased
+            .iter()
+            .filter(|(_, &n)| n > 1)
+            .map(|(u, _)| u)
+            .collect();
+        assert!(twice.is_empty(), "budget {memory_urls}: leased again: {twice:?}");
+        assert!(sim.held[&a2].len() >= holding.len());
+        sim.run_to_end();
+        sim.assert_each_finished_once();
+    }
+}
+
+#[test]
+fn a_supervisor_cannot_adopt_or_report_on_another_supervisors_lease() {
+    let mut sim = Sim::new(settings(), 3);
+    sim.seed(2);
+    let a = sim.join("a", 8, Vec::new());
+    sim.dispatch();
+    let theirs = sim.held[&a].clone();
+    // Another supervisor claims to hold them, and reports on them.
+    let b = sim.join("b", 8, theirs.clone());
+    sim.held.insert(b, Vec::new());
+    for i in &theirs {
+        sim.out.insert(
+            i.url.clone(),
+            Out {
+                conn: a,
+                lease: i.lease,
+                expires_ms: i.lease_expires_ms,
+            },
+        );
+    }
+    sim.deliver(b, theirs.iter().map(|i| fetched(i, Vec::new())).collect());
+    assert!(sim.marks.is_empty());
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+}
+
+#[test]
+fn a_supervisor_that_says_bye_gets_its_farewell_and_its_urls_go_back() {
+    let mut sim = Sim::new(settings(), 3);
+    sim.seed(2);
+    let a = sim.join("a", 8, Vec::new());
+    sim.dispatch();
+    assert!(!sim.held[&a].is_empty());
+    let s = sim.sup_of(a).unwrap();
+    sim.st.bye(s);
+    sim.pump();
+    assert_eq!(sim.sent_to(a, |m| matches!(m, ToSupervisor::Farewell)), 1);
+    assert!(sim.st.said_bye(s));
+    assert_eq!(sim.st.frontier().in_flight(), 0);
+    let b = sim.join("b", 8, Vec::new());
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+    assert!(sim
+        .out
+        .values()
+        .all(|o| o.conn == b || sim.reported.contains(&o.lease)));
+}
+
+#[test]
+fn retryable_failures_come_back_after_a_pause_then_fail_for_good() {
+    let mut sim = Sim::new(settings(), 1);
+    sim.seed(1);
+    let a = sim.join("a", 1, Vec::new());
+    for attempt in 1..=3u64 {
+        sim.dispatch();
+        let items = std::mem::take(sim.held.get_mut(&a).unwrap());
+        assert_eq!(items.len(), 1, "attempt {attempt}");
+        sim.deliver(a, vec![failed(&items[0], FailureKind::Connect)]);
+        if attempt < 3 {
+            assert!(sim.marks.is_empty());
+            // Not before its pause.
+            sim.advance(RETRY_AFTER.as_millis() as u64 * attempt - 1);
+            sim.dispatch();
+            assert!(sim.held[&a].is_empty(), "retried early");
+            sim.advance(1);
+        }
+    }
+    assert_eq!(sim.marks[&url(0, 0)], vec![UrlState::Failed]);
+    assert!(sim.st.done());
+    assert_eq!(sim.st.stats().counts.retried, 2);
+}
+
+#[test]
+fn a_halted_domain_is_not_leased_until_unhalted() {
+    let mut s = settings();
+    s.breaker.halt_after = 2;
+    let mut sim = Sim::new(s, 7);
+    sim.seed(2);
+    let a = sim.join("a", 8, Vec::new());
+    sim.dispatch();
+    // d0 fails twice in a row: halted, and recorded for the next run.
+    let d0: Vec<WorkItem> = sim.held[&a]
+        .iter()
+        .filter(|i| i.domain == "d0.test")
+        .cloned()
+        .collect();
+    assert_eq!(d0.len(), 1);
+    sim.held.get_mut(&a).unwrap().retain(|i| i.domain != "d0.test");
+    sim.deliver(a, vec![failed(&d0[0], FailureKind::Connect)]);
+    sim.advance(RETRY_AFTER.as_millis() as u64);
+    sim.dispatch();
+    let again: Vec<WorkItem> = sim.held[&a]
+        .iter()
+        .filter(|i| i.domain == "d0.test")
+        .cloned()
+        .collect();
+    sim.held.get_mut(&a).unwrap().retain(|i| i.domain != "d0.test");
+    sim.deliver(a, vec![failed(&again[0], FailureKind::Connect)]);
+    assert_eq!(sim.halts.len(), 1);
+    assert_eq!(sim.halts[0].0, "d0.test");
+    assert!(sim.halts[0].1.is_some());
+    // The rest of the crawl goes on; d0 waits.
+    for _ in 0..50 {
+        sim.advance(RETRY_AFTER.as_millis() as u64 * 3);
+        sim.dispatch();
+        sim.report(a, usize::MAX);
+    }
+    // Nothing left but the halted domain's URLs: the crawl is over, halted.
+    assert!(sim.held[&a].is_empty());
+    assert!(sim.st.done());
+    assert!(sim.st.left() > 0);
+    assert!(sim.marks.keys().all(|u| u.starts_with("http://d1.test/")));
+    assert_eq!(sim.st.finish_reason(false), FinishReason::Halted);
+    // An operator un-halts it: cleared in the store, crawled to the end.
+    assert!(sim.st.unhalt("d0.test"));
+    sim.pump();
+    assert_eq!(sim.halts[1], ("d0.test".to_string(), None));
+    assert!(!sim.st.unhalt("d0.test"));
+    assert!(!sim.st.done());
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+}
+
+#[test]
+fn a_domain_halted_in_an_earlier_run_stays_halted() {
+    let mut sim = Sim::new(settings(), 1);
+    sim.st.halted_before("d0.test");
+    sim.seed(2);
+    let a = sim.join("a", 8, Vec::new());
+    sim.dispatch();
+    assert_eq!(sim.held[&a].len(), 1);
+    assert_eq!(sim.held[&a][0].domain, "d1.test");
+}
+
+#[test]
+fn stopping_tells_every_live_supervisor_and_any_that_joins_later() {
+    let mut sim = Sim::new(settings(), 1);
+    sim.seed(1);
+    let a = sim.join("a", 8, Vec::new());
+    let b = sim.join("b", 8, Vec::new());
+    let told = sim.st.stop();
+    sim.pump();
+    assert_eq!(told.len(), 2);
+    assert_eq!(sim.sent_to(a, |m| matches!(m, ToSupervisor::Stop)), 1);
+    assert_eq!(sim.sent_to(b, |m| matches!(m, ToSupervisor::Stop)), 1);
+    // `a` reconnects (it took a pause of ours for our death).
+    let a2 = sim.join("a", 8, Vec::new());
+    assert_eq!(sim.sent_to(a2, |m| matches!(m, ToSupervisor::Stop)), 1);
+    let s = sim.sup_of(a2).unwrap();
+    sim.st.bye(s);
+    sim.pump();
+    // The first connection's Bye came through the second: both confirmed.
+    assert!(sim.st.said_bye(told[0]));
+    assert!(!sim.st.said_bye(told[1]));
+    assert_eq!(sim.st.finish_reason(true), FinishReason::Stopped);
+}
+
+#[test]
+fn limits_keep_urls_out_and_count_them() {
+    let mut s = settings();
+    s.max_depth = 1;
+    s.scope_to_seeds = true;
+    let mut sim = Sim::new(s, 1_000);
+    sim.seed(1);
+    let a = sim.join("a", 8, Vec::new());
+    sim.dispatch();
+    let item = sim.held.get_mut(&a).unwrap().remove(0);
+    let links = vec![
+        url(0, 1),
+        url(0, 1),
+        url(9, 1),
+        "not a url".to_string(),
+        url(0, 2),
+    ];
+    sim.deliver(a, vec![fetched(&item, links)]);
+    let c = &sim.st.stats().counts;
+    assert_eq!((c.out_of_scope, c.bad_links, c.new_urls), (1, 1, 3));
+    sim.dispatch();
+    let item = sim.held.get_mut(&a).unwrap().remove(0);
+    sim.deliver(a, vec![fetched(&item, vec![url(0, 3)])]);
+    assert_eq!(sim.st.stats().counts.too_deep, 1);
+}
+
+/// A small deterministic generator (the test must replay from its seed).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// Random crawls: supervisors that report part of what they hold, fail
+/// URLs, go silent, reconnect holding their work, leave and come back; a
+/// dispatcher restarted on the store; time jumping past leases. No URL is
+/// ever leased while an earlier lease of it may still be crawled, and in
+/// the end every admitted URL is finished exactly once.
+#[test]
+fn random_crawls_neither_lose_nor_double_a_lease() {
+    for seed in 1..=60u64 {
+        let mut s = settings();
+        s.memory_urls = if seed % 2 == 0 { 12 } else { 1_000_000 };
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let mut sim = Sim::new(s.clone(), 15);
+        sim.seed(6);
+        let ids = ["a", "b", "c"];
+        let mut conns: HashMap<&str, u32> = HashMap::new();
+        for id in &ids[..2] {
+            conns.insert(id, sim.join(id, 4, Vec::new()));
+        }
+        let mut silent: Vec<u32> = Vec::new();
+        for _ in 0..400 {
+            let id = ids[rng.below(3) as usize];
+            match rng.below(12) {
+                0..=3 => {
+                    if let Some(&c) = conns.get(id) {
+                        let n = rng.below(4) as usize;
+                        if rng.below(8) == 0 {
+                            let items = sim
+                                .held
+                                .get_mut(&c)
+                                .map(|h| h.drain(..n.min(h.len())).collect::<Vec<_>>());
+                            let results = items
+                                .unwrap_or_default()
+                                .iter()
+                                .map(|i| failed(i, FailureKind::Timeout))
+                                .collect();
+                            sim.deliver(c, results);
+                        } else {
+                            sim.report(c, n);
+                        }
+                    }
+                }
+                4 | 5 => sim.dispatch(),
+                6 => sim.answer_reads(),
+                7 => {
+                    sim.advance(rng.below(20_000));
+                    sim.housekeeping(&silent);
+                }
+                8 => {
+                    // Reconnects on a new socket, listing what it holds.
+                    let holding = conns
+                        .get(id)
+                        .and_then(|c| sim.held.get(c))
+                        .cloned()
+                        .unwrap_or_default();
+                    let c = sim.join(id, 4, holding);
+                    conns.insert(id, c);
+                    silent.clear();
+                }
+                9 => {
+                    // Goes silent (frozen) until it reconnects.
+                    if let Some(&c) = conns.get(id) {
+                        silent.push(c);
+                    }
+                }
+                10 => {
+                    // Leaves for good, dropping what it holds.
+                    if let Some(c) = conns.remove(id) {
+                        if let Some(s) = sim.sup_of(c) {
+                            sim.st.bye(s);
+                            sim.pump();
+                        }
+                        sim.held.remove(&c);
+                    }
+                }
+                _ => {
+                    if rng.below(10) == 0 {
+                        // The dispatcher restarts on the store; every
+                        // supervisor rejoins with what it holds.
+                        sim.st = CrawlState::new(s.clone(), TimingLog::disabled(), sim.now);
+                        sim.reads.clear();
+                        for (seq, (u, domain, depth, queued)) in sim.store.clone() {
+                            let state = if queued { UrlState::Queued } else { UrlState::Done };
+                            sim.st.resume(FrontierDoc {
+                                url: u,
+                                domain,
+                                depth: i32::from(depth),
+                                state,
+                                failure: None,
+                                seq,
+                            });
+                        }
+                        silent.clear();
+                        for id in ids {
+                            if let Some(old) = conns.get(id).copied() {
+                                let holding = sim.held.remove(&old).unwrap_or_default();
+                                conns.insert(id, sim.join(id, 4, holding));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Everyone back, answering everything.
+        for id in ids {
+            let holding = conns
+                .get(id)
+                .and_then(|c| sim.held.get(c))
+                .cloned()
+                .unwrap_or_default();
+            conns.insert(id, sim.join(id, 4, holding));
+        }
+        sim.run_to_end();
+        let stored = sim.store.len();
+        assert!(stored > 6, "seed {seed}: only {stored} URLs");
+        sim.assert_each_finished_once();
+    }
+}
