@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use bson::{doc, Document};
+use bson::{doc, Document, RawDocumentBuf};
 use bytes::Bytes;
 use shared::cluster_auth::{Challenges, ClusterKey, Nonce, Proof, Refusal, SealError, Session};
 use shared::docs::{DomainDoc, DomainHalt, FrontierDoc};
@@ -23,7 +23,7 @@ use crate::monitor::{FrontierView, Monitor};
 use crate::persist::FrontierWriter;
 use crate::queue_reader::{self, QueueReader};
 use crate::refusals::{Reason, Refusals};
-use crate::state::{CrawlState, Effect, Leaving, Settings};
+use crate::state::{CrawlState, Effect, Leaving, Resumed, Settings};
 use crate::stats::{self, Summary};
 use crate::{seeds, Args, Scope, ROLE};
 
@@ -200,14 +200,7 @@ impl Dispatcher {
         warn_of_unnamed_crawl(&self.stores).await;
         // The crawl's own frontier (see `shared::crawl_id`): another crawl
         // id on the same database starts from nothing.
-        decode_each(
-            &self.stores.frontier(),
-            doc! {},
-            |d: FrontierDoc| self.state.resume(d),
-            |d, e| tracing::warn!(document = ?d, error = %e, "skipping a malformed frontier entry"),
-        )
-        .await
-        .context("reading the stored frontier")?;
+        self.resume().await.context("reading the stored frontier")?;
         let (finished, queued) = self.state.resumed();
         if (finished, queued) != (0, 0) {
             tracing::info!(
@@ -232,6 +225,30 @@ impl Dispatcher {
             all.len(),
             self.state.frontier().queued()
         );
+        Ok(())
+    }
+
+    /// Reads the whole stored frontier back into the state machine: the
+    /// seen-set, the next `seq`, and the queued URLs (or their count, past
+    /// the memory budget). Each document is decoded on its own and borrowed
+    /// (see [`Resumed`]); a malformed one is skipped with a warning.
+    async fn resume(&mut self) -> mongodb::error::Result<()> {
+        use futures::TryStreamExt;
+        let fields =
+            doc! {"_id": 1, FrontierDoc::DOMAIN: 1, "depth": 1, FrontierDoc::STATE: 1, FrontierDoc::SEQ: 1};
+        let mut cursor = self
+            .stores
+            .frontier()
+            .clone_with_type::<RawDocumentBuf>()
+            .find(doc! {})
+            .projection(fields)
+            .await?;
+        while let Some(raw) = cursor.try_next().await? {
+            match bson::from_slice::<Resumed>(raw.as_bytes()) {
+                Ok(d) => self.state.resume(d),
+                Err(e) => tracing::warn!(document = ?raw, error = %e, "skipping a malformed frontier entry"),
+            }
+        }
         Ok(())
     }
 

@@ -14,7 +14,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use shared::docs::{FrontierDoc, UrlState};
+use shared::docs::UrlState;
 use shared::protocol::{CrawlResult, FailureKind, Outcome, ToSupervisor, WorkItem};
 use shared::timing::{Op, TimingLog};
 use shared::urls;
@@ -53,6 +53,22 @@ pub(crate) struct Settings {
     pub(crate) window: usize,
     pub(crate) memory_urls: usize,
     pub(crate) breaker: BreakerConfig,
+}
+
+/// A stored frontier entry as start-up reads it (`shared::docs::FrontierDoc`
+/// without its failure), borrowed from the raw document: a finished URL,
+/// most of a big frontier, costs a hash and no allocation.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct Resumed<'a> {
+    #[serde(rename = "_id", borrow)]
+    pub(crate) url: &'a str,
+    #[serde(borrow)]
+    pub(crate) domain: &'a str,
+    pub(crate) depth: i32,
+    pub(crate) state: UrlState,
+    /// 0 in entries stored before queues lived in the store.
+    #[serde(default)]
+    pub(crate) seq: i64,
 }
 
 /// What the shell must do, in this order, after an event.
@@ -186,8 +202,8 @@ impl<C> CrawlState<C> {
 
     /// One entry of the stored frontier, read back at start-up. Queued URLs
     /// beyond the memory budget are only counted: the windows read them.
-    pub(crate) fn resume(&mut self, d: FrontierDoc) {
-        self.frontier.mark_seen(&d.url);
+    pub(crate) fn resume(&mut self, d: Resumed<'_>) {
+        self.frontier.mark_seen(d.url);
         self.admitted += 1;
         self.next_seq = self.next_seq.max(d.seq.saturating_add(1));
         if d.state != UrlState::Queued {
@@ -197,11 +213,12 @@ impl<C> CrawlState<C> {
         self.resumed.1 += 1;
         let depth = d.depth.clamp(0, i32::from(u16::MAX)) as u16;
         if d.seq > 0 {
-            self.frontier.resume_queued(d.url, &d.domain, depth, d.seq);
+            self.frontier
+                .resume_queued(d.url.to_string(), d.domain, depth, d.seq);
         } else {
             // Stored before queues lived in the store: it cannot be read
             // by `seq`, so it is held in memory.
-            self.frontier.push(d.url, &d.domain, depth);
+            self.frontier.push(d.url.to_string(), d.domain, depth);
         }
     }
 

@@ -529,12 +529,11 @@ fn a_restarted_dispatcher_adopts_what_the_supervisors_hold() {
         sim.reads.clear();
         for (seq, (u, domain, depth, queued)) in sim.store.clone() {
             let state = if queued { UrlState::Queued } else { UrlState::Done };
-            sim.st.resume(FrontierDoc {
-                url: u,
-                domain,
+            sim.st.resume(Resumed {
+                url: &u,
+                domain: &domain,
                 depth: i32::from(depth),
                 state,
-                failure: None,
                 seq,
             });
         }
@@ -834,12 +833,11 @@ fn random_crawls_neither_lose_nor_double_a_lease() {
                         sim.reads.clear();
                         for (seq, (u, domain, depth, queued)) in sim.store.clone() {
                             let state = if queued { UrlState::Queued } else { UrlState::Done };
-                            sim.st.resume(FrontierDoc {
-                                url: u,
-                                domain,
+                            sim.st.resume(Resumed {
+                                url: &u,
+                                domain: &domain,
                                 depth: i32::from(depth),
                                 state,
-                                failure: None,
                                 seq,
                             });
                         }
@@ -868,4 +866,33 @@ fn random_crawls_neither_lose_nor_double_a_lease() {
         assert!(stored > 6, "seed {seed}: only {stored} URLs");
         sim.assert_each_finished_once();
     }
+}
+
+#[test]
+fn a_stored_frontier_entry_is_read_back_borrowed() {
+    let stored = shared::docs::FrontierDoc {
+        url: url(3, 7),
+        domain: "d3.test".into(),
+        depth: 2,
+        state: UrlState::Queued,
+        failure: Some(FailureKind::Timeout),
+        seq: 41,
+    };
+    let bytes = bson::to_vec(&stored).unwrap();
+    let d: Resumed = bson::from_slice(&bytes).unwrap();
+    assert_eq!(
+        (d.url, d.domain, d.depth, d.state, d.seq),
+        (url(3, 7).as_str(), "d3.test", 2, UrlState::Queued, 41)
+    );
+    // Entries from before `seq` existed.
+    let old =
+        bson::to_vec(&bson::doc! {"_id": "http://a.test/", "domain": "a.test", "depth": 0, "state": "done"})
+            .unwrap();
+    let d: Resumed = bson::from_slice(&old).unwrap();
+    assert_eq!((d.seq, d.state), (0, UrlState::Done));
+    let mut st: CrawlState<u32> = CrawlState::new(settings(), TimingLog::disabled(), T0);
+    st.resume(d);
+    st.resume(bson::from_slice(&bytes).unwrap());
+    assert_eq!(st.resumed(), (1, 1));
+    assert_eq!(st.frontier().queued(), 1);
 }
