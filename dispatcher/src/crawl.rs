@@ -150,6 +150,8 @@ impl Dispatcher {
             lease_ms: args.lease_secs.saturating_mul(1000),
             window: args.frontier_window as usize,
             memory_urls: args.frontier_memory_urls,
+            seen_check: args.seen_check,
+            seen_recent_urls: args.seen_recent_urls,
             breaker: args.breaker(),
         };
         Dispatcher {
@@ -375,7 +377,7 @@ impl Dispatcher {
                         held: (0..self.state.members().len()).map(|s| f.held(s)).collect(),
                         queued: f.queued(),
                         in_flight: f.in_flight(),
-                        seen: f.seen_count(),
+                        seen: self.state.seen_count(),
                         paused,
                         halted,
                     };
@@ -678,7 +680,7 @@ impl Dispatcher {
         let held: u64 = live.iter().map(|&s| u64::from(f.held(s))).sum();
         let capacity: u64 = live.iter().map(|&s| u64::from(members[s].capacity)).sum();
         let (queued, ready) = (f.queued() as f64, f.ready() as f64);
-        let (in_flight, seen) = (f.in_flight() as f64, f.seen_count() as f64);
+        let (in_flight, seen) = (f.in_flight() as f64, self.state.seen_count() as f64);
         let (held, capacity, live_n) = (held as f64, capacity as f64, live.len() as f64);
         let in_store = f.spilled() as f64;
         metrics::gauge!("crawler_frontier_queued").set(queued);
@@ -799,7 +801,7 @@ impl Dispatcher {
             elapsed_secs: elapsed,
             pages_per_sec: stats.counts.fetched as f64 / elapsed.max(1e-3),
             frontier_left: self.state.left(),
-            seen_urls: f.seen_count(),
+            seen_urls: self.state.seen_count(),
             domains: f.domain_count(),
             supervisors: self.state.members().len(),
             counts: &stats.counts,

@@ -1,5 +1,5 @@
-//! The URL frontier in memory: per-domain queues, the seen-set, domain
-//! ownership and leases.
+//! The URL frontier in memory: per-domain queues, domain ownership and
+//! leases (which URLs were seen is `crate::seen`'s).
 //!
 //! Shaped like crawler-commons' URL Frontier: queues keyed by domain, URLs
 //! handed out under leases, results put back. Every operation is O(1) per
@@ -25,7 +25,7 @@
 //! on mongod (one index range) but 20–150 ms of nx-27017's one thread. A
 //! crawl whose queues fit in memory makes no reads at all.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use shared::protocol::WorkItem;
 
@@ -54,6 +54,10 @@ struct DomainQ {
     /// `seq`s above `cursor` adopted straight from the store: a later read
     /// skips them (they are out on a lease already).
     taken: Vec<i64>,
+    /// `seq`s above `cursor` inserted for URLs the seen-set was unsure of
+    /// (see [`Frontier::admit_unverified`]): a read that returns one proves
+    /// the URL new; one the reads go past was a duplicate.
+    unverified: Vec<i64>,
     in_flight: u32,
     owner: Option<SupId>,
     /// Whether the domain sits in its owner's ready ring.
@@ -172,8 +176,6 @@ struct Sup {
 }
 
 pub struct Frontier {
-    seen: HashSet<u64, ahash::RandomState>,
-    hasher: ahash::RandomState,
     domains: Vec<DomainQ>,
     domain_ids: HashMap<String, u32>,
     sups: Vec<Sup>,
@@ -199,14 +201,14 @@ pub struct Frontier {
     /// The highest `seq` found in the store at start-up: written, whatever
     /// this process's writer has written since.
     resumed_upto: i64,
+    /// Unverified URLs found new, and found duplicates, so far.
+    unverified_new: u64,
+    unverified_known: u64,
 }
 
 impl Frontier {
     pub fn new(max_inflight_per_domain: u32, lease_ms: u64, first_lease: u64) -> Frontier {
         Frontier {
-            seen: HashSet::with_hasher(ahash::RandomState::new()),
-            // Fixed keys: seen-set hashes are stable for the process.
-            hasher: ahash::RandomState::with_seeds(11, 22, 33, 44),
             domains: Vec::new(),
             domain_ids: HashMap::new(),
             sups: Vec::new(),
@@ -223,6 +225,8 @@ impl Frontier {
             spilled_total: 0,
             wanted: VecDeque::new(),
             resumed_upto: 0,
+            unverified_new: 0,
+            unverified_known: 0,
         }
     }
 
@@ -234,17 +238,6 @@ impl Frontier {
         self.window = window.max(2 * self.max_inflight_per_domain as usize);
         self.budget = budget;
         self
-    }
-
-    /// Records `url` as seen; false when it already was. The seen-set keeps
-    /// a 64-bit hash per URL (8 bytes instead of the URL), so 100 million
-    /// URLs fit in about 2 GiB.
-    pub fn mark_seen(&mut self, url: &str) -> bool {
-        self.seen.insert(self.hasher.hash_one(url))
-    }
-
-    pub fn seen_count(&self) -> usize {
-        self.seen.len()
     }
 
     pub fn queued(&self) -> usize {
@@ -311,6 +304,30 @@ impl Frontier {
         self.queued += 1;
         self.ensure_owner(id);
         self.want_refill(id);
+    }
+
+    /// A URL inserted with `seq` although its hash was seen before, so that
+    /// the store's unique index decides (see `crate::seen`): it waits in the
+    /// store, counted, and comes into the window with a read if the insert
+    /// was new. One the reads do not return was a duplicate: the count is
+    /// taken back.
+    pub fn admit_unverified(&mut self, domain: &str, seq: i64) {
+        let id = self.domain_id(domain);
+        let d = &mut self.domains[id as usize];
+        d.unverified.push(seq);
+        d.last_seq = d.last_seq.max(seq);
+        d.spilled += 1;
+        self.spilled_total += 1;
+        self.queued += 1;
+        // Not `resumed_upto`: this one is read only once the writer says
+        // it is written.
+        self.ensure_owner(id);
+        self.want_refill(id);
+    }
+
+    /// Unverified URLs found new (a hash collision) and found duplicates.
+    pub fn unverified_outcomes(&self) -> (u64, u64) {
+        (self.unverified_new, self.unverified_known)
     }
 
     /// A URL found queued in the store at start-up, by a read that
@@ -413,6 +430,10 @@ impl Frontier {
             if d.spilled == 0 {
                 continue;
             }
+            if let Some(i) = d.unverified.iter().position(|s| *s == u.seq) {
+                d.unverified.swap_remove(i);
+                self.unverified_new += 1;
+            }
             d.cursor = u.seq;
             d.spilled -= 1;
             self.spilled_total -= 1;
@@ -429,11 +450,23 @@ impl Frontier {
         } else {
             // Nothing more is queued up to `upto`.
             d.cursor = d.cursor.max(r.upto);
-            if r.upto >= d.last_seq {
-                missing = std::mem::take(&mut d.spilled);
-                self.queued -= missing as usize;
-                self.spilled_total -= missing as usize;
-            }
+        }
+        // Unverified URLs the reads went past: the store had them already.
+        let cursor = d.cursor;
+        let before = d.unverified.len();
+        d.unverified.retain(|s| *s > cursor);
+        let known = (before - d.unverified.len()) as u64;
+        if known > 0 {
+            let counted = known.min(d.spilled);
+            d.spilled -= counted;
+            self.spilled_total -= counted as usize;
+            self.queued -= counted as usize;
+            self.unverified_known += known;
+        }
+        if !page.full && r.upto >= d.last_seq {
+            missing = std::mem::take(&mut d.spilled);
+            self.queued -= missing as usize;
+            self.spilled_total -= missing as usize;
         }
         // Adopted URLs the reads went past (finished meanwhile).
         let cursor = d.cursor;
@@ -546,6 +579,7 @@ impl Frontier {
             last_seq: 0,
             refill: RefillState::Idle,
             taken: Vec::new(),
+            unverified: Vec::new(),
             in_flight: 0,
             owner: None,
             in_ready: false,
@@ -1012,17 +1046,15 @@ mod tests {
     }
 
     #[test]
-    fn dedups_and_leases_round_robin_over_domains() {
+    fn leases_round_robin_over_domains() {
         let mut f = f();
         let s = f.add_supervisor();
         for i in 0..5 {
             for d in ["a", "b"] {
                 let url = format!("http://{d}/{i}");
-                assert!(f.mark_seen(&url));
                 f.push(url, d, 0);
             }
         }
-        assert!(!f.mark_seen("http://a/0"));
         assert_eq!(f.queued(), 10);
         let got = f.take(s, 10, 0);
         // Two per domain at most (max in flight), alternating domains.
@@ -1186,7 +1218,6 @@ mod tests {
         // the new one read all of a/0..a/2 and b/0 back as queued.
         let mut f = Frontier::new(2, 1000, 1);
         for u in ["http://a/0", "http://a/1", "http://a/2", "http://b/0"] {
-            assert!(f.mark_seen(u));
             f.push(u.to_string(), &u[7..8], 0);
         }
         let held: Vec<WorkItem> = [("http://a/0", 500), ("http://a/1", 501), ("http://b/0", 502)]
@@ -1277,7 +1308,6 @@ mod tests {
     fn adoption_takes_only_queued_urls_with_their_own_domain_and_depth() {
         // A restarted dispatcher: http://a.test/0 is queued at depth 2.
         let mut f = Frontier::new(4, 1000, 1 << 20);
-        assert!(f.mark_seen("http://a.test/0"));
         f.push("http://a.test/0".into(), "a.test", 2);
         let s1 = f.add_supervisor();
         let claimed = vec![

@@ -23,6 +23,7 @@ use crate::breaker::{self, BreakerConfig, Breakers, Trip};
 use crate::frontier::{Adoption, Frontier, LeaseRefusal, Refill, Stored, SupId};
 use crate::queue_reader::Answer;
 use crate::refusals::{Reason, Refusals};
+use crate::seen::{Seen, SeenCheck, SeenSet};
 use crate::stats::{FinishReason, Stats};
 
 /// Pause before a retry, times the attempt number.
@@ -53,6 +54,10 @@ pub(crate) struct Settings {
     pub(crate) window: usize,
     pub(crate) memory_urls: usize,
     pub(crate) breaker: BreakerConfig,
+    /// How a URL whose hash was seen before is judged (see `crate::seen`).
+    pub(crate) seen_check: SeenCheck,
+    /// With `SeenCheck::Store`: URLs kept whole to answer without the store.
+    pub(crate) seen_recent_urls: usize,
 }
 
 /// A stored frontier entry as start-up reads it (`shared::docs::FrontierDoc`
@@ -143,6 +148,7 @@ pub(crate) struct Member<C> {
 pub(crate) struct CrawlState<C> {
     settings: Settings,
     frontier: Frontier,
+    seen: SeenSet,
     members: Vec<Member<C>>,
     /// The next admitted URL's place in its domain's queue (`FrontierDoc::seq`).
     next_seq: i64,
@@ -171,6 +177,7 @@ impl<C> CrawlState<C> {
             frontier: Frontier::new(settings.max_inflight_per_domain, settings.lease_ms, now_ms << 12)
                 .with_window(settings.window, settings.memory_urls),
             scope: settings.scope_to_seeds.then(HashSet::new),
+            seen: SeenSet::new(settings.seen_check, settings.seen_recent_urls),
             breakers: Breakers::new(settings.breaker),
             settings,
             members: Vec::new(),
@@ -188,6 +195,13 @@ impl<C> CrawlState<C> {
         }
     }
 
+    /// The seen-set to use (tests: one whose hashes collide).
+    #[cfg(test)]
+    pub(crate) fn with_seen(mut self, seen: SeenSet) -> Self {
+        self.seen = seen;
+        self
+    }
+
     /// What the last events asked the shell to do, oldest first.
     pub(crate) fn take_effects(&mut self) -> Vec<Effect> {
         std::mem::take(&mut self.effects)
@@ -203,7 +217,7 @@ impl<C> CrawlState<C> {
     /// One entry of the stored frontier, read back at start-up. Queued URLs
     /// beyond the memory budget are only counted: the windows read them.
     pub(crate) fn resume(&mut self, d: Resumed<'_>) {
-        self.frontier.mark_seen(d.url);
+        self.seen.insert_stored(d.url);
         self.admitted += 1;
         self.next_seq = self.next_seq.max(d.seq.saturating_add(1));
         if d.state != UrlState::Queued {
@@ -243,6 +257,9 @@ impl<C> CrawlState<C> {
     }
 
     /// Admits a discovered URL if it is new, in scope and within limits.
+    /// One the seen-set is unsure of is inserted all the same and waits in
+    /// the store, where the unique index keeps the first copy (see
+    /// `crate::seen` and `Frontier::admit_unverified`).
     fn offer(&mut self, url: &str, depth: u16, now_ms: u64) {
         if depth > self.settings.max_depth {
             self.stats.counts.too_deep += 1;
@@ -252,7 +269,8 @@ impl<C> CrawlState<C> {
             self.stats.counts.over_page_limit += 1;
             return;
         }
-        if !self.frontier.mark_seen(url) {
+        let seen = self.seen.check(url);
+        if seen == Seen::Known {
             return;
         }
         let Ok(parsed) = urls::parse(url) else {
@@ -266,16 +284,33 @@ impl<C> CrawlState<C> {
         }
         let url = String::from(parsed);
         self.admitted += 1;
-        self.stats.counts.new_urls += 1;
         let seq = self.next_seq;
         self.next_seq = seq.saturating_add(1);
-        self.frontier.admit(url.clone(), &domain, depth, seq, now_ms);
+        if seen == Seen::Unsure {
+            self.stats.counts.unsure_links += 1;
+            self.seen.remember(&url);
+            self.frontier.admit_unverified(&domain, seq);
+        } else {
+            self.stats.counts.new_urls += 1;
+            self.frontier.admit(url.clone(), &domain, depth, seq, now_ms);
+        }
         self.effects.push(Effect::Insert {
             url,
             domain,
             depth,
             seq,
         });
+    }
+
+    /// Takes in what reads proved of unverified URLs: new ones count as
+    /// new, duplicates no longer count against `--max-pages`.
+    fn count_unverified(&mut self) {
+        let (new, known) = self.frontier.unverified_outcomes();
+        let c = &mut self.stats.counts;
+        c.new_urls += new.saturating_sub(c.unsure_new);
+        self.admitted = self.admitted.saturating_sub(known.saturating_sub(c.unsure_known));
+        c.unsure_new = new;
+        c.unsure_known = known;
     }
 
     // ---- membership ----
@@ -590,6 +625,7 @@ impl<C> CrawlState<C> {
                 if missing > 0 {
                     tracing::warn!(domain = %r.domain, missing, "queued URLs not found in the store (refused when written); dropped from the queue");
                 }
+                self.count_unverified();
             }
             Answer::Read(r, Err(e)) => {
                 tracing::warn!(domain = %r.domain, error = %e, "reading a domain's queue from the store failed; will retry");
@@ -743,6 +779,11 @@ impl<C> CrawlState<C> {
 
     pub(crate) fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// URLs known (distinct hashes).
+    pub(crate) fn seen_count(&self) -> usize {
+        self.seen.len()
     }
 
     /// The live progress line (its rate is since the last one).

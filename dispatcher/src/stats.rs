@@ -23,6 +23,13 @@ pub struct Counts {
     pub over_page_limit: u64,
     pub bad_links: u64,
     pub leases_expired: u64,
+    /// Links whose hash was seen before but not the link itself, checked
+    /// against the store (`--seen-check store`), and what the store said:
+    /// new (a hash collision, a URL a hash-only seen-set would have
+    /// dropped) or known.
+    pub unsure_links: u64,
+    pub unsure_new: u64,
+    pub unsure_known: u64,
     /// Body bytes received, over every response (as reported by children,
     /// each at most `--max-body-bytes`).
     pub bytes_fetched: u64,

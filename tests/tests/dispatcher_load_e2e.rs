@@ -3,6 +3,9 @@
 //! memory budget so small that most of each domain's queue lives in the
 //! store: every admitted URL is leased exactly once and finished, and the
 //! stored frontier says so. (What `scripts/bench-dispatcher.sh` times.)
+//! Once more with `--seen-check store`, where repeated links the dispatcher
+//! cannot vouch for are inserted again and the store's unique index keeps
+//! the first copy.
 
 use std::time::Duration;
 
@@ -13,8 +16,71 @@ const URLS: u64 = 3000;
 const DOMAINS: u64 = 40;
 const SUPERVISORS: usize = 5;
 
+/// What one crawl under `dispatcher_load` left: its report, the
+/// dispatcher's summary, and the stored frontier.
+struct Run {
+    report: serde_json::Value,
+    summary: serde_json::Value,
+    stored: u64,
+    done: u64,
+    seqs: Vec<i64>,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_admitted_url_is_leased_once_and_finished_with_queues_in_the_store() {
+    let Run {
+        report,
+        summary,
+        stored,
+        done,
+        seqs,
+    } = crawl(&[]).await;
+    // Exactly the admitted URLs were leased, each once (no lease expired,
+    // no supervisor left, so a second lease would be a doubled one), and
+    // each result was taken.
+    assert_eq!(report["leases_received"], URLS, "{report}");
+    assert_eq!(report["results_sent"], URLS, "{report}");
+    assert_eq!(summary["fetched"], URLS, "{summary}");
+    assert_eq!(summary["seen_urls"], URLS, "{summary}");
+    assert_eq!(summary["frontier_left"], 0, "{summary}");
+    assert_eq!(summary["leases_expired"], 0, "{summary}");
+    // The store holds every admitted URL once, finished, each with its own
+    // place in the queue.
+    assert_eq!((stored, done), (URLS, URLS));
+    let distinct: std::collections::BTreeSet<i64> = seqs.iter().copied().collect();
+    assert_eq!((seqs.len(), distinct.len()), (URLS as usize, URLS as usize));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_store_check_repeated_links_are_inserted_again_and_crawled_once() {
+    let Run {
+        report,
+        summary,
+        stored,
+        done,
+        seqs,
+    } = crawl(&["--seen-check", "store", "--seen-recent-urls", "50"]).await;
+    let fetched = summary["fetched"].as_u64().unwrap_or(0);
+    // Repeated links went to the store, which took none of them again.
+    let unsure = summary["unsure_links"].as_u64().unwrap_or(0);
+    let known = summary["unsure_known"].as_u64().unwrap_or(0);
+    assert!(unsure > 100 && known > 100, "{summary}");
+    assert_eq!(
+        summary["unsure_new"], 0,
+        "a 64-bit collision in 3,000 URLs? {summary}"
+    );
+    // Each stored URL leased once and finished; nothing left.
+    assert!(fetched >= URLS * 9 / 10, "{summary}");
+    assert_eq!(report["leases_received"], fetched, "{report}");
+    assert_eq!(report["results_sent"], fetched, "{report}");
+    assert_eq!(summary["frontier_left"], 0, "{summary}");
+    assert_eq!(summary["leases_expired"], 0, "{summary}");
+    assert_eq!((stored, done), (fetched, fetched));
+    let distinct: std::collections::BTreeSet<i64> = seqs.iter().copied().collect();
+    assert_eq!(distinct.len(), seqs.len());
+}
+
+async fn crawl(extra: &[&str]) -> Run {
     let store = StoreServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let seeds: Vec<String> = (0..DOMAINS).map(|i| format!("http://d{i}.test/")).collect();
@@ -37,6 +103,7 @@ async fn every_admitted_url_is_leased_once_and_finished_with_queues_in_the_store
         "--progress-secs",
         "0",
     ]);
+    spec.dispatcher_args.extend(args(extra));
     let crawl = spawn_crawl(&spec).await.unwrap();
     let load = tokio::process::Command::new(bin("dispatcher_load").unwrap())
         .args(["--dispatcher", crawl.endpoint()])
@@ -66,26 +133,10 @@ async fn every_admitted_url_is_leased_once_and_finished_with_queues_in_the_store
         .expect("a JSON report");
     let run = crawl.wait(Duration::from_secs(60)).await.unwrap();
     assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-
-    // Exactly the admitted URLs were leased, each once (no lease expired,
-    // no supervisor left, so a second lease would be a doubled one), and
-    // each result was taken.
-    assert_eq!(report["leases_received"], URLS, "{report}");
-    assert_eq!(report["results_sent"], URLS, "{report}");
-    assert_eq!(run.summary["fetched"], URLS, "{}", run.summary);
-    assert_eq!(run.summary["seen_urls"], URLS, "{}", run.summary);
-    assert_eq!(run.summary["frontier_left"], 0, "{}", run.summary);
-    assert_eq!(run.summary["leases_expired"], 0, "{}", run.summary);
-
-    // The store holds every admitted URL once, finished, each with its own
-    // place in the queue.
     let db = store.client().await.unwrap().database("crawler");
     let frontier = db.collection::<bson::Document>(&crawl_coll(shared::store::FRONTIER));
-    assert_eq!(frontier.count_documents(doc! {}).await.unwrap(), URLS);
-    assert_eq!(
-        frontier.count_documents(doc! {"state": "done"}).await.unwrap(),
-        URLS
-    );
+    let stored = frontier.count_documents(doc! {}).await.unwrap();
+    let done = frontier.count_documents(doc! {"state": "done"}).await.unwrap();
     let seqs: Vec<i64> = crawl_tests::harness::all_docs(&db, &crawl_coll(shared::store::FRONTIER))
         .await
         .unwrap()
@@ -97,6 +148,11 @@ async fn every_admitted_url_is_leased_once_and_finished_with_queues_in_the_store
             _ => None,
         })
         .collect();
-    let distinct: std::collections::BTreeSet<i64> = seqs.iter().copied().collect();
-    assert_eq!((seqs.len(), distinct.len()), (URLS as usize, URLS as usize));
+    Run {
+        report,
+        summary: run.summary,
+        stored,
+        done,
+        seqs,
+    }
 }
