@@ -190,6 +190,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(grace, times.flush(&timing)).await;
     timing.flush();
     let _ = tokio::time::timeout(grace, writer).await;
+    stores.shutdown().await;
     Ok(())
 }
 

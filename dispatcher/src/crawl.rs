@@ -785,6 +785,7 @@ impl Dispatcher {
         self.await_byes(&live, inbox).await;
         // Results that arrived while supervisors drained are in the store too.
         self.writer.flush().await;
+        self.stores.shutdown().await;
         // The zeromq crate has no linger: give the last Farewells a moment
         // to leave before the socket is dropped with the process.
         tokio::time::sleep(Duration::from_millis(300)).await;

@@ -42,20 +42,44 @@ pub struct Stores {
     pub primary: Database,
     pub second: Database,
     crawl: CrawlId,
+    /// The second store has a client of its own (`--robots-uri` differs).
+    separate_second: bool,
 }
 
 impl Stores {
     pub async fn connect(args: &StoreArgs, app_name: &str, crawl: CrawlId) -> anyhow::Result<Stores> {
         let primary_client = client(&args.mongo_uri, app_name).await?;
-        let second_client = match &args.robots_uri {
-            Some(uri) if uri != &args.mongo_uri => client(uri, app_name).await?,
-            _ => primary_client.clone(),
+        let (second_client, separate_second) = match &args.robots_uri {
+            Some(uri) if uri != &args.mongo_uri => (client(uri, app_name).await?, true),
+            _ => (primary_client.clone(), false),
         };
         Ok(Stores {
             primary: primary_client.database(&args.db),
             second: second_client.database(&args.robots_db),
             crawl,
+            separate_second,
         })
+    }
+
+    /// Ends the clients' sessions and stops their background workers, at
+    /// most [`SHUTDOWN`] long. Call it before the runtime ends: a client
+    /// dropped while the runtime shuts down sends its `endSessions` to
+    /// workers already gone, and the driver panics in a worker thread
+    /// (`connection_requester.rs`, a send on a closed channel). Handles in
+    /// use elsewhere fail from then on.
+    pub async fn shutdown(&self) {
+        let mut clients = vec![self.primary.client().clone()];
+        if self.separate_second {
+            clients.push(self.second.client().clone());
+        }
+        for c in clients {
+            if tokio::time::timeout(SHUTDOWN, c.shutdown().immediate(true))
+                .await
+                .is_err()
+            {
+                tracing::warn!(timeout = ?SHUTDOWN, "a store client did not shut down in time");
+            }
+        }
     }
 
     /// Fails fast with a clear message when a store is not reachable.
@@ -177,6 +201,8 @@ pub fn redact_uri(uri: &str) -> String {
 /// driver bounds connecting and server selection, not a server that takes
 /// a request and never answers; every store call is wrapped in this.
 pub const OP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest [`Stores::shutdown`] waits for a client.
+const SHUTDOWN: Duration = Duration::from_secs(2);
 
 /// Runs a store operation under [`OP_TIMEOUT`]; `None` when it timed out.
 pub async fn deadline<F: std::future::IntoFuture>(op: F) -> Option<F::Output> {

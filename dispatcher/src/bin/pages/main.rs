@@ -71,9 +71,15 @@ fn main() -> anyhow::Result<()> {
 
 async fn run(args: Args) -> anyhow::Result<()> {
     let stores = Stores::connect(&args.store, "pages", args.crawl_id).await?;
-    match args.cmd {
-        Cmd::Export(export) => export::run(&stores, export).await?,
-        Cmd::Stats => stats::run(&stores).await?,
+    let res = command(&stores, args.cmd).await;
+    stores.shutdown().await;
+    res
+}
+
+async fn command(stores: &Stores, cmd: Cmd) -> anyhow::Result<()> {
+    match cmd {
+        Cmd::Export(export) => export::run(stores, export).await?,
+        Cmd::Stats => stats::run(stores).await?,
         Cmd::Get {
             url,
             raw,
