@@ -20,7 +20,7 @@ use crate::admin::{self, AdminCmd};
 use crate::cluster::{self, ClusterView, SharedView, SupervisorView};
 use crate::frontier::SupId;
 use crate::monitor::{FrontierView, Monitor};
-use crate::persist::FrontierWriter;
+use crate::persist::{Confirmed, FrontierWriter};
 use crate::queue_reader::{self, QueueReader};
 use crate::refusals::{Reason, Refusals};
 use crate::state::{CrawlState, Effect, Leaving, Resumed, Settings};
@@ -72,7 +72,9 @@ pub async fn run(args: Args, settings: serde_json::Value, key: ClusterKey) -> an
     stores.ensure_indexes().await?;
 
     let (reader, mut read) = QueueReader::spawn(&stores, timing.clone());
-    let mut d = Dispatcher::new(&args, stores.clone(), view, timing, admin_rx, key, reader);
+    let (writer, mut confirmations) = FrontierWriter::spawn(stores.clone(), timing.clone());
+    let io = Io { writer, reader };
+    let mut d = Dispatcher::new(&args, stores.clone(), view, timing, admin_rx, key, io);
     d.load(&args).await?;
 
     // Bound only now: a supervisor connecting while a big frontier loads
@@ -97,8 +99,14 @@ pub async fn run(args: Args, settings: serde_json::Value, key: ClusterKey) -> an
         }
     });
     d.send = Some(send);
-    let stopped = d.serve(&mut inbox, &mut read).await?;
+    let stopped = d.serve(&mut inbox, &mut read, &mut confirmations).await?;
     d.finish(&args, &settings, stopped, &mut inbox).await
+}
+
+/// The frontier's writer and reader tasks.
+struct Io {
+    writer: FrontierWriter,
+    reader: QueueReader,
 }
 
 /// The shell's handle on a supervisor's connection: its ZeroMQ routing id
@@ -138,7 +146,7 @@ impl Dispatcher {
         timing: TimingLog,
         admin: mpsc::Receiver<AdminCmd>,
         key: ClusterKey,
-        reader: QueueReader,
+        io: Io,
     ) -> Self {
         let settings = Settings {
             max_depth: args.max_depth,
@@ -157,8 +165,8 @@ impl Dispatcher {
         Dispatcher {
             policy: args.policy(),
             state: CrawlState::new(settings, timing.clone(), now_ms()),
-            writer: FrontierWriter::spawn(stores.clone(), timing.clone()),
-            reader,
+            writer: io.writer,
+            reader: io.reader,
             stores,
             send: None,
             view,
@@ -288,7 +296,8 @@ impl Dispatcher {
                     domain,
                     depth,
                     seq,
-                } => self.writer.insert(&url, &domain, depth, seq),
+                    confirm,
+                } => self.writer.insert(&url, &domain, depth, seq, confirm),
                 Effect::Mark { url, state, failure } => self.writer.mark(url, state, failure),
                 Effect::Read(r) => self.reader.read(r),
                 Effect::LookUp(s, held) => self.reader.look_up(s, held),
@@ -317,6 +326,7 @@ impl Dispatcher {
         &mut self,
         inbox: &mut mpsc::Receiver<(Bytes, Bytes)>,
         read: &mut mpsc::UnboundedReceiver<queue_reader::Answer>,
+        confirmations: &mut mpsc::UnboundedReceiver<Confirmed>,
     ) -> anyhow::Result<bool> {
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         let mut slow_tick = tokio::time::interval(Duration::from_secs(1));
@@ -356,6 +366,13 @@ impl Dispatcher {
                     self.state.read_answered(answer, now_ms(), durable);
                     while let Ok(answer) = read.try_recv() {
                         self.state.read_answered(answer, now_ms(), durable);
+                    }
+                    self.dispatch().await?;
+                }
+                Some(answers) = confirmations.recv() => {
+                    self.state.confirmed(answers, now_ms());
+                    while let Ok(answers) = confirmations.try_recv() {
+                        self.state.confirmed(answers, now_ms());
                     }
                     self.dispatch().await?;
                 }

@@ -54,9 +54,9 @@ struct DomainQ {
     /// `seq`s above `cursor` adopted straight from the store: a later read
     /// skips them (they are out on a lease already).
     taken: Vec<i64>,
-    /// `seq`s above `cursor` inserted for URLs the seen-set was unsure of
-    /// (see [`Frontier::admit_unverified`]): a read that returns one proves
-    /// the URL new; one the reads go past was a duplicate.
+    /// `seq`s inserted for URLs the seen-set was unsure of, until the
+    /// frontier writer says whether the store took them (see
+    /// [`Frontier::admit_unverified`]): a read that returns one skips it.
     unverified: Vec<i64>,
     in_flight: u32,
     owner: Option<SupId>,
@@ -201,9 +201,8 @@ pub struct Frontier {
     /// The highest `seq` found in the store at start-up: written, whatever
     /// this process's writer has written since.
     resumed_upto: i64,
-    /// Unverified URLs found new, and found duplicates, so far.
-    unverified_new: u64,
-    unverified_known: u64,
+    /// Unverified URLs the writer has not confirmed yet (not `queued`).
+    unconfirmed: usize,
 }
 
 impl Frontier {
@@ -225,8 +224,7 @@ impl Frontier {
             spilled_total: 0,
             wanted: VecDeque::new(),
             resumed_upto: 0,
-            unverified_new: 0,
-            unverified_known: 0,
+            unconfirmed: 0,
         }
     }
 
@@ -268,7 +266,7 @@ impl Frontier {
 
     /// Nothing queued (but in halted domains) and nothing out: the crawl is over.
     pub fn is_idle(&self) -> bool {
-        self.queued == self.halted_queued() && self.leases.is_empty()
+        self.queued == self.halted_queued() && self.leases.is_empty() && self.unconfirmed == 0
     }
 
     fn halted_queued(&self) -> usize {
@@ -307,27 +305,44 @@ impl Frontier {
     }
 
     /// A URL inserted with `seq` although its hash was seen before, so that
-    /// the store's unique index decides (see `crate::seen`): it waits in the
-    /// store, counted, and comes into the window with a read if the insert
-    /// was new. One the reads do not return was a duplicate: the count is
-    /// taken back.
+    /// the store's unique index decides (see `crate::seen`). It waits for
+    /// the frontier writer's word ([`Frontier::confirmed`]) outside the
+    /// queue: a read that returns it meanwhile skips it.
     pub fn admit_unverified(&mut self, domain: &str, seq: i64) {
         let id = self.domain_id(domain);
+        self.domains[id as usize].unverified.push(seq);
+        self.unconfirmed += 1;
+    }
+
+    /// The writer's word on an unverified URL: `new` if the store took it
+    /// (a hash collision), else it was there already. A new one joins its
+    /// domain's queue: in memory if the reads have gone past its `seq`,
+    /// else counted in the store, where a read finds it (a read under way
+    /// may cover it, and must then take it).
+    pub fn confirmed(&mut self, url: String, domain: &str, depth: u16, seq: i64, new: bool, now_ms: u64) {
+        let Some(&id) = self.domain_ids.get(domain) else {
+            return;
+        };
         let d = &mut self.domains[id as usize];
-        d.unverified.push(seq);
+        let Some(i) = d.unverified.iter().position(|s| *s == seq) else {
+            return;
+        };
+        d.unverified.swap_remove(i);
+        self.unconfirmed -= 1;
+        if !new {
+            return;
+        }
+        if seq <= d.cursor {
+            self.push_at(url, domain, depth, now_ms);
+            return;
+        }
+        let d = &mut self.domains[id as usize];
         d.last_seq = d.last_seq.max(seq);
         d.spilled += 1;
         self.spilled_total += 1;
         self.queued += 1;
-        // Not `resumed_upto`: this one is read only once the writer says
-        // it is written.
         self.ensure_owner(id);
         self.want_refill(id);
-    }
-
-    /// Unverified URLs found new (a hash collision) and found duplicates.
-    pub fn unverified_outcomes(&self) -> (u64, u64) {
-        (self.unverified_new, self.unverified_known)
     }
 
     /// A URL found queued in the store at start-up, by a read that
@@ -427,12 +442,9 @@ impl Frontier {
                 d.cursor = u.seq;
                 continue;
             }
-            if d.spilled == 0 {
+            // Not confirmed yet: `confirmed` places it.
+            if d.spilled == 0 || d.unverified.contains(&u.seq) {
                 continue;
-            }
-            if let Some(i) = d.unverified.iter().position(|s| *s == u.seq) {
-                d.unverified.swap_remove(i);
-                self.unverified_new += 1;
             }
             d.cursor = u.seq;
             d.spilled -= 1;
@@ -450,18 +462,6 @@ impl Frontier {
         } else {
             // Nothing more is queued up to `upto`.
             d.cursor = d.cursor.max(r.upto);
-        }
-        // Unverified URLs the reads went past: the store had them already.
-        let cursor = d.cursor;
-        let before = d.unverified.len();
-        d.unverified.retain(|s| *s > cursor);
-        let known = (before - d.unverified.len()) as u64;
-        if known > 0 {
-            let counted = known.min(d.spilled);
-            d.spilled -= counted;
-            self.spilled_total -= counted as usize;
-            self.queued -= counted as usize;
-            self.unverified_known += known;
         }
         if !page.full && r.upto >= d.last_seq {
             missing = std::mem::take(&mut d.spilled);

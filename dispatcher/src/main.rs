@@ -95,7 +95,7 @@ pub struct Args {
     /// in 10,000 at 100 million URLs); `store` takes it for known only if
     /// it is among the --seen-recent-urls last admitted, and otherwise
     /// inserts it, for the frontier's unique index to decide (a store
-    /// write, and a read, per such link).
+    /// write, and a lookup by `_id`, per such link).
     #[arg(long, value_enum, default_value_t = SeenCheck::Hash)]
     pub seen_check: SeenCheck,
     /// With --seen-check store: URLs kept whole (about 130 bytes each) to

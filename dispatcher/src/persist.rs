@@ -9,12 +9,13 @@
 //! writer says how far its inserts are written ([`FrontierWriter::durable`]),
 //! so nothing is read before it is there.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bson::doc;
+use bson::{doc, RawDocumentBuf};
+use futures::TryStreamExt;
 use shared::docs::{FrontierDoc, UrlState};
 use shared::failure::FailureKind;
 use shared::store::{self, Backoff, Stores};
@@ -26,7 +27,9 @@ const BATCH: usize = 2000;
 const WAIT: Duration = Duration::from_millis(100);
 
 enum Cmd {
-    Insert(FrontierDoc),
+    /// A new URL, and whether the dispatcher wants to know if the store
+    /// took it (an unsure URL, see `crate::seen`).
+    Insert(FrontierDoc, bool),
     Mark(String, UrlState, Option<FailureKind>),
     Flush(oneshot::Sender<()>),
 }
@@ -39,13 +42,27 @@ pub struct FrontierWriter {
     backlog: Arc<AtomicUsize>,
 }
 
+/// Whether the store took each unsure URL of a batch: (`seq`, taken).
+pub type Confirmed = Vec<(i64, bool)>;
+
 impl FrontierWriter {
-    pub fn spawn(stores: Stores, timing: TimingLog) -> FrontierWriter {
+    /// The writer, and where it says whether the store took the unsure
+    /// URLs (sent before `durable` covers them, so a read that could
+    /// return one is asked for only after its answer is on the way).
+    pub fn spawn(stores: Stores, timing: TimingLog) -> (FrontierWriter, mpsc::UnboundedReceiver<Confirmed>) {
         let (tx, rx) = mpsc::unbounded_channel();
+        let (confirm_tx, confirm_rx) = mpsc::unbounded_channel();
         let durable = Arc::new(AtomicI64::new(0));
         let backlog = Arc::new(AtomicUsize::new(0));
-        tokio::spawn(run(stores, rx, timing, durable.clone(), backlog.clone()));
-        FrontierWriter { tx, durable, backlog }
+        tokio::spawn(run(
+            stores,
+            rx,
+            confirm_tx,
+            timing,
+            durable.clone(),
+            backlog.clone(),
+        ));
+        (FrontierWriter { tx, durable, backlog }, confirm_rx)
     }
 
     /// Inserts and marks sent but not written yet: how far the store is
@@ -56,17 +73,20 @@ impl FrontierWriter {
         self.backlog.load(Ordering::Relaxed)
     }
 
-    /// Writes a newly admitted URL; `seq` must be higher than any inserted before.
-    pub fn insert(&self, url: &str, domain: &str, depth: u16, seq: i64) {
+    /// Writes a newly admitted URL; `seq` must be higher than any inserted
+    /// before. With `confirm`, says whether the store took it (a URL stored
+    /// before stays as it was: the unique `_id` index).
+    pub fn insert(&self, url: &str, domain: &str, depth: u16, seq: i64, confirm: bool) {
         self.backlog.fetch_add(1, Ordering::Relaxed);
-        let _ = self.tx.send(Cmd::Insert(FrontierDoc {
+        let doc = FrontierDoc {
             url: url.to_string(),
             domain: domain.to_string(),
             depth: i32::from(depth),
             state: UrlState::Queued,
             failure: None,
             seq,
-        }));
+        };
+        let _ = self.tx.send(Cmd::Insert(doc, confirm));
     }
 
     /// Every URL inserted with a `seq` up to this one is written (or was
@@ -93,6 +113,7 @@ impl FrontierWriter {
 async fn run(
     stores: Stores,
     mut rx: mpsc::UnboundedReceiver<Cmd>,
+    confirm_tx: mpsc::UnboundedSender<Confirmed>,
     timing: TimingLog,
     durable: Arc<AtomicI64>,
     backlog: Arc<AtomicUsize>,
@@ -101,12 +122,18 @@ async fn run(
     let mut inserts = Vec::new();
     let mut marks: Vec<Mark> = Vec::new();
     let mut flushed = Vec::new();
+    let mut unsure: Vec<(String, i64)> = Vec::new();
     while let Some(cmd) = rx.recv().await {
         let deadline = tokio::time::Instant::now() + WAIT;
         let mut next = Some(cmd);
         while let Some(cmd) = next.take() {
             match cmd {
-                Cmd::Insert(d) => inserts.push(d),
+                Cmd::Insert(d, confirm) => {
+                    if confirm {
+                        unsure.push((d.url.clone(), d.seq));
+                    }
+                    inserts.push(d);
+                }
                 Cmd::Mark(url, s, failure) => marks.push((url, s, failure)),
                 Cmd::Flush(done) => flushed.push(done),
             }
@@ -122,6 +149,9 @@ async fn run(
         let last = inserts.last().map(|d| d.seq);
         let written = inserts.len() + marks.len();
         write_inserts(&frontier, &mut inserts, &timing).await;
+        if !unsure.is_empty() {
+            let _ = confirm_tx.send(confirm(&frontier, &mut unsure, &timing).await);
+        }
         if let Some(seq) = last {
             durable.fetch_max(seq, Ordering::AcqRel);
         }
@@ -134,6 +164,60 @@ async fn run(
             let _ = done.send(());
         }
     }
+}
+
+/// Which of `unsure` (URL, `seq`) the store took: those stored with their
+/// own `seq`. One stored with another was there before (the insert was a
+/// duplicate); one not there at all was refused (and logged). Asked by
+/// `_id`, retried until the store answers.
+async fn confirm(
+    frontier: &mongodb::Collection<FrontierDoc>,
+    unsure: &mut Vec<(String, i64)>,
+    timing: &TimingLog,
+) -> Confirmed {
+    let urls: Vec<&str> = unsure.iter().map(|(u, _)| u.as_str()).collect();
+    let mut backoff = Backoff::default();
+    let stored: HashMap<String, i64> = loop {
+        let start = Instant::now();
+        let query = async {
+            let cursor = frontier
+                .clone_with_type::<RawDocumentBuf>()
+                .find(doc! {"_id": {"$in": &urls}})
+                .projection(doc! {FrontierDoc::SEQ: 1})
+                .await?;
+            cursor.try_collect::<Vec<RawDocumentBuf>>().await
+        };
+        let res = store::deadline(query).await;
+        let outcome = if matches!(res, Some(Ok(_))) { "ok" } else { "error" };
+        timing.record_batch(Op::FrontierRead, start.elapsed(), outcome, urls.len());
+        match res {
+            Some(Ok(docs)) => break docs.iter().filter_map(url_and_seq).collect(),
+            Some(Err(e)) => backoff.wait("confirming unsure frontier inserts", &e).await,
+            None => {
+                backoff
+                    .note("confirming unsure frontier inserts", "no answer in time")
+                    .await
+            }
+        }
+    };
+    let confirmed = unsure
+        .iter()
+        .map(|(url, seq)| (*seq, stored.get(url) == Some(seq)))
+        .collect();
+    unsure.clear();
+    confirmed
+}
+
+/// A frontier document's `_id` and `seq` (nx-27017 hands small 64-bit
+/// numbers back as 32-bit ones).
+fn url_and_seq(raw: &RawDocumentBuf) -> Option<(String, i64)> {
+    let url = raw.get_str("_id").ok()?.to_string();
+    let seq = match raw.get(FrontierDoc::SEQ).ok()?? {
+        bson::RawBsonRef::Int64(n) => n,
+        bson::RawBsonRef::Int32(n) => i64::from(n),
+        _ => return None,
+    };
+    Some((url, seq))
 }
 
 /// Test-only fault: `CRAWLER_FAULT_FLUSH_MS` delays the answer to every

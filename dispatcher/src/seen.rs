@@ -8,7 +8,9 @@
 //! URL is not dropped on the hash's word: if it is among the most recently
 //! admitted URLs, kept whole (`recent`), it is known; otherwise it is
 //! inserted anyway, and the frontier's unique `_id` index, the exact
-//! seen-set, keeps the first copy (see `Frontier::admit_unverified`). The
+//! seen-set, keeps the first copy; the frontier writer then says whether
+//! the store took it (`persist::confirm`, one `_id` query a batch), and
+//! only then is it queued (`Frontier::admit_unverified`, `confirmed`). The
 //! check is batched with the frontier's other inserts, in the spirit of
 //! IRLbot's DRUM.
 

@@ -88,6 +88,9 @@ pub(crate) enum Effect {
         domain: String,
         depth: u16,
         seq: i64,
+        /// An unsure URL: the writer must say whether the store took it
+        /// ([`CrawlState::confirmed`]).
+        confirm: bool,
     },
     /// A URL's final state for the stored frontier.
     Mark {
@@ -165,6 +168,8 @@ pub(crate) struct CrawlState<C> {
     breakers: Breakers,
     stats: Stats,
     refusals: Refusals,
+    /// Unsure URLs inserted and not confirmed yet, by `seq`: (URL, domain, depth).
+    unsure: HashMap<i64, (String, String, u16)>,
     /// (finished, queued) entries read back from the stored frontier.
     resumed: (u64, u64),
     timing: TimingLog,
@@ -190,6 +195,7 @@ impl<C> CrawlState<C> {
             stats: Stats::new(),
             refusals: Refusals::default(),
             resumed: (0, 0),
+            unsure: HashMap::new(),
             timing,
             effects: Vec::new(),
         }
@@ -286,10 +292,12 @@ impl<C> CrawlState<C> {
         self.admitted += 1;
         let seq = self.next_seq;
         self.next_seq = seq.saturating_add(1);
-        if seen == Seen::Unsure {
+        let confirm = seen == Seen::Unsure;
+        if confirm {
             self.stats.counts.unsure_links += 1;
             self.seen.remember(&url);
             self.frontier.admit_unverified(&domain, seq);
+            self.unsure.insert(seq, (url.clone(), domain.clone(), depth));
         } else {
             self.stats.counts.new_urls += 1;
             self.frontier.admit(url.clone(), &domain, depth, seq, now_ms);
@@ -299,18 +307,27 @@ impl<C> CrawlState<C> {
             domain,
             depth,
             seq,
+            confirm,
         });
     }
 
-    /// Takes in what reads proved of unverified URLs: new ones count as
-    /// new, duplicates no longer count against `--max-pages`.
-    fn count_unverified(&mut self) {
-        let (new, known) = self.frontier.unverified_outcomes();
-        let c = &mut self.stats.counts;
-        c.new_urls += new.saturating_sub(c.unsure_new);
-        self.admitted = self.admitted.saturating_sub(known.saturating_sub(c.unsure_known));
-        c.unsure_new = new;
-        c.unsure_known = known;
+    /// The frontier writer's word on unsure URLs, by `seq`: taken by the
+    /// store (new: the seen-set's hash collided) or there before (known,
+    /// and no longer counted against `--max-pages`).
+    pub(crate) fn confirmed(&mut self, answers: Vec<(i64, bool)>, now_ms: u64) {
+        for (seq, new) in answers {
+            let Some((url, domain, depth)) = self.unsure.remove(&seq) else {
+                continue;
+            };
+            if new {
+                self.stats.counts.unsure_new += 1;
+                self.stats.counts.new_urls += 1;
+            } else {
+                self.stats.counts.unsure_known += 1;
+                self.admitted = self.admitted.saturating_sub(1);
+            }
+            self.frontier.confirmed(url, &domain, depth, seq, new, now_ms);
+        }
     }
 
     // ---- membership ----
@@ -625,7 +642,6 @@ impl<C> CrawlState<C> {
                 if missing > 0 {
                     tracing::warn!(domain = %r.domain, missing, "queued URLs not found in the store (refused when written); dropped from the queue");
                 }
-                self.count_unverified();
             }
             Answer::Read(r, Err(e)) => {
                 tracing::warn!(domain = %r.domain, error = %e, "reading a domain's queue from the store failed; will retry");

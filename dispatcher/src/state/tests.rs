@@ -92,7 +92,8 @@ struct Out {
 
 /// A frontier write, in the writer's order.
 enum Write {
-    Insert(i64, (String, String, u16, bool)),
+    /// With whether the writer must say if the store took it.
+    Insert(i64, (String, String, u16, bool), bool),
     Mark(String, UrlState),
 }
 
@@ -126,6 +127,9 @@ struct Sim {
     /// Inserts not written yet, and whether the writer lags (writes only
     /// when time passes, after the reads asked for meanwhile).
     unwritten: Vec<Write>,
+    /// What the writer said of unsure inserts, not handed over yet.
+    confirmations: Vec<(i64, bool)>,
+    calls: u64,
     lagging: bool,
     /// Every insert up to this `seq` is written (or refused as a duplicate).
     written: i64,
@@ -152,6 +156,8 @@ impl Sim {
             duplicate_inserts: 0,
             extra_links: Vec::new(),
             unwritten: Vec::new(),
+            confirmations: Vec::new(),
+            calls: 0,
             lagging: false,
             written: 0,
         }
@@ -214,9 +220,10 @@ impl Sim {
                     domain,
                     depth,
                     seq,
+                    confirm,
                 } => {
                     self.unwritten
-                        .push(Write::Insert(seq, (url, domain, depth, true)));
+                        .push(Write::Insert(seq, (url, domain, depth, true), confirm));
                     if !self.lagging {
                         self.flush();
                     }
@@ -276,9 +283,13 @@ impl Sim {
     fn flush(&mut self) {
         for w in std::mem::take(&mut self.unwritten) {
             match w {
-                Write::Insert(seq, doc) => {
+                Write::Insert(seq, doc, confirm) => {
                     self.written = self.written.max(seq);
-                    if self.store.values().any(|(u, ..)| *u == doc.0) {
+                    let taken = !self.store.values().any(|(u, ..)| *u == doc.0);
+                    if confirm {
+                        self.confirmations.push((seq, taken));
+                    }
+                    if !taken {
                         self.duplicate_inserts += 1;
                         continue;
                     }
@@ -332,10 +343,22 @@ impl Sim {
     }
 
     /// Answers the store reads asked for so far.
+    /// Answers the store reads asked for so far, and hands over what the
+    /// writer confirmed (a read may return an unsure URL first, or after).
+    /// Every other call, the writer's word comes first.
     fn answer_reads(&mut self) {
+        self.calls += 1;
+        let first = self.calls.is_multiple_of(2);
+        let confirmed = std::mem::take(&mut self.confirmations);
+        if first {
+            self.st.confirmed(confirmed.clone(), self.now);
+        }
         let durable = self.durable();
         for a in std::mem::take(&mut self.reads) {
             self.st.read_answered(a, self.now, durable);
+        }
+        if !first {
+            self.st.confirmed(confirmed, self.now);
         }
         self.pump();
     }
@@ -824,7 +847,17 @@ fn random_crawls_neither_lose_nor_double_a_lease() {
             s.seen_recent_urls = 2;
         }
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        // Store-check seeds hash to 6 bits: most links collide.
+        let fresh = |s: &Settings, now: u64| {
+            let st = CrawlState::new(s.clone(), TimingLog::disabled(), now);
+            if s.seen_check == SeenCheck::Store {
+                st.with_seen(SeenSet::new(SeenCheck::Store, 2).with_hash_bits(6))
+            } else {
+                st
+            }
+        };
         let mut sim = Sim::new(s.clone(), 15);
+        sim.st = fresh(&s, sim.now);
         sim.extra_links = vec![url(0, 0), url(1, 3), url(2, 14)];
         sim.lagging = seed % 4 < 2;
         sim.seed(6);
@@ -895,8 +928,9 @@ fn random_crawls_neither_lose_nor_double_a_lease() {
                         // supervisor rejoins with what it holds.
                         // (killed: what its writer held is lost)
                         sim.unwritten.clear();
+                        sim.confirmations.clear();
                         sim.written = sim.store.keys().next_back().copied().unwrap_or(0);
-                        sim.st = CrawlState::new(s.clone(), TimingLog::disabled(), sim.now);
+                        sim.st = fresh(&s, sim.now);
                         sim.reads.clear();
                         for (seq, (u, domain, depth, queued)) in sim.store.clone() {
                             let state = if queued { UrlState::Queued } else { UrlState::Done };
@@ -967,11 +1001,12 @@ fn a_stored_frontier_entry_is_read_back_borrowed() {
 }
 
 /// Hashes of 4 bits: nearly every link collides with another URL.
-fn colliding(check: SeenCheck, max_pages: u64) -> Sim {
+fn colliding(check: SeenCheck, max_pages: u64, memory_urls: usize) -> Sim {
     let mut s = settings();
     s.seen_check = check;
     s.seen_recent_urls = 8;
     s.max_pages = max_pages;
+    s.memory_urls = memory_urls;
     let mut sim = Sim::new(s.clone(), 31);
     sim.st =
         CrawlState::new(s, TimingLog::disabled(), T0).with_seen(SeenSet::new(check, 8).with_hash_bits(4));
@@ -984,7 +1019,13 @@ fn colliding(check: SeenCheck, max_pages: u64) -> Sim {
 
 #[test]
 fn with_the_store_check_no_url_is_dropped_for_a_hash_collision() {
-    let mut sim = colliding(SeenCheck::Store, 0);
+    for memory_urls in [1_000_000, 6] {
+        store_check_crawls_every_page(memory_urls);
+    }
+}
+
+fn store_check_crawls_every_page(memory_urls: usize) {
+    let mut sim = colliding(SeenCheck::Store, 0, memory_urls);
     sim.run_to_end();
     sim.assert_each_finished_once();
     // Every page of the web, each once, although 16 hashes cover 93 URLs.
@@ -996,14 +1037,14 @@ fn with_the_store_check_no_url_is_dropped_for_a_hash_collision() {
     assert_eq!(c.unsure_links, c.unsure_new + c.unsure_known);
     assert_eq!(c.new_urls, 3 * 31);
     // The hash alone loses most of the web.
-    let mut lossy = colliding(SeenCheck::Hash, 0);
+    let mut lossy = colliding(SeenCheck::Hash, 0, memory_urls);
     lossy.run_to_end();
     assert!(lossy.store.len() < 3 * 31 / 2, "{}", lossy.store.len());
 }
 
 #[test]
 fn with_the_store_check_max_pages_counts_only_what_the_store_took() {
-    let mut sim = colliding(SeenCheck::Store, 40);
+    let mut sim = colliding(SeenCheck::Store, 40, 1_000_000);
     sim.run_to_end();
     sim.assert_each_finished_once();
     assert!((30..=40).contains(&sim.store.len()), "{} stored", sim.store.len());
