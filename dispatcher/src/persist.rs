@@ -208,16 +208,9 @@ async fn confirm(
     confirmed
 }
 
-/// A frontier document's `_id` and `seq` (nx-27017 hands small 64-bit
-/// numbers back as 32-bit ones).
+/// A frontier document's `_id` and `seq`.
 fn url_and_seq(raw: &RawDocumentBuf) -> Option<(String, i64)> {
-    let url = raw.get_str("_id").ok()?.to_string();
-    let seq = match raw.get(FrontierDoc::SEQ).ok()?? {
-        bson::RawBsonRef::Int64(n) => n,
-        bson::RawBsonRef::Int32(n) => i64::from(n),
-        _ => return None,
-    };
-    Some((url, seq))
+    Some((raw.get_str("_id").ok()?.to_string(), FrontierDoc::raw_seq(raw)?))
 }
 
 /// Test-only fault: `CRAWLER_FAULT_FLUSH_MS` delays the answer to every

@@ -168,11 +168,7 @@ fn page_of(docs: &[RawDocumentBuf], limit: usize) -> ReadPage {
         last_seq: 0,
     };
     for raw in docs {
-        let seq = match raw.get(FrontierDoc::SEQ) {
-            Ok(Some(bson::RawBsonRef::Int64(n))) => n,
-            Ok(Some(bson::RawBsonRef::Int32(n))) => i64::from(n),
-            _ => 0,
-        };
+        let seq = FrontierDoc::raw_seq(raw).unwrap_or(0);
         page.last_seq = page.last_seq.max(seq);
         match bson::from_slice::<FrontierDoc>(raw.as_bytes()) {
             Ok(d) => page.urls.push(Stored {

@@ -307,6 +307,27 @@ impl Sim {
         }
     }
 
+    /// The dispatcher is killed and `st` starts on the store: what the old
+    /// one's writer held and the reads it asked for are lost, and the new
+    /// one reads the stored frontier back.
+    fn restart(&mut self, st: CrawlState<u32>) {
+        self.unwritten.clear();
+        self.confirmations.clear();
+        self.reads.clear();
+        self.written = self.store.keys().next_back().copied().unwrap_or(0);
+        self.st = st;
+        for (seq, (u, domain, depth, queued)) in self.store.clone() {
+            let state = if queued { UrlState::Queued } else { UrlState::Done };
+            self.st.resume(Resumed {
+                url: &u,
+                domain: &domain,
+                depth: i32::from(depth),
+                state,
+                seq,
+            });
+        }
+    }
+
     /// As `FrontierWriter::durable`.
     fn durable(&self) -> i64 {
         self.written
@@ -605,18 +626,7 @@ fn a_restarted_dispatcher_adopts_what_the_supervisors_hold() {
         let holding = sim.held[&a].clone();
         assert!(!holding.is_empty());
         // A new dispatcher on the same store.
-        sim.st = CrawlState::new(s, TimingLog::disabled(), sim.now);
-        sim.reads.clear();
-        for (seq, (u, domain, depth, queued)) in sim.store.clone() {
-            let state = if queued { UrlState::Queued } else { UrlState::Done };
-            sim.st.resume(Resumed {
-                url: &u,
-                domain: &domain,
-                depth: i32::from(depth),
-                state,
-                seq,
-            });
-        }
+        sim.restart(CrawlState::new(s, TimingLog::disabled(), sim.now));
         let a2 = sim.join("a", 6, holding.clone());
         sim.answer_reads();
         sim.dispatch();
@@ -926,22 +936,7 @@ fn random_crawls_neither_lose_nor_double_a_lease() {
                     if rng.below(10) == 0 {
                         // The dispatcher restarts on the store; every
                         // supervisor rejoins with what it holds.
-                        // (killed: what its writer held is lost)
-                        sim.unwritten.clear();
-                        sim.confirmations.clear();
-                        sim.written = sim.store.keys().next_back().copied().unwrap_or(0);
-                        sim.st = fresh(&s, sim.now);
-                        sim.reads.clear();
-                        for (seq, (u, domain, depth, queued)) in sim.store.clone() {
-                            let state = if queued { UrlState::Queued } else { UrlState::Done };
-                            sim.st.resume(Resumed {
-                                url: &u,
-                                domain: &domain,
-                                depth: i32::from(depth),
-                                state,
-                                seq,
-                            });
-                        }
+                        sim.restart(fresh(&s, sim.now));
                         // Seeds not stored yet are offered again, as at every start.
                         sim.seed(6);
                         silent.clear();

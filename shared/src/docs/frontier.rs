@@ -48,6 +48,16 @@ pub struct FrontierDoc {
 }
 
 impl FrontierDoc {
+    /// The `seq` of a raw frontier document, without decoding the rest
+    /// (nx-27017 hands small 64-bit numbers back as 32-bit ones).
+    pub fn raw_seq(raw: &bson::RawDocument) -> Option<i64> {
+        match raw.get(Self::SEQ).ok()?? {
+            bson::RawBsonRef::Int64(n) => Some(n),
+            bson::RawBsonRef::Int32(n) => Some(i64::from(n)),
+            _ => None,
+        }
+    }
+
     pub const STATE: &'static str = "state";
     pub const FAILURE: &'static str = "failure";
     pub const DOMAIN: &'static str = "domain";
