@@ -6,6 +6,7 @@ scripts/bench-dispatcher.sh, which builds first.
 
     scripts/bench-dispatcher.sh --urls 1000000
     scripts/bench-dispatcher.sh --urls 200000 --dispatcher-arg=--frontier-memory-urls=20000
+    scripts/bench-dispatcher.sh --stored-urls 10000000
 
 It runs one crawl of --urls URLs (the dispatcher's --max-pages), then
 starts the dispatcher again on the stored frontier and times its start-up.
@@ -27,7 +28,16 @@ Prints a JSON object on stdout (a summary on stderr):
   frontier and can dispatch (its /metrics answers long before, so it is
   no signal); [startup_dispatcher_cpu_s], [startup_store_cpu_s]: who
   spent it.
+- [startup_rss_mib], [startup_bytes_per_known_url]: the restarted
+  dispatcher's VmRSS once it accepts connections, and that over the URLs
+  it read back.
 - [store]: which store server ran.
+
+With --stored-urls N there is no crawl: tests/src/bin/frontier_fill.rs
+writes a frontier of N URLs straight into the store (half of them still
+queued, over --domains domains, as a crawl stopped midway leaves it;
+[fill_s]), and only the start-up is timed: the way to time it on 10
+million URLs without crawling them first.
 """
 import argparse, json, os, secrets, signal, socket, subprocess, sys, tempfile, time, urllib.request
 
@@ -76,6 +86,9 @@ def main():
     signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--urls", type=int, default=1_000_000, help="URLs the crawl admits (--max-pages)")
+    ap.add_argument("--stored-urls", type=int, default=0,
+                    help="no crawl: time the start-up on this many URLs written straight into the store")
+    ap.add_argument("--queued-share", type=float, default=0.5, help="with --stored-urls: share still queued")
     ap.add_argument("--supervisors", type=int, default=50)
     ap.add_argument("--domains", type=int, default=10_000)
     ap.add_argument("--links", type=int, default=20, help="links per result")
@@ -111,68 +124,78 @@ def main():
             procs.append(p)
             return p, port, f"127.0.0.1:{debug_port}"
 
-        # 1. The crawl.
-        d, port, debug = dispatcher("crawl", args.urls)
-        while not accepts(port):
-            if d.poll() is not None:
-                raise SystemExit(f"the dispatcher exited ({d.returncode}); see {work}/crawl.log")
-            time.sleep(0.1)
-        load = subprocess.Popen([os.path.join(BIN, "dispatcher_load"), "--dispatcher", f"tcp://127.0.0.1:{port}",
-                                 "--supervisors", str(args.supervisors), "--domains", str(args.domains),
-                                 "--links", str(args.links), "--urls", str(args.urls)],
-                                stdout=subprocess.PIPE, stderr=open(os.path.join(work, "load.log"), "w"), env=env, text=True)
-        procs.append(load)
-        store_cpu0, others = cpu_secs(store_pid) or 0.0, {}
-        marks, marginal, samples, peak, cpu = {}, {}, [], 0, 0.0
-        next_mark, last_mark = 10_000, None
-        t0 = time.time()
-        while d.poll() is None:
-            rss, seen, c = rss_kib(d.pid), gauge(debug, "crawler_frontier_seen"), cpu_secs(d.pid)
-            if rss and seen:
-                peak = max(peak, rss)
-                samples.append((round(time.time() - t0, 1), round(rss / 1024, 1), int(seen)))
-                if seen >= next_mark:
-                    while seen >= next_mark * 10:  # (passed more than one power of ten since)
+        if args.stored_urls:
+            # 1. A frontier written straight into the store.
+            fill = subprocess.run([os.path.join(BIN, "frontier_fill"), "--mongo-uri", uri, "--crawl-id", CRAWL_ID,
+                                   "--urls", str(args.stored_urls), "--domains", str(args.domains),
+                                   "--queued-share", str(args.queued_share)],
+                                  stdout=subprocess.PIPE, stderr=open(os.path.join(work, "fill.log"), "w"),
+                                  text=True, check=True)
+            filled = json.loads(fill.stdout.strip().splitlines()[-1])
+            result.update(urls=filled["urls"], fill_s=filled["seconds"], stored_queued=filled["queued"])
+        else:
+            # 1. The crawl.
+            d, port, debug = dispatcher("crawl", args.urls)
+            while not accepts(port):
+                if d.poll() is not None:
+                    raise SystemExit(f"the dispatcher exited ({d.returncode}); see {work}/crawl.log")
+                time.sleep(0.1)
+            load = subprocess.Popen([os.path.join(BIN, "dispatcher_load"), "--dispatcher", f"tcp://127.0.0.1:{port}",
+                                     "--supervisors", str(args.supervisors), "--domains", str(args.domains),
+                                     "--links", str(args.links), "--urls", str(args.urls)],
+                                    stdout=subprocess.PIPE, stderr=open(os.path.join(work, "load.log"), "w"), env=env, text=True)
+            procs.append(load)
+            store_cpu0, others = cpu_secs(store_pid) or 0.0, {}
+            marks, marginal, samples, peak, cpu = {}, {}, [], 0, 0.0
+            next_mark, last_mark = 10_000, None
+            t0 = time.time()
+            while d.poll() is None:
+                rss, seen, c = rss_kib(d.pid), gauge(debug, "crawler_frontier_seen"), cpu_secs(d.pid)
+                if rss and seen:
+                    peak = max(peak, rss)
+                    samples.append((round(time.time() - t0, 1), round(rss / 1024, 1), int(seen)))
+                    if seen >= next_mark:
+                        while seen >= next_mark * 10:  # (passed more than one power of ten since)
+                            next_mark *= 10
+                        marks[str(next_mark)] = round(rss * 1024 / seen, 1)
+                        if last_mark and seen > last_mark[1]:
+                            marginal[str(next_mark)] = round((rss - last_mark[0]) * 1024 / (seen - last_mark[1]), 1)
+                        last_mark = (rss, seen)
                         next_mark *= 10
-                    marks[str(next_mark)] = round(rss * 1024 / seen, 1)
-                    if last_mark and seen > last_mark[1]:
-                        marginal[str(next_mark)] = round((rss - last_mark[0]) * 1024 / (seen - last_mark[1]), 1)
-                    last_mark = (rss, seen)
-                    next_mark *= 10
-            cpu = c if c is not None else cpu
-            for name, pid in (("store", store_pid), ("load", load.pid)):
-                c = cpu_secs(pid)
-                others[name] = c if c is not None else others.get(name, 0.0)
-            time.sleep(0.5)
-        out, _ = load.communicate(timeout=120)
-        lines = [line for line in out.splitlines() if line.startswith("{")]
-        result["load"] = json.loads(lines[-1]) if lines else None
-        result["urls_per_s"] = result["load"]["urls_per_s"] if result["load"] else None
-        result["dispatcher_exit"] = d.returncode
-        result["dispatcher_cpu_secs"] = round(cpu, 1)
-        secs = result["load"]["seconds"] if result["load"] else None
-        result["dispatcher_cores"] = round(cpu / secs, 2) if secs else None
-        # Who else worked meanwhile: on 2 cores, the load generator and the
-        # store share the machine with the dispatcher.
-        result["store_cpu_secs"] = round(others.get("store", store_cpu0) - store_cpu0, 1)
-        result["load_cpu_secs"] = round(others.get("load", 0.0), 1)
-        try:
-            known = json.load(open(os.path.join(work, "crawl.summary.json")))["seen_urls"]
-        except (OSError, ValueError, KeyError):
-            known = samples[-1][2] if samples else 0
-        if samples and known:
-            # The last RSS sample against the summary's count (the gauge is
-            # set once a second and may lag).
-            marks["end"] = round(samples[-1][1] * 1024 * 1024 / known, 1)
-        result["known_urls_at_end"] = known
-        result["bytes_per_known_url"] = marks
-        result["bytes_per_known_url_marginal"] = marginal
-        result["peak_rss_mib"] = round(peak / 1024, 1)
-        result["rss_mib_and_known_urls"] = samples[:: max(1, len(samples) // 20)]
+                cpu = c if c is not None else cpu
+                for name, pid in (("store", store_pid), ("load", load.pid)):
+                    c = cpu_secs(pid)
+                    others[name] = c if c is not None else others.get(name, 0.0)
+                time.sleep(0.5)
+            out, _ = load.communicate(timeout=120)
+            lines = [line for line in out.splitlines() if line.startswith("{")]
+            result["load"] = json.loads(lines[-1]) if lines else None
+            result["urls_per_s"] = result["load"]["urls_per_s"] if result["load"] else None
+            result["dispatcher_exit"] = d.returncode
+            result["dispatcher_cpu_secs"] = round(cpu, 1)
+            secs = result["load"]["seconds"] if result["load"] else None
+            result["dispatcher_cores"] = round(cpu / secs, 2) if secs else None
+            # Who else worked meanwhile: on 2 cores, the load generator and the
+            # store share the machine with the dispatcher.
+            result["store_cpu_secs"] = round(others.get("store", store_cpu0) - store_cpu0, 1)
+            result["load_cpu_secs"] = round(others.get("load", 0.0), 1)
+            try:
+                known = json.load(open(os.path.join(work, "crawl.summary.json")))["seen_urls"]
+            except (OSError, ValueError, KeyError):
+                known = samples[-1][2] if samples else 0
+            if samples and known:
+                # The last RSS sample against the summary's count (the gauge is
+                # set once a second and may lag).
+                marks["end"] = round(samples[-1][1] * 1024 * 1024 / known, 1)
+            result["known_urls_at_end"] = known
+            result["bytes_per_known_url"] = marks
+            result["bytes_per_known_url_marginal"] = marginal
+            result["peak_rss_mib"] = round(peak / 1024, 1)
+            result["rss_mib_and_known_urls"] = samples[:: max(1, len(samples) // 20)]
 
         # 2. Start-up on the stored frontier.
         started, store_cpu1 = time.time(), cpu_secs(store_pid) or 0.0
-        d, port, debug = dispatcher("restart", args.urls * 10)
+        d, port, debug = dispatcher("restart", result["urls"] * 10)
         while not accepts(port):
             if d.poll() is not None:
                 raise SystemExit(f"the restarted dispatcher exited ({d.returncode}); see {work}/restart.log")
@@ -181,7 +204,9 @@ def main():
             time.sleep(0.05)
         up = accepts(port)
         result["startup_s"] = round(time.time() - started, 2) if up else f"over {args.startup_limit:.0f}"
-        result["startup_rss_mib"] = round((rss_kib(d.pid) or 0) / 1024, 1)
+        rss = rss_kib(d.pid) or 0
+        result["startup_rss_mib"] = round(rss / 1024, 1)
+        result["startup_bytes_per_known_url"] = round(rss * 1024 / result["urls"], 1) if up and result["urls"] else None
         # Who spent the start-up: the dispatcher (decoding and indexing what
         # it reads) or the store (scanning). On a faster store the
         # dispatcher's share is what is left.
@@ -200,8 +225,10 @@ def main():
           f"{result.get('dispatcher_cpu_secs')} CPU s ({result.get('dispatcher_cores')} cores); "
           f"bytes per known URL {result.get('bytes_per_known_url')} "
           f"(marginal {result.get('bytes_per_known_url_marginal')}); peak RSS {result.get('peak_rss_mib')} MiB; "
-          f"start-up on {args.urls} stored URLs {result.get('startup_s')} s ({kind}; CPU s: dispatcher "
-          f"{result.get('startup_dispatcher_cpu_s')}, store {result.get('startup_store_cpu_s')})", file=sys.stderr)
+          f"start-up on {result.get('urls')} stored URLs {result.get('startup_s')} s ({kind}; CPU s: dispatcher "
+          f"{result.get('startup_dispatcher_cpu_s')}, store {result.get('startup_store_cpu_s')}; "
+          f"RSS {result.get('startup_rss_mib')} MiB, {result.get('startup_bytes_per_known_url')} B per URL)",
+          file=sys.stderr)
     if args.keep:
         print(f"kept {work}", file=sys.stderr)
     else:
