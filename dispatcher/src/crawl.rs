@@ -4,10 +4,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use bson::{doc, Document, RawDocumentBuf};
+use bson::{doc, Document};
 use bytes::Bytes;
 use shared::cluster_auth::{Challenges, ClusterKey, Nonce, Proof, Refusal, SealError, Session};
-use shared::docs::{DomainDoc, DomainHalt, FrontierDoc};
+use shared::docs::{DomainDoc, DomainHalt};
 use shared::protocol::{
     self, now_ms, CrawlPolicy, Intro, ProcessInfo, ToDispatcher, ToSupervisor, PROTOCOL_VERSION,
 };
@@ -23,7 +23,8 @@ use crate::monitor::{FrontierView, Monitor};
 use crate::persist::{Confirmed, FrontierWriter};
 use crate::queue_reader::{self, QueueReader};
 use crate::refusals::{Reason, Refusals};
-use crate::state::{CrawlState, Effect, Leaving, Resumed, Settings};
+use crate::resume::{self, SeenScan, SeenScanTask};
+use crate::state::{CrawlState, Effect, Leaving, Settings};
 use crate::stats::{self, Summary};
 use crate::{seeds, Args, Scope, ROLE};
 
@@ -136,6 +137,16 @@ struct Dispatcher {
     /// Introductions under way: challenges sent, by ZeroMQ identity.
     challenges: Challenges<Bytes>,
     refusals: Refusals,
+    /// The background read of stored URLs for the seen-set, while it runs.
+    seen_scan: Option<SeenScanTask>,
+}
+
+/// The scan's next message (never, without a scan).
+async fn next_scan(scan: &mut Option<SeenScanTask>) -> Option<SeenScan> {
+    match scan {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
 }
 
 impl Dispatcher {
@@ -177,6 +188,7 @@ impl Dispatcher {
             key,
             challenges: Challenges::new(PROTOCOL_VERSION, CHALLENGE_TTL, MAX_PENDING_CHALLENGES),
             refusals: Refusals::default(),
+            seen_scan: None,
         }
     }
 
@@ -210,7 +222,7 @@ impl Dispatcher {
         warn_of_unnamed_crawl(&self.stores).await;
         // The crawl's own frontier (see `shared::crawl_id`): another crawl
         // id on the same database starts from nothing.
-        self.resume().await.context("reading the stored frontier")?;
+        let scan = self.resume().await.context("reading the stored frontier")?;
         let (finished, queued) = self.state.resumed();
         if (finished, queued) != (0, 0) {
             tracing::info!(
@@ -235,31 +247,62 @@ impl Dispatcher {
             all.len(),
             self.state.frontier().queued()
         );
+        if scan {
+            // Only now: not in the way of the seeds' reads and writes.
+            self.seen_scan = Some(resume::scan_seen(self.stores.frontier()));
+        }
         Ok(())
     }
 
-    /// Reads the whole stored frontier back into the state machine: the
-    /// seen-set, the next `seq`, and the queued URLs (or their count, past
-    /// the memory budget). Each document is decoded on its own and borrowed
-    /// (see [`Resumed`]); a malformed one is skipped with a warning.
-    async fn resume(&mut self) -> mongodb::error::Result<()> {
-        use futures::TryStreamExt;
-        let fields =
-            doc! {"_id": 1, FrontierDoc::DOMAIN: 1, "depth": 1, FrontierDoc::STATE: 1, FrontierDoc::SEQ: 1};
-        let mut cursor = self
-            .stores
-            .frontier()
-            .clone_with_type::<RawDocumentBuf>()
-            .find(doc! {})
-            .projection(fields)
-            .await?;
-        while let Some(raw) = cursor.try_next().await? {
-            match bson::from_slice::<Resumed>(raw.as_bytes()) {
-                Ok(d) => self.state.resume(d),
-                Err(e) => tracing::warn!(document = ?raw, error = %e, "skipping a malformed frontier entry"),
+    /// Resumes from the stored frontier: from a summary, or, for a
+    /// frontier written by an older version, by reading it all back (see
+    /// `crate::resume`). True if the stored URLs must still be read into
+    /// the seen-set.
+    async fn resume(&mut self) -> anyhow::Result<bool> {
+        let frontier = self.stores.frontier();
+        let started = Instant::now();
+        match resume::summarize(&frontier).await? {
+            Some(stored) => {
+                let any = stored.finished > 0 || !stored.queues.is_empty();
+                tracing::info!(
+                    domains = stored.queues.len(),
+                    secs = started.elapsed().as_secs_f64(),
+                    "summarised the stored frontier"
+                );
+                self.state.resume_summary(stored);
+                Ok(any)
+            }
+            None => {
+                tracing::info!(
+                    "the stored frontier has queued entries without a seq (from an older version): reading all of it back"
+                );
+                resume::read_all(&frontier, |d| self.state.resume(d)).await?;
+                Ok(false)
             }
         }
-        Ok(())
+    }
+
+    /// A batch (or the end) of the background read of stored URLs.
+    fn on_seen_scan(&mut self, msg: Option<SeenScan>) {
+        match msg {
+            Some(SeenScan::Urls(urls)) => self.state.seen_stored(&urls),
+            Some(SeenScan::Done) => {
+                self.state.seen_rebuilt();
+                let secs = self
+                    .seen_scan
+                    .take()
+                    .map_or(0.0, |s| s.started.elapsed().as_secs_f64());
+                tracing::info!(
+                    seen = self.state.seen_count(),
+                    secs,
+                    "read the stored URLs into the seen-set; it judges URLs without the store again"
+                );
+            }
+            None => {
+                self.seen_scan = None;
+                tracing::error!("the read of stored URLs for the seen-set ended early; the store keeps judging every new URL");
+            }
+        }
     }
 
     /// Refuses to crawl a seed on the open web under the default user
@@ -402,6 +445,7 @@ impl Dispatcher {
                     eprintln!("monitor {}", monitor.report(self.state.stats(), self.state.members(), view));
                 }
                 Some(cmd) = self.admin.recv() => self.on_admin(cmd).await?,
+                msg = next_scan(&mut self.seen_scan), if self.seen_scan.is_some() => self.on_seen_scan(msg),
                 _ = &mut stop => {
                     tracing::info!("signalled; stopping supervisors (queued URLs stay in the store; run again to resume)");
                     return Ok(true);
@@ -802,6 +846,8 @@ impl Dispatcher {
         self.await_byes(&live, inbox).await;
         // Results that arrived while supervisors drained are in the store too.
         self.writer.flush().await;
+        // Its cursor would hold the client's shutdown up.
+        self.seen_scan = None;
         self.stores.shutdown().await;
         // The zeromq crate has no linger: give the last Farewells a moment
         // to leave before the socket is dropped with the process.

@@ -368,12 +368,33 @@ impl Frontier {
     /// with its domain's window.
     pub fn resume_stored(&mut self, domain: &str, seq: i64) {
         let id = self.domain_id(domain);
+        self.spill(id, 1, seq);
+    }
+
+    /// A domain's whole stored queue at start-up, `count` URLs from
+    /// `first_seq` to `last_seq` (`crate::resume`): counted, and read in
+    /// window by window from `first_seq` on, past the domain's finished
+    /// entries.
+    pub fn resume_spilled(&mut self, domain: &str, count: u64, first_seq: i64, last_seq: i64) {
+        if count == 0 {
+            return;
+        }
+        let id = self.domain_id(domain);
         let d = &mut self.domains[id as usize];
-        d.last_seq = d.last_seq.max(seq);
-        d.spilled += 1;
-        self.spilled_total += 1;
-        self.queued += 1;
-        self.resumed_upto = self.resumed_upto.max(seq);
+        if d.spilled == 0 && d.queue.is_empty() {
+            d.cursor = d.cursor.max(first_seq.saturating_sub(1));
+        }
+        self.spill(id, count, last_seq);
+    }
+
+    fn spill(&mut self, id: u32, count: u64, last_seq: i64) {
+        let n = usize::try_from(count).unwrap_or(usize::MAX);
+        let d = &mut self.domains[id as usize];
+        d.last_seq = d.last_seq.max(last_seq);
+        d.spilled = d.spilled.saturating_add(count);
+        self.spilled_total = self.spilled_total.saturating_add(n);
+        self.queued = self.queued.saturating_add(n);
+        self.resumed_upto = self.resumed_upto.max(last_seq);
         self.ensure_owner(id);
         self.want_refill(id);
     }

@@ -13,6 +13,7 @@ mod monitor;
 mod persist;
 mod queue_reader;
 mod refusals;
+mod resume;
 mod seeds;
 mod seen;
 mod state;

@@ -13,6 +13,10 @@
 //! only then is it queued (`Frontier::admit_unverified`, `confirmed`). The
 //! check is batched with the frontier's other inserts, in the spirit of
 //! IRLbot's DRUM.
+//!
+//! A restarted dispatcher reads the stored URLs' hashes in while it
+//! crawls (`crate::resume`): until then every URL whose hash it has not
+//! met is unsure, in either mode, and the store decides the same way.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -47,6 +51,9 @@ pub(crate) struct SeenSet {
     recent_cap: usize,
     /// For tests: fewer hash bits, so that URLs collide.
     mask: u64,
+    /// False while the stored URLs' hashes are still being read in
+    /// (`crate::resume`): a hash not seen yet may still be a stored URL's.
+    complete: bool,
 }
 
 impl SeenSet {
@@ -60,7 +67,22 @@ impl SeenSet {
             order: VecDeque::new(),
             recent_cap: if check == SeenCheck::Store { recent_cap } else { 0 },
             mask: u64::MAX,
+            complete: true,
         }
+    }
+
+    /// The stored URLs (about `stored` of them) are read in after
+    /// start-up with [`SeenSet::insert_stored`]: until [`SeenSet::rebuilt`],
+    /// a URL whose hash is not known yet is [`Seen::Unsure`], never new,
+    /// so the store's unique index decides.
+    pub(crate) fn rebuilding(&mut self, stored: u64) {
+        self.complete = false;
+        self.hashes.reserve(usize::try_from(stored).unwrap_or(0));
+    }
+
+    /// Every stored URL was read in.
+    pub(crate) fn rebuilt(&mut self) {
+        self.complete = true;
     }
 
     /// Hashes of `bits` bits only, so that tests can make URLs collide.
@@ -83,6 +105,9 @@ impl SeenSet {
     /// admitted from now on.
     pub(crate) fn check(&mut self, url: &str) -> Seen {
         if self.hashes.insert(self.hash(url)) {
+            if !self.complete {
+                return Seen::Unsure;
+            }
             self.remember(url);
             return Seen::New;
         }
@@ -151,5 +176,28 @@ mod tests {
         let mut h = SeenSet::new(SeenCheck::Hash, 2).with_hash_bits(1);
         let known = urls.iter().filter(|u| h.check(u) == Seen::Known).count();
         assert!(known >= 48);
+    }
+
+    #[test]
+    fn while_stored_urls_are_read_in_an_unknown_hash_is_unsure() {
+        for check in [SeenCheck::Hash, SeenCheck::Store] {
+            let mut s = SeenSet::new(check, 10);
+            s.rebuilding(2);
+            s.insert_stored("http://a/stored");
+            // As ever: known on the hash's word, or asked of the store.
+            let stored = if check == SeenCheck::Hash {
+                Seen::Known
+            } else {
+                Seen::Unsure
+            };
+            assert_eq!(s.check("http://a/stored"), stored);
+            // Maybe stored, not read in yet: the store must say.
+            assert_eq!(s.check("http://a/1"), Seen::Unsure);
+            s.remember("http://a/1");
+            // Asked once: inserted, so known from now on.
+            assert_eq!(s.check("http://a/1"), Seen::Known, "{check:?}");
+            s.rebuilt();
+            assert_eq!(s.check("http://a/2"), Seen::New);
+        }
     }
 }

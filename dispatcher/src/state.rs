@@ -23,6 +23,7 @@ use crate::breaker::{self, BreakerConfig, Breakers, Trip};
 use crate::frontier::{Adoption, Frontier, LeaseRefusal, Refill, Stored, SupId};
 use crate::queue_reader::Answer;
 use crate::refusals::{Reason, Refusals};
+use crate::resume::StoredFrontier;
 use crate::seen::{Seen, SeenCheck, SeenSet};
 use crate::stats::{FinishReason, Stats};
 
@@ -240,6 +241,38 @@ impl<C> CrawlState<C> {
             // by `seq`, so it is held in memory.
             self.frontier.push(d.url.to_string(), d.domain, depth);
         }
+    }
+
+    /// Resumes from a summary of the stored frontier (`crate::resume`):
+    /// each domain's queue is read from the store window by window, and
+    /// the stored URLs' hashes arrive later ([`CrawlState::seen_stored`]);
+    /// until [`CrawlState::seen_rebuilt`] the store judges every URL whose
+    /// hash is not known yet.
+    pub(crate) fn resume_summary(&mut self, s: StoredFrontier) {
+        let queued = s.queued();
+        let stored = s.finished.saturating_add(queued);
+        self.admitted = self.admitted.saturating_add(stored);
+        self.next_seq = self.next_seq.max(s.last_seq.saturating_add(1));
+        self.resumed = (s.finished, queued);
+        if stored > 0 {
+            self.seen.rebuilding(stored);
+        }
+        for q in s.queues {
+            self.frontier
+                .resume_spilled(&q.domain, q.count, q.first_seq, q.last_seq);
+        }
+    }
+
+    /// Stored URLs read in for the seen-set.
+    pub(crate) fn seen_stored(&mut self, urls: &[String]) {
+        for u in urls {
+            self.seen.insert_stored(u);
+        }
+    }
+
+    /// Every stored URL was read in: the seen-set judges alone again.
+    pub(crate) fn seen_rebuilt(&mut self) {
+        self.seen.rebuilt();
     }
 
     /// (finished, queued) URLs resumed from the store.

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::*;
 use crate::frontier::ReadPage;
+use crate::resume::StoredQueue;
 
 const LEASE_MS: u64 = 60_000;
 const HEARTBEAT_TIMEOUT_MS: u64 = 30_000;
@@ -133,6 +134,9 @@ struct Sim {
     lagging: bool,
     /// Every insert up to this `seq` is written (or refused as a duplicate).
     written: i64,
+    /// Stored URLs the seen-set has not been given yet, after
+    /// `restart_summarized`.
+    scan: Option<Vec<String>>,
 }
 
 impl Sim {
@@ -160,6 +164,7 @@ impl Sim {
             calls: 0,
             lagging: false,
             written: 0,
+            scan: None,
         }
     }
 
@@ -309,13 +314,9 @@ impl Sim {
 
     /// The dispatcher is killed and `st` starts on the store: what the old
     /// one's writer held and the reads it asked for are lost, and the new
-    /// one reads the stored frontier back.
+    /// one reads the whole stored frontier back (`resume::read_all`).
     fn restart(&mut self, st: CrawlState<u32>) {
-        self.unwritten.clear();
-        self.confirmations.clear();
-        self.reads.clear();
-        self.written = self.store.keys().next_back().copied().unwrap_or(0);
-        self.st = st;
+        self.killed(st);
         for (seq, (u, domain, depth, queued)) in self.store.clone() {
             let state = if queued { UrlState::Queued } else { UrlState::Done };
             self.st.resume(Resumed {
@@ -325,6 +326,53 @@ impl Sim {
                 state,
                 seq,
             });
+        }
+    }
+
+    /// As `restart`, but `st` starts from the store's summary of the
+    /// frontier (`resume::summarize`), and the stored URLs reach its
+    /// seen-set later, a few at a time (`scan`).
+    fn restart_summarized(&mut self, st: CrawlState<u32>) {
+        self.killed(st);
+        let mut summary = StoredFrontier::default();
+        let mut queues: BTreeMap<&str, StoredQueue> = BTreeMap::new();
+        for (&seq, (_, domain, _, queued)) in &self.store {
+            summary.last_seq = seq;
+            if !queued {
+                summary.finished += 1;
+                continue;
+            }
+            let q = queues.entry(domain).or_insert(StoredQueue {
+                domain: domain.clone(),
+                count: 0,
+                first_seq: seq,
+                last_seq: seq,
+            });
+            q.count += 1;
+            q.last_seq = seq;
+        }
+        summary.queues = queues.into_values().collect();
+        self.st.resume_summary(summary);
+        self.scan = Some(self.store.values().map(|(u, ..)| u.clone()).collect());
+    }
+
+    fn killed(&mut self, st: CrawlState<u32>) {
+        self.unwritten.clear();
+        self.confirmations.clear();
+        self.reads.clear();
+        self.scan = None;
+        self.written = self.store.keys().next_back().copied().unwrap_or(0);
+        self.st = st;
+    }
+
+    /// Hands `n` more stored URLs to the seen-set, if a scan runs.
+    fn scan(&mut self, n: usize) {
+        let Some(left) = &mut self.scan else { return };
+        let batch: Vec<String> = left.drain(..n.min(left.len())).collect();
+        self.st.seen_stored(&batch);
+        if left.is_empty() {
+            self.st.seen_rebuilt();
+            self.scan = None;
         }
     }
 
@@ -363,7 +411,6 @@ impl Sim {
         self.pump();
     }
 
-    /// Answers the store reads asked for so far.
     /// Answers the store reads asked for so far, and hands over what the
     /// writer confirmed (a read may return an unsure URL first, or after).
     /// Every other call, the writer's word comes first.
@@ -442,6 +489,7 @@ impl Sim {
                 return;
             }
             self.answer_reads();
+            self.scan(3);
             self.dispatch();
             let conns: Vec<u32> = self.held.keys().copied().filter(|c| self.live(*c)).collect();
             for c in conns {
@@ -614,7 +662,7 @@ fn a_reconnecting_supervisor_keeps_what_it_holds() {
 
 #[test]
 fn a_restarted_dispatcher_adopts_what_the_supervisors_hold() {
-    for memory_urls in [1_000_000, 4] {
+    for (memory_urls, summarized) in [(1_000_000, false), (4, false), (1_000_000, true), (4, true)] {
         let mut s = settings();
         s.memory_urls = memory_urls;
         let mut sim = Sim::new(s.clone(), 15);
@@ -626,7 +674,12 @@ fn a_restarted_dispatcher_adopts_what_the_supervisors_hold() {
         let holding = sim.held[&a].clone();
         assert!(!holding.is_empty());
         // A new dispatcher on the same store.
-        sim.restart(CrawlState::new(s, TimingLog::disabled(), sim.now));
+        let st = CrawlState::new(s, TimingLog::disabled(), sim.now);
+        if summarized {
+            sim.restart_summarized(st);
+        } else {
+            sim.restart(st);
+        }
         let a2 = sim.join("a", 6, holding.clone());
         sim.answer_reads();
         sim.dispatch();
@@ -640,6 +693,40 @@ fn a_restarted_dispatcher_adopts_what_the_supervisors_hold() {
         assert!(sim.held[&a2].len() >= holding.len());
         sim.run_to_end();
         sim.assert_each_finished_once();
+    }
+}
+
+#[test]
+fn restarted_from_a_summary_no_stored_url_is_crawled_again_while_the_seen_set_fills() {
+    for seen_check in [SeenCheck::Hash, SeenCheck::Store] {
+        let mut s = settings();
+        s.memory_urls = 4;
+        s.seen_check = seen_check;
+        let mut sim = Sim::new(s.clone(), 12);
+        sim.seed(3);
+        let a = sim.join("a", 6, Vec::new());
+        sim.dispatch();
+        sim.report(a, 4);
+        sim.dispatch();
+        let holding = sim.held[&a].clone();
+        let stored_before = sim.store.len();
+        sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now));
+        assert_eq!(sim.st.resumed().0 + sim.st.resumed().1, stored_before as u64);
+        // The seeds again, as at every start: stored, but not in the seen-set yet.
+        sim.seed(3);
+        sim.join("a", 6, holding);
+        sim.run_to_end();
+        sim.assert_each_finished_once();
+        let twice = sim.leased.values().filter(|&&n| n > 1).count();
+        assert_eq!(twice, 0, "{seen_check:?}: URLs leased twice");
+        let c = &sim.st.stats().counts;
+        // Rediscovered stored URLs were asked of the store, and it said so.
+        assert!(
+            c.unsure_known >= 3,
+            "{seen_check:?}: {} known to the store",
+            c.unsure_known
+        );
+        assert_eq!(sim.duplicate_inserts as u64, c.unsure_known);
     }
 }
 
@@ -900,7 +987,10 @@ fn random_crawls_neither_lose_nor_double_a_lease() {
                     }
                 }
                 4 | 5 => sim.dispatch(),
-                6 => sim.answer_reads(),
+                6 => {
+                    sim.answer_reads();
+                    sim.scan(rng.below(6) as usize);
+                }
                 7 => {
                     sim.advance(rng.below(20_000));
                     sim.housekeeping(&silent);
@@ -936,7 +1026,11 @@ fn random_crawls_neither_lose_nor_double_a_lease() {
                     if rng.below(10) == 0 {
                         // The dispatcher restarts on the store; every
                         // supervisor rejoins with what it holds.
-                        sim.restart(fresh(&s, sim.now));
+                        if rng.below(2) == 0 {
+                            sim.restart(fresh(&s, sim.now));
+                        } else {
+                            sim.restart_summarized(fresh(&s, sim.now));
+                        }
                         // Seeds not stored yet are offered again, as at every start.
                         sim.seed(6);
                         silent.clear();
