@@ -31,6 +31,9 @@ Prints a JSON object on stdout (a summary on stderr):
 - [startup_rss_mib], [startup_bytes_per_known_url]: the restarted
   dispatcher's VmRSS once it accepts connections, and that over the URLs
   it read back.
+- [resumed_results_s], [resumed_urls_per_s]: the restarted dispatcher
+  fed by the load generator until --after-restart results (its first
+  leases wait for the domains' windows to be read from the store).
 - [store]: which store server ran.
 
 With --stored-urls N there is no crawl: tests/src/bin/frontier_fill.rs
@@ -95,6 +98,8 @@ def main():
     ap.add_argument("--dispatcher-arg", action="append", default=[], help="extra dispatcher flag")
     ap.add_argument("--startup-limit", type=float, default=600,
                     help="stop waiting for the restarted dispatcher after this many seconds")
+    ap.add_argument("--after-restart", type=int, default=20_000,
+                    help="results the load generator sends the restarted dispatcher (0: none)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory and print it")
     args = ap.parse_args()
 
@@ -212,6 +217,24 @@ def main():
         # dispatcher's share is what is left.
         result["startup_dispatcher_cpu_s"] = round(cpu_secs(d.pid) or 0.0, 1)
         result["startup_store_cpu_s"] = round((cpu_secs(store_pid) or 0.0) - store_cpu1, 1)
+
+        # 3. The resumed crawl: its first results, while the windows are
+        # read from the store and the seen-set is filled behind it.
+        if up and args.after_restart > 0:
+            t1 = time.time()
+            load = subprocess.Popen([os.path.join(BIN, "dispatcher_load"), "--dispatcher", f"tcp://127.0.0.1:{port}",
+                                     "--supervisors", str(args.supervisors), "--domains", str(args.domains),
+                                     "--links", str(args.links), "--urls", str(args.after_restart),
+                                     "--max-secs", str(int(args.startup_limit))],
+                                    stdout=subprocess.PIPE, stderr=open(os.path.join(work, "restart-load.log"), "w"),
+                                    env=env, text=True)
+            procs.append(load)
+            out, _ = load.communicate(timeout=args.startup_limit + 60)
+            lines = [line for line in out.splitlines() if line.startswith("{")]
+            resumed = json.loads(lines[-1]) if lines else None
+            result["resumed_load"] = resumed
+            result["resumed_results_s"] = round(time.time() - t1, 1)
+            result["resumed_urls_per_s"] = resumed["urls_per_s"] if resumed else None
         d.terminate()
         d.wait(timeout=60)
     finally:
@@ -227,7 +250,9 @@ def main():
           f"(marginal {result.get('bytes_per_known_url_marginal')}); peak RSS {result.get('peak_rss_mib')} MiB; "
           f"start-up on {result.get('urls')} stored URLs {result.get('startup_s')} s ({kind}; CPU s: dispatcher "
           f"{result.get('startup_dispatcher_cpu_s')}, store {result.get('startup_store_cpu_s')}; "
-          f"RSS {result.get('startup_rss_mib')} MiB, {result.get('startup_bytes_per_known_url')} B per URL)",
+          f"RSS {result.get('startup_rss_mib')} MiB, {result.get('startup_bytes_per_known_url')} B per URL); "
+          f"then {args.after_restart} results in {result.get('resumed_results_s')} s "
+          f"({result.get('resumed_urls_per_s')} URLs/s)",
           file=sys.stderr)
     if args.keep:
         print(f"kept {work}", file=sys.stderr)

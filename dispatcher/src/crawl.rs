@@ -254,32 +254,28 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// Resumes from the stored frontier: from a summary, or, for a
-    /// frontier written by an older version, by reading it all back (see
-    /// `crate::resume`). True if the stored URLs must still be read into
-    /// the seen-set.
+    /// Resumes from a summary of the stored frontier, then reads back the
+    /// queued entries no queue holds, if any (see `crate::resume`). True
+    /// if the stored URLs must still be read into the seen-set.
     async fn resume(&mut self) -> anyhow::Result<bool> {
         let frontier = self.stores.frontier();
         let started = Instant::now();
-        match resume::summarize(&frontier).await? {
-            Some(stored) => {
-                let any = stored.finished > 0 || !stored.queues.is_empty();
-                tracing::info!(
-                    domains = stored.queues.len(),
-                    secs = started.elapsed().as_secs_f64(),
-                    "summarised the stored frontier"
-                );
-                self.state.resume_summary(stored);
-                Ok(any)
-            }
-            None => {
-                tracing::info!(
-                    "the stored frontier has queued entries without a seq (from an older version): reading all of it back"
-                );
-                resume::read_all(&frontier, |d| self.state.resume(d)).await?;
-                Ok(false)
-            }
+        let stored = resume::summarize(&frontier).await?;
+        let (any, unsequenced) = (!stored.is_empty(), stored.unsequenced);
+        tracing::info!(
+            domains = stored.queues.len(),
+            secs = started.elapsed().as_secs_f64(),
+            "summarised the stored frontier"
+        );
+        self.state.resume_summary(stored);
+        if unsequenced > 0 {
+            tracing::info!(
+                urls = unsequenced,
+                "reading back queued entries without a seq (from an older version, or written by hand)"
+            );
+            resume::read_unsequenced(&frontier, |d| self.state.resume(d)).await?;
         }
+        Ok(any)
     }
 
     /// A batch (or the end) of the background read of stored URLs.

@@ -17,9 +17,11 @@
 //! dropped while the scan runs; it only costs one `_id` query per write
 //! batch.
 //!
-//! Frontiers stored before queues lived in the store (queued entries
-//! without a positive `seq`) cannot be read by `seq`: for those the whole
-//! frontier is read back as before ([`read_all`]).
+//! Queued entries without a positive `seq` (stored before queues lived in
+//! the store, or written by hand) cannot be read by `seq`: only those are
+//! read back, document by document, and held in memory
+//! ([`read_unsequenced`]). One such entry used to send the whole start-up
+//! down a full read of the frontier.
 
 use std::time::Duration;
 
@@ -51,11 +53,20 @@ pub(crate) struct StoredFrontier {
     pub(crate) queues: Vec<StoredQueue>,
     /// The highest `seq` stored (0 if none).
     pub(crate) last_seq: i64,
+    /// Queued entries that are in no queue (no positive `seq`, or no
+    /// domain): [`read_unsequenced`] reads them one by one.
+    pub(crate) unsequenced: u64,
 }
 
 impl StoredFrontier {
+    /// Queued URLs in `queues` (readable by `seq`).
     pub(crate) fn queued(&self) -> u64 {
         self.queues.iter().fold(0u64, |n, q| n.saturating_add(q.count))
+    }
+
+    /// Whether anything is stored at all.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.finished == 0 && self.queues.is_empty() && self.unsequenced == 0
     }
 }
 
@@ -135,9 +146,8 @@ async fn groups(
     }
 }
 
-/// The stored frontier in two aggregations; `None` when it holds queued
-/// entries that cannot be read by `seq` (see the module doc).
-pub(crate) async fn summarize(frontier: &Collection<FrontierDoc>) -> anyhow::Result<Option<StoredFrontier>> {
+/// The stored frontier in two aggregations.
+pub(crate) async fn summarize(frontier: &Collection<FrontierDoc>) -> anyhow::Result<StoredFrontier> {
     let mut by_state = Vec::new();
     groups(frontier, pipeline(doc! {}, FrontierDoc::STATE), |g| {
         by_state.push((g.key.map(str::to_string), g.count, g.max))
@@ -155,7 +165,8 @@ pub(crate) async fn summarize(frontier: &Collection<FrontierDoc>) -> anyhow::Res
                 first_seq,
                 last_seq,
             }),
-            _ => tracing::warn!(group = ?g, "queued URLs without a domain are not resumed"),
+            // Counted as unsequenced, and read one by one.
+            _ => tracing::warn!(group = ?g, "queued URLs without a domain in the stored frontier"),
         },
     )
     .await?;
@@ -163,12 +174,9 @@ pub(crate) async fn summarize(frontier: &Collection<FrontierDoc>) -> anyhow::Res
 }
 
 /// The summary from the per-state groups (state, count, highest `seq`) and
-/// the per-domain queues; `None` if some queued entries are not in
-/// `queues` (stored without a `seq`).
-fn from_groups(
-    by_state: &[(Option<String>, u64, Option<i64>)],
-    queues: Vec<StoredQueue>,
-) -> Option<StoredFrontier> {
+/// the per-domain queues; queued entries missing from `queues` are
+/// `unsequenced`.
+fn from_groups(by_state: &[(Option<String>, u64, Option<i64>)], queues: Vec<StoredQueue>) -> StoredFrontier {
     let mut s = StoredFrontier {
         queues,
         ..StoredFrontier::default()
@@ -182,21 +190,28 @@ fn from_groups(
             s.finished = s.finished.saturating_add(*count);
         }
     }
-    (s.queued() == queued).then_some(s)
+    s.unsequenced = queued.saturating_sub(s.queued());
+    s
 }
 
-/// Reads the whole stored frontier back, document by document (the start-up
-/// of frontiers [`summarize`] cannot describe). A malformed document is
-/// skipped with a warning.
-pub(crate) async fn read_all(
+/// Reads back the queued entries that no queue holds (see
+/// [`StoredFrontier::unsequenced`]), document by document. A malformed
+/// document is skipped with a warning.
+pub(crate) async fn read_unsequenced(
     frontier: &Collection<FrontierDoc>,
     mut each: impl FnMut(Resumed<'_>),
 ) -> mongodb::error::Result<()> {
     let fields =
         doc! {"_id": 1, FrontierDoc::DOMAIN: 1, "depth": 1, FrontierDoc::STATE: 1, FrontierDoc::SEQ: 1};
+    // The complement of the queues' filter in `summarize` (`$nor`, not
+    // `$not`, which nx-27017 does not implement).
+    let filter = doc! {
+        FrontierDoc::STATE: UrlState::Queued.as_str(),
+        "$nor": [{FrontierDoc::SEQ: {"$gt": 0}}],
+    };
     let mut cursor = frontier
         .clone_with_type::<RawDocumentBuf>()
-        .find(doc! {})
+        .find(filter)
         .projection(fields)
         .await?;
     while let Some(raw) = cursor.try_next().await? {
@@ -345,19 +360,22 @@ mod tests {
         let s = from_groups(&by_state, vec![q("a.test", 3, 41, 55), q("b.test", 2, 44, 50)]);
         assert_eq!(
             s,
-            Some(StoredFrontier {
+            StoredFrontier {
                 finished: 12,
                 queues: vec![q("a.test", 3, 41, 55), q("b.test", 2, 44, 50)],
                 last_seq: 55,
-            })
+                unsequenced: 0,
+            }
         );
     }
 
     #[test]
-    fn queued_entries_missing_from_the_queues_mean_a_full_read() {
+    fn queued_entries_missing_from_the_queues_are_unsequenced() {
         // 5 queued, but only 4 have a seq (one was stored by an old version).
         let by_state = vec![(Some("queued".to_string()), 5, Some(9))];
-        assert_eq!(from_groups(&by_state, vec![q("a.test", 4, 1, 9)]), None);
-        assert_eq!(from_groups(&[], vec![]), Some(StoredFrontier::default()));
+        let s = from_groups(&by_state, vec![q("a.test", 4, 1, 9)]);
+        assert_eq!((s.queued(), s.unsequenced), (4, 1));
+        assert!(!s.is_empty());
+        assert!(from_groups(&[], vec![]).is_empty());
     }
 }

@@ -247,15 +247,17 @@ impl<C> CrawlState<C> {
     /// each domain's queue is read from the store window by window, and
     /// the stored URLs' hashes arrive later ([`CrawlState::seen_stored`]);
     /// until [`CrawlState::seen_rebuilt`] the store judges every URL whose
-    /// hash is not known yet.
+    /// hash is not known yet. The summary's unsequenced entries are not
+    /// counted here: each comes through [`CrawlState::resume`] as it is
+    /// read (a malformed one, skipped, is never counted).
     pub(crate) fn resume_summary(&mut self, s: StoredFrontier) {
         let queued = s.queued();
         let stored = s.finished.saturating_add(queued);
         self.admitted = self.admitted.saturating_add(stored);
         self.next_seq = self.next_seq.max(s.last_seq.saturating_add(1));
         self.resumed = (s.finished, queued);
-        if stored > 0 {
-            self.seen.rebuilding(stored);
+        if !s.is_empty() {
+            self.seen.rebuilding(stored.saturating_add(s.unsequenced));
         }
         for q in s.queues {
             self.frontier

@@ -314,23 +314,31 @@ impl Sim {
 
     /// The dispatcher is killed and `st` starts on the store: what the old
     /// one's writer held and the reads it asked for are lost, and the new
-    /// one reads the whole stored frontier back (`resume::read_all`).
+    /// one reads every stored entry back one by one ([`CrawlState::resume`],
+    /// which the shell now uses only for entries without a `seq`).
     fn restart(&mut self, st: CrawlState<u32>) {
         self.killed(st);
-        for (seq, (u, domain, depth, queued)) in self.store.clone() {
-            let state = if queued { UrlState::Queued } else { UrlState::Done };
-            self.st.resume(Resumed {
-                url: &u,
-                domain: &domain,
-                depth: i32::from(depth),
-                state,
-                seq,
-            });
+        for seq in self.store.keys().copied().collect::<Vec<_>>() {
+            self.resume_entry(seq);
         }
     }
 
+    fn resume_entry(&mut self, seq: i64) {
+        let (u, domain, depth, queued) = &self.store[&seq];
+        let state = if *queued { UrlState::Queued } else { UrlState::Done };
+        self.st.resume(Resumed {
+            url: u,
+            domain,
+            depth: i32::from(*depth),
+            state,
+            seq,
+        });
+    }
+
     /// As `restart`, but `st` starts from the store's summary of the
-    /// frontier (`resume::summarize`), and the stored URLs reach its
+    /// frontier (`resume::summarize`): queued entries without a `seq`
+    /// (stored under the key 0 here) are read back one by one after it
+    /// (`resume::read_unsequenced`), and the stored URLs reach its
     /// seen-set later, a few at a time (`scan`).
     fn restart_summarized(&mut self, st: CrawlState<u32>) {
         self.killed(st);
@@ -340,6 +348,10 @@ impl Sim {
             summary.last_seq = seq;
             if !queued {
                 summary.finished += 1;
+                continue;
+            }
+            if seq <= 0 {
+                summary.unsequenced += 1;
                 continue;
             }
             let q = queues.entry(domain).or_insert(StoredQueue {
@@ -353,6 +365,15 @@ impl Sim {
         }
         summary.queues = queues.into_values().collect();
         self.st.resume_summary(summary);
+        let unsequenced: Vec<i64> = self
+            .store
+            .range(..=0)
+            .filter(|(_, e)| e.3)
+            .map(|(&seq, _)| seq)
+            .collect();
+        for seq in unsequenced {
+            self.resume_entry(seq);
+        }
         self.scan = Some(self.store.values().map(|(u, ..)| u.clone()).collect());
     }
 
@@ -728,6 +749,37 @@ fn restarted_from_a_summary_no_stored_url_is_crawled_again_while_the_seen_set_fi
         );
         assert_eq!(sim.duplicate_inserts as u64, c.unsure_known);
     }
+}
+
+#[test]
+fn a_queued_entry_without_a_seq_is_read_back_beside_the_summary() {
+    let s = settings();
+    let mut sim = Sim::new(s.clone(), 6);
+    sim.seed(2);
+    let a = sim.join("a", 4, Vec::new());
+    sim.dispatch();
+    sim.report(a, 2);
+    sim.dispatch();
+    let holding = sim.held[&a].clone();
+    // Stored by a version before queues lived in the store: no seq.
+    let legacy = url(7, 0);
+    sim.store.insert(0, (legacy.clone(), "d7.test".into(), 0, true));
+    let stored_before = sim.store.len() as u64;
+    sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now));
+    let (finished, queued) = sim.st.resumed();
+    assert_eq!(finished + queued, stored_before);
+    sim.seed(2);
+    sim.join("a", 4, holding);
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+    assert_eq!(sim.leased.get(&legacy), Some(&1));
+    // Its links were followed like any other page's.
+    let d7 = sim
+        .store
+        .values()
+        .filter(|(u, ..)| u.starts_with("http://d7.test/"))
+        .count();
+    assert_eq!(d7, 6);
 }
 
 #[test]
