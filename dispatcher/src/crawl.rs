@@ -247,35 +247,41 @@ impl Dispatcher {
             all.len(),
             self.state.frontier().queued()
         );
-        if scan {
+        if let Some(stored) = scan {
             // Only now: not in the way of the seeds' reads and writes.
-            self.seen_scan = Some(resume::scan_seen(self.stores.frontier()));
+            self.seen_scan = Some(resume::scan_seen(self.stores.frontier(), stored));
         }
         Ok(())
     }
 
     /// Resumes from a summary of the stored frontier, then reads back the
-    /// queued entries no queue holds, if any (see `crate::resume`). True
-    /// if the stored URLs must still be read into the seen-set.
-    async fn resume(&mut self) -> anyhow::Result<bool> {
+    /// queued entries no queue holds, or all of them when they fit in
+    /// memory (see `crate::resume`). The number of stored URLs the
+    /// seen-set must still read in, if any.
+    async fn resume(&mut self) -> anyhow::Result<Option<u64>> {
         let frontier = self.stores.frontier();
         let started = Instant::now();
-        let stored = resume::summarize(&frontier).await?;
-        let (any, unsequenced) = (!stored.is_empty(), stored.unsequenced);
+        let mut stored = resume::summarize(&frontier).await?;
+        if self.state.queues_fit(&stored) {
+            stored.read_whole();
+        }
+        let urls = stored.finished.saturating_add(stored.all_queued());
+        let back = (stored.read_back, stored.whole);
         tracing::info!(
             domains = stored.queues.len(),
             secs = started.elapsed().as_secs_f64(),
             "summarised the stored frontier"
         );
         self.state.resume_summary(stored);
-        if unsequenced > 0 {
+        if back.0 > 0 {
             tracing::info!(
-                urls = unsequenced,
-                "reading back queued entries without a seq (from an older version, or written by hand)"
+                urls = back.0,
+                all = back.1,
+                "reading back queued URLs (all of them when they fit in memory; otherwise those without a seq, from an older version or written by hand)"
             );
-            resume::read_unsequenced(&frontier, |d| self.state.resume(d)).await?;
+            resume::read_back(&frontier, back, |d| self.state.resume(d)).await?;
         }
-        Ok(any)
+        Ok((urls > 0).then_some(urls))
     }
 
     /// A batch (or the end) of the background read of stored URLs.

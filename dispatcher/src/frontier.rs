@@ -315,10 +315,17 @@ impl Frontier {
     }
 
     /// The writer's word on an unverified URL: `new` if the store took it
-    /// (a hash collision), else it was there already. A new one joins its
-    /// domain's queue: in memory if the reads have gone past its `seq`,
+    /// (a hash collision, or a URL judged while the seen-set is rebuilt),
+    /// else it was there already. A new one joins its domain's queue: in
+    /// memory if the reads have gone past its `seq`, or, as [`Frontier::admit`]
+    /// does, if no read of the domain is wanted or under way, none of its
+    /// URLs waits in the store and the window has room (the cursor moves
+    /// past it; unverified URLs it passes are placed by their own word);
     /// else counted in the store, where a read finds it (a read under way
-    /// may cover it, and must then take it).
+    /// may cover it, and must then take it). Without the second case, every
+    /// URL judged while the seen-set is rebuilt after a restart cost a
+    /// window read: on nx-27017 a collection scan each, which held the
+    /// resumed crawl to a few hundred URLs a second.
     pub fn confirmed(&mut self, url: String, domain: &str, depth: u16, seq: i64, new: bool, now_ms: u64) {
         let Some(&id) = self.domain_ids.get(domain) else {
             return;
@@ -336,8 +343,14 @@ impl Frontier {
             self.push_at(url, domain, depth, now_ms);
             return;
         }
+        let short = self.queued - self.spilled_total >= self.budget;
         let d = &mut self.domains[id as usize];
         d.last_seq = d.last_seq.max(seq);
+        if d.spilled == 0 && d.refill == RefillState::Idle && (!short || d.queue.len() < self.window) {
+            d.cursor = seq;
+            self.push_at(url, domain, depth, now_ms);
+            return;
+        }
         d.spilled += 1;
         self.spilled_total += 1;
         self.queued += 1;
@@ -362,6 +375,12 @@ impl Frontier {
         } else {
             self.resume_stored(domain, seq);
         }
+    }
+
+    /// Whether `n` more URLs fit in memory beside those queued there now.
+    pub fn fits(&self, n: u64) -> bool {
+        let held = self.queued.saturating_sub(self.spilled_total) as u64;
+        held.saturating_add(n) <= self.budget as u64
     }
 
     /// A URL found queued in the store at start-up: counted, and read in

@@ -247,9 +247,10 @@ impl<C> CrawlState<C> {
     /// each domain's queue is read from the store window by window, and
     /// the stored URLs' hashes arrive later ([`CrawlState::seen_stored`]);
     /// until [`CrawlState::seen_rebuilt`] the store judges every URL whose
-    /// hash is not known yet. The summary's unsequenced entries are not
-    /// counted here: each comes through [`CrawlState::resume`] as it is
-    /// read (a malformed one, skipped, is never counted).
+    /// hash is not known yet. The entries the summary leaves to be read
+    /// back are not counted here: each comes through
+    /// [`CrawlState::resume`] as it is read (a malformed one, skipped, is
+    /// never counted).
     pub(crate) fn resume_summary(&mut self, s: StoredFrontier) {
         let queued = s.queued();
         let stored = s.finished.saturating_add(queued);
@@ -257,12 +258,19 @@ impl<C> CrawlState<C> {
         self.next_seq = self.next_seq.max(s.last_seq.saturating_add(1));
         self.resumed = (s.finished, queued);
         if !s.is_empty() {
-            self.seen.rebuilding(stored.saturating_add(s.unsequenced));
+            self.seen.rebuilding(stored.saturating_add(s.read_back));
         }
         for q in s.queues {
             self.frontier
                 .resume_spilled(&q.domain, q.count, q.first_seq, q.last_seq);
         }
+    }
+
+    /// Whether every queued URL of a stored frontier fits the frontier's
+    /// memory budget, so that start-up reads them all back at once
+    /// ([`StoredFrontier::read_whole`]) rather than window by window.
+    pub(crate) fn queues_fit(&self, s: &StoredFrontier) -> bool {
+        self.frontier.fits(s.all_queued())
     }
 
     /// Stored URLs read in for the seen-set.

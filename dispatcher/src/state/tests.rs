@@ -336,10 +336,11 @@ impl Sim {
     }
 
     /// As `restart`, but `st` starts from the store's summary of the
-    /// frontier (`resume::summarize`): queued entries without a `seq`
-    /// (stored under the key 0 here) are read back one by one after it
-    /// (`resume::read_unsequenced`), and the stored URLs reach its
-    /// seen-set later, a few at a time (`scan`).
+    /// frontier (`resume::summarize`), as the shell does: queued entries
+    /// without a `seq` (stored under the key 0 here), or all queued entries
+    /// when they fit in memory, are read back one by one after it
+    /// (`resume::read_back`), and the stored URLs reach its seen-set
+    /// later, a few at a time (`scan`).
     fn restart_summarized(&mut self, st: CrawlState<u32>) {
         self.killed(st);
         let mut summary = StoredFrontier::default();
@@ -351,7 +352,7 @@ impl Sim {
                 continue;
             }
             if seq <= 0 {
-                summary.unsequenced += 1;
+                summary.read_back += 1;
                 continue;
             }
             let q = queues.entry(domain).or_insert(StoredQueue {
@@ -364,14 +365,18 @@ impl Sim {
             q.last_seq = seq;
         }
         summary.queues = queues.into_values().collect();
+        if self.st.queues_fit(&summary) {
+            summary.read_whole();
+        }
+        let whole = summary.whole;
         self.st.resume_summary(summary);
-        let unsequenced: Vec<i64> = self
+        let read_back: Vec<i64> = self
             .store
-            .range(..=0)
-            .filter(|(_, e)| e.3)
+            .iter()
+            .filter(|&(&seq, e)| e.3 && (whole || seq <= 0))
             .map(|(&seq, _)| seq)
             .collect();
-        for seq in unsequenced {
+        for seq in read_back {
             self.resume_entry(seq);
         }
         self.scan = Some(self.store.values().map(|(u, ..)| u.clone()).collect());
@@ -507,6 +512,9 @@ impl Sim {
     fn run_to_end(&mut self) {
         for _ in 0..100_000 {
             if self.st.done() {
+                // As the shell does at the end: what the writer holds is
+                // written before the process exits.
+                self.flush();
                 return;
             }
             self.answer_reads();
@@ -753,7 +761,16 @@ fn restarted_from_a_summary_no_stored_url_is_crawled_again_while_the_seen_set_fi
 
 #[test]
 fn a_queued_entry_without_a_seq_is_read_back_beside_the_summary() {
-    let s = settings();
+    // With every queued URL read back (they fit in memory), and with the
+    // queues read window by window.
+    for memory_urls in [1_000_000, 3] {
+        a_queued_entry_without_a_seq_is_read_back(memory_urls);
+    }
+}
+
+fn a_queued_entry_without_a_seq_is_read_back(memory_urls: usize) {
+    let mut s = settings();
+    s.memory_urls = memory_urls;
     let mut sim = Sim::new(s.clone(), 6);
     sim.seed(2);
     let a = sim.join("a", 4, Vec::new());
