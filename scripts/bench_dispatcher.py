@@ -236,7 +236,12 @@ def main():
             result["resumed_results_s"] = round(time.time() - t1, 1)
             result["resumed_urls_per_s"] = resumed["urls_per_s"] if resumed else None
         d.terminate()
-        d.wait(timeout=60)
+        try:
+            # It waits for its supervisors to leave; the fake ones may be gone.
+            d.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            d.kill()
+            d.wait()
     finally:
         for p in procs:
             if p.poll() is None:
