@@ -179,7 +179,8 @@ pub(crate) async fn summarize(frontier: &Collection<FrontierDoc>) -> anyhow::Res
     })
     .await?;
     let mut queues = Vec::new();
-    let queued_by_seq = doc! {FrontierDoc::STATE: UrlState::Queued.as_str(), FrontierDoc::SEQ: {"$gt": 0}};
+    let mut queued_by_seq = doc! {FrontierDoc::STATE: UrlState::Queued.as_str()};
+    queued_by_seq.extend(in_a_queue());
     groups(
         frontier,
         pipeline(queued_by_seq, FrontierDoc::DOMAIN),
@@ -190,12 +191,20 @@ pub(crate) async fn summarize(frontier: &Collection<FrontierDoc>) -> anyhow::Res
                 first_seq,
                 last_seq,
             }),
-            // Counted as unsequenced, and read one by one.
-            _ => tracing::warn!(group = ?g, "queued URLs without a domain in the stored frontier"),
+            // A `seq` that is not an integer: counted, but in neither set.
+            _ => tracing::warn!(group = ?g, "queued URLs with a malformed seq in the stored frontier are not resumed"),
         },
     )
     .await?;
     Ok(from_groups(&by_state, queues))
+}
+
+/// What a queued entry needs to be read by `seq` with its domain's queue;
+/// [`read_back`] reads the rest one by one (`$nor`, not `$not`, which
+/// nx-27017 does not implement), so that every queued entry is counted in
+/// exactly one of the two.
+fn in_a_queue() -> bson::Document {
+    doc! {FrontierDoc::SEQ: {"$gt": 0}, FrontierDoc::DOMAIN: {"$type": "string"}}
 }
 
 /// The summary from the per-state groups (state, count, highest `seq`) and
@@ -223,8 +232,8 @@ fn from_groups(by_state: &[(Option<String>, u64, Option<i64>)], queues: Vec<Stor
 /// [`StoredFrontier::read_back`], document by document: those no queue
 /// holds, or all of them (`whole`). A malformed document is skipped with a
 /// warning. Fewer documents than counted means the store cut the read
-/// short (see [`scan_seen`]): an error, as the start-up cannot tell which
-/// are missing.
+/// short (see [`scan_seen`]); it is logged as an error, and the crawl
+/// starts without them (they stay queued in the store).
 pub(crate) async fn read_back(
     frontier: &Collection<FrontierDoc>,
     (expected, whole): (u64, bool),
@@ -232,16 +241,10 @@ pub(crate) async fn read_back(
 ) -> anyhow::Result<()> {
     let fields =
         doc! {"_id": 1, FrontierDoc::DOMAIN: 1, "depth": 1, FrontierDoc::STATE: 1, FrontierDoc::SEQ: 1};
-    let filter = if whole {
-        doc! {FrontierDoc::STATE: UrlState::Queued.as_str()}
-    } else {
-        // The complement of the queues' filter in `summarize` (`$nor`,
-        // not `$not`, which nx-27017 does not implement).
-        doc! {
-            FrontierDoc::STATE: UrlState::Queued.as_str(),
-            "$nor": [{FrontierDoc::SEQ: {"$gt": 0}}],
-        }
-    };
+    let mut filter = doc! {FrontierDoc::STATE: UrlState::Queued.as_str()};
+    if !whole {
+        filter.insert("$nor", vec![in_a_queue()]);
+    }
     let mut cursor = frontier
         .clone_with_type::<RawDocumentBuf>()
         .find(filter)
@@ -256,10 +259,15 @@ pub(crate) async fn read_back(
             Err(e) => tracing::warn!(document = ?raw, error = %e, "skipping a malformed frontier entry"),
         }
     }
-    anyhow::ensure!(
-        read >= expected,
-        "the store ended the read of queued URLs after {read} of {expected}; start again"
-    );
+    if read < expected {
+        // Not fatal: a dispatcher that cannot start is worse. The rest stay
+        // queued in the store for the next start.
+        tracing::error!(
+            read,
+            expected,
+            "the store ended the read of queued URLs early; those not read stay queued in the store and are crawled when the dispatcher starts again"
+        );
+    }
     Ok(())
 }
 
@@ -342,7 +350,8 @@ pub(crate) fn scan_seen(frontier: Collection<FrontierDoc>, stored: u64) -> SeenS
     }
 }
 
-/// One read of every stored URL; how many it sent.
+/// One read of every stored URL; how many documents it read (a malformed
+/// `_id` is counted, as the summary counts it, but not sent).
 async fn scan_once(frontier: &Collection<FrontierDoc>, tx: &mpsc::Sender<SeenScan>) -> Result<u64, String> {
     /// Longest one batch of the cursor may take.
     const STALL: Duration = store::OP_TIMEOUT;
@@ -356,18 +365,18 @@ async fn scan_once(frontier: &Collection<FrontierDoc>, tx: &mpsc::Sender<SeenSca
         Err(_) => return Err("the store did not answer".into()),
     };
     let mut batch = Vec::with_capacity(SCAN_BATCH);
-    let mut sent = 0u64;
+    let mut read = 0u64;
     loop {
         let next = match tokio::time::timeout(STALL, cursor.try_next()).await {
             Ok(n) => n.map_err(|e| e.to_string())?,
             Err(_) => return Err("the store stopped answering".into()),
         };
         let Some(raw) = next else { break };
+        read = read.saturating_add(1);
         if let Ok(Some(RawBsonRef::String(url))) = raw.get("_id") {
             batch.push(url.to_string());
         }
         if batch.len() >= SCAN_BATCH {
-            sent = sent.saturating_add(batch.len() as u64);
             let full = std::mem::replace(&mut batch, Vec::with_capacity(SCAN_BATCH));
             tx.send(SeenScan::Urls(full))
                 .await
@@ -375,12 +384,11 @@ async fn scan_once(frontier: &Collection<FrontierDoc>, tx: &mpsc::Sender<SeenSca
         }
     }
     if !batch.is_empty() {
-        sent = sent.saturating_add(batch.len() as u64);
         tx.send(SeenScan::Urls(batch))
             .await
             .map_err(|_| "nobody listens".to_string())?;
     }
-    Ok(sent)
+    Ok(read)
 }
 
 #[cfg(test)]

@@ -217,8 +217,12 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     // is skipped on resume, with a word, not the end of the crawl.
     let malformed_frontier =
         bson::doc! {"_id": "http://bad.test/", "domain": 5, "depth": "x", "state": "queued"};
+    // One with a `seq` but a domain that is not a string: in no stored
+    // queue, and read back (and skipped) with the others.
+    let malformed_with_seq =
+        bson::doc! {"_id": "http://bad2.test/", "domain": 9, "state": "queued", "seq": 3};
     db.collection::<bson::Document>(&c1_coll(shared::store::FRONTIER))
-        .insert_one(malformed_frontier.clone())
+        .insert_many([malformed_frontier.clone(), malformed_with_seq.clone()])
         .await
         .unwrap();
     db.collection::<bson::Document>(&c1_coll(shared::store::SEEDS))
@@ -239,7 +243,11 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         .unwrap();
     assert_eq!(flipped.modified_count, 1);
 
-    let second = run_crawl(&spec, Duration::from_secs(300)).await.unwrap();
+    // A memory budget below the 3 queued entries: start-up reads back only
+    // those in no stored queue (here all three), not every queued URL.
+    let mut small = spec.clone();
+    small.dispatcher_args.extend(args(&["--frontier-memory-urls", "1"]));
+    let second = run_crawl(&small, Duration::from_secs(300)).await.unwrap();
     assert!(second.dispatcher.success());
     assert!(second.supervisors.iter().all(|s| s.success()));
     assert_eq!(second.summary["fetched"], 1, "summary: {}", second.summary);
@@ -265,10 +273,12 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         .unwrap();
     assert_eq!(entry.get_str("state"), Ok("done"), "{entry}");
     let frontier_of_c1 = all_docs(&db, &c1_coll(shared::store::FRONTIER)).await.unwrap();
-    assert!(
-        frontier_of_c1.contains(&malformed_frontier),
-        "the malformed entry was changed or lost"
-    );
+    for m in [&malformed_frontier, &malformed_with_seq] {
+        assert!(
+            frontier_of_c1.contains(m),
+            "the malformed entry {m} was changed or lost"
+        );
+    }
 
     // Another crawl id on the same database is another crawl: it crawls
     // the whole web again into its own collections, rather than skipping
