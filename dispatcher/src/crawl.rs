@@ -261,6 +261,8 @@ impl Dispatcher {
     async fn resume(&mut self) -> anyhow::Result<Option<u64>> {
         let frontier = self.stores.frontier();
         let started = Instant::now();
+        // Said first: on a big frontier it takes minutes, with nothing else to show.
+        tracing::info!("summarising the stored frontier (two scans of it inside the store)");
         let mut stored = resume::summarize(&frontier).await?;
         if self.state.queues_fit(&stored) {
             stored.read_whole();

@@ -246,7 +246,9 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     // A memory budget below the 3 queued entries: start-up reads back only
     // those in no stored queue (here all three), not every queued URL.
     let mut small = spec.clone();
-    small.dispatcher_args.extend(args(&["--frontier-memory-urls", "1"]));
+    small
+        .dispatcher_args
+        .extend(args(&["--frontier-memory-urls", "1"]));
     let second = run_crawl(&small, Duration::from_secs(300)).await.unwrap();
     assert!(second.dispatcher.success());
     assert!(second.supervisors.iter().all(|s| s.success()));
