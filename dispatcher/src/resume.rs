@@ -165,8 +165,8 @@ async fn groups(
     };
     // Each is a scan of the whole frontier inside the store, far more than
     // one ordinary operation's deadline: on nx-27017 the two took 324 s
-    // for 10 million URLs (one about half of that, near the 300 s this
-    // deadline was before).
+    // together for 10 million URLs, each against the 300 s this deadline
+    // was before.
     match tokio::time::timeout(SUMMARY_DEADLINE, read).await {
         Ok(r) => Ok(r?),
         Err(_) => anyhow::bail!("the store did not summarise the frontier within {SUMMARY_DEADLINE:?}"),
