@@ -181,8 +181,10 @@ pub(crate) async fn summarize(frontier: &Collection<FrontierDoc>) -> anyhow::Res
     })
     .await?;
     let mut queues = Vec::new();
-    let mut queued_by_seq = doc! {FrontierDoc::STATE: UrlState::Queued.as_str()};
-    queued_by_seq.extend(in_a_queue());
+    // Not `in_a_queue()` whole: a `$type` test makes nx-27017 judge every
+    // document in Python (300,000 URLs: 7.5 s against 1.3–2.1 s). A group
+    // whose domain is not a string is left out of `queues` below instead.
+    let queued_by_seq = doc! {FrontierDoc::STATE: UrlState::Queued.as_str(), FrontierDoc::SEQ: {"$gt": 0}};
     groups(
         frontier,
         pipeline(queued_by_seq, FrontierDoc::DOMAIN),
@@ -193,6 +195,8 @@ pub(crate) async fn summarize(frontier: &Collection<FrontierDoc>) -> anyhow::Res
                 first_seq,
                 last_seq,
             }),
+            // A domain that is not a string: read back (see `in_a_queue`).
+            (None, ..) => tracing::warn!(group = ?g, "queued URLs without a domain in the stored frontier"),
             // A `seq` that is not an integer: counted, but in neither set.
             _ => tracing::warn!(group = ?g, "queued URLs with a malformed seq in the stored frontier are not resumed"),
         },
@@ -201,10 +205,10 @@ pub(crate) async fn summarize(frontier: &Collection<FrontierDoc>) -> anyhow::Res
     Ok(from_groups(&by_state, queues))
 }
 
-/// What a queued entry needs to be read by `seq` with its domain's queue;
-/// [`read_back`] reads the rest one by one (`$nor`, not `$not`, which
-/// nx-27017 does not implement), so that every queued entry is counted in
-/// exactly one of the two.
+/// What a queued entry needs to be read by `seq` with its domain's queue
+/// (what [`summarize`] puts in `queues`); [`read_back`] reads the rest one
+/// by one (`$nor`, not `$not`, which nx-27017 does not implement), so that
+/// every queued entry is counted in exactly one of the two.
 fn in_a_queue() -> bson::Document {
     doc! {FrontierDoc::SEQ: {"$gt": 0}, FrontierDoc::DOMAIN: {"$type": "string"}}
 }
