@@ -289,10 +289,10 @@ impl Frontier {
     /// otherwise it stays in the store, and is counted.
     pub fn admit(&mut self, url: String, domain: &str, depth: u16, seq: i64, now_ms: u64) {
         let id = self.domain_id(domain);
-        let short = self.queued - self.spilled_total >= self.budget;
+        let in_memory = self.window_takes(id);
         let d = &mut self.domains[id as usize];
         d.last_seq = d.last_seq.max(seq);
-        if d.spilled == 0 && (!short || d.queue.len() < self.window) {
+        if in_memory {
             d.cursor = d.cursor.max(seq);
             self.push_at(url, domain, depth, now_ms);
             return;
@@ -343,10 +343,10 @@ impl Frontier {
             self.push_at(url, domain, depth, now_ms);
             return;
         }
-        let short = self.queued - self.spilled_total >= self.budget;
+        let in_memory = self.window_takes(id) && self.domains[id as usize].refill == RefillState::Idle;
         let d = &mut self.domains[id as usize];
         d.last_seq = d.last_seq.max(seq);
-        if d.spilled == 0 && d.refill == RefillState::Idle && (!short || d.queue.len() < self.window) {
+        if in_memory {
             d.cursor = seq;
             self.push_at(url, domain, depth, now_ms);
             return;
@@ -375,6 +375,16 @@ impl Frontier {
         } else {
             self.resume_stored(domain, seq);
         }
+    }
+
+    /// Whether a new URL of domain `id` goes into its window rather than
+    /// the store: none of the domain's URLs waits in the store, and memory
+    /// is under the budget or the window has room (for [`Frontier::admit`]
+    /// and [`Frontier::confirmed`]).
+    fn window_takes(&self, id: u32) -> bool {
+        let short = self.queued - self.spilled_total >= self.budget;
+        let d = &self.domains[id as usize];
+        d.spilled == 0 && (!short || d.queue.len() < self.window)
     }
 
     /// Whether `n` more URLs fit in memory beside those queued there now.
