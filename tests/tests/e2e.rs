@@ -1,0 +1,24 @@
+//! The end-to-end tests, as one test binary: each file beside this one is a
+//! module of it. Fourteen binaries each compiled and optimised their own copy
+//! of the same async runtime, driver and harness code (15 to 50 CPU-seconds
+//! apiece in CI's release build); one binary compiles that once. The tests
+//! still run two at a time on a two-core machine, as before.
+//!
+//! Two files stay binaries of their own, because they judge the timing of a
+//! crawl and must not share the machine with another test's crawl:
+//! `bottleneck_e2e.rs` and `timing_trend.rs`.
+//!
+//! One file's tests: `cargo test --release --workspace --test e2e fault_e2e::`.
+
+mod ansible_e2e;
+mod breaker_e2e;
+mod cluster_auth_e2e;
+mod cluster_profile;
+mod crawl_e2e;
+mod dispatcher_load_e2e;
+mod domain_connections_e2e;
+mod export_e2e;
+mod extract_scan;
+mod fault_e2e;
+mod hostile_e2e;
+mod politeness_gap_e2e;
