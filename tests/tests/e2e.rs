@@ -1,7 +1,7 @@
 //! The end-to-end tests, as one test binary: each file beside this one is a
-//! module of it. Fourteen binaries each compiled and optimised their own copy
-//! of the same async runtime, driver and harness code (15 to 50 CPU-seconds
-//! apiece in CI's release build); one binary compiles that once. The tests
+//! module of it. As twelve binaries, each compiled and optimised its own copy
+//! of the same async runtime, driver and harness code (406 CPU-seconds
+//! together in the release build); one binary compiles that once. The tests
 //! still run two at a time on a two-core machine, as before.
 //!
 //! Two files stay binaries of their own, because they judge the timing of a
