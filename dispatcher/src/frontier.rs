@@ -91,6 +91,21 @@ pub struct Refill {
     id: u32,
 }
 
+impl Refill {
+    /// A refill as [`Frontier::refills`] would ask for it (the domain's id
+    /// is not looked at outside the frontier).
+    #[cfg(test)]
+    pub fn for_test(domain: &str, after: i64, upto: i64, limit: usize) -> Refill {
+        Refill {
+            domain: domain.to_string(),
+            after,
+            upto,
+            limit,
+            id: 0,
+        }
+    }
+}
+
 /// One URL of a refill's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stored {

@@ -2,6 +2,8 @@
 //! windows (see `crate::frontier`), off the dispatch path: the dispatcher
 //! sends [`Refill`]s and gets each one back with what the store holds, or
 //! with why it could not be read (the frontier then asks again later).
+//! The refills waiting when a read starts go to the store as one query
+//! (up to [`BATCH`] domains; see `pages` for why and how it is split).
 //! It also looks up the URLs a rejoining supervisor holds that may be
 //! queued only in the store ([`crate::frontier::Adoption::look_up`]).
 
@@ -18,9 +20,19 @@ use tokio::task::JoinSet;
 
 use crate::frontier::{ReadPage, Refill, Stored, SupId};
 
-/// Reads at once: enough to fill many windows at start-up without a
-/// queue of reads in front of the store.
-const CONCURRENT: usize = 8;
+mod pages;
+
+/// Reads at once. Each one fills up to [`BATCH`] windows, so two keep
+/// the windows full on a store that answers in milliseconds (MongoDB: an
+/// index range per domain). More would not help a store that answers each
+/// by scanning the frontier: nx-27017 runs them one at a time, and with 8
+/// of 100 domains each queued behind the seen-set's scan at 1 million
+/// stored URLs, each waited past its deadline, was asked again, and
+/// nothing was read for minutes.
+const CONCURRENT: usize = 2;
+/// Most domains one read asks for (see `pages`): at the default window of
+/// 256, at most 25,600 URLs in one answer.
+const BATCH: usize = 100;
 
 pub enum Answer {
     Read(Refill, Result<ReadPage, String>),
@@ -72,27 +84,85 @@ async fn run(
             r = rx.recv(), if reads.len() < CONCURRENT => {
                 let Some(r) = r else { break };
                 let (frontier, timing) = (frontier.clone(), timing.clone());
-                reads.spawn(async move {
-                    match r {
-                        Request::Read(r) => {
-                            let res = read(&frontier, &r, &timing).await;
-                            Answer::Read(r, res)
+                match r {
+                    Request::Read(first) => {
+                        // With the refills waiting behind it: one query for all.
+                        let mut batch = vec![first];
+                        while batch.len() < BATCH {
+                            match rx.try_recv() {
+                                Ok(Request::Read(r)) => batch.push(r),
+                                Ok(Request::Held(sup, held)) => {
+                                    let frontier = frontier.clone();
+                                    reads.spawn(async move { vec![look_up_answer(&frontier, sup, held).await] });
+                                }
+                                Err(_) => break,
+                            }
                         }
-                        Request::Held(sup, held) => Answer::Held {
-                            sup,
-                            asked: held.len(),
-                            found: look_up(&frontier, held).await,
-                        },
+                        reads.spawn(async move { read_all(&frontier, batch, &timing).await });
                     }
-                });
+                    Request::Held(sup, held) => {
+                        reads.spawn(async move { vec![look_up_answer(&frontier, sup, held).await] });
+                    }
+                }
             }
             Some(done) = reads.join_next() => {
-                if let Ok(answer) = done {
+                for answer in done.into_iter().flatten() {
                     let _ = answers.send(answer);
                 }
             }
         }
     }
+}
+
+async fn look_up_answer(
+    frontier: &mongodb::Collection<FrontierDoc>,
+    sup: SupId,
+    held: Vec<(u64, String)>,
+) -> Answer {
+    Answer::Held {
+        sup,
+        asked: held.len(),
+        found: look_up(frontier, held).await,
+    }
+}
+
+/// Answers every one of `refills`: one batched query for all of them,
+/// then again for those its answer did not settle (it was cut at the
+/// limit). Should a batch settle none of them (one domain's URLs below its
+/// own range, still queued in the store while leased, took the whole
+/// limit), the rest are read one by one, as a single refill is.
+async fn read_all(
+    frontier: &mongodb::Collection<FrontierDoc>,
+    mut refills: Vec<Refill>,
+    timing: &TimingLog,
+) -> Vec<Answer> {
+    let mut answers = Vec::with_capacity(refills.len());
+    while refills.len() > 1 {
+        let pages = match read_batch(frontier, &refills, timing).await {
+            Ok(pages) => pages,
+            Err(e) => {
+                answers.extend(refills.drain(..).map(|r| Answer::Read(r, Err(e.clone()))));
+                return answers;
+            }
+        };
+        let asked = refills.len();
+        let mut unsettled = Vec::new();
+        for (r, page) in refills.into_iter().zip(pages) {
+            match page {
+                Some(page) => answers.push(Answer::Read(r, Ok(page))),
+                None => unsettled.push(r),
+            }
+        }
+        refills = unsettled;
+        if refills.len() == asked {
+            break;
+        }
+    }
+    for r in refills {
+        let res = read(frontier, &r, timing).await;
+        answers.push(Answer::Read(r, res));
+    }
+    answers
 }
 
 /// The queued URLs of `r.domain` with a `seq` in `(r.after, r.upto]`,
@@ -103,29 +173,63 @@ async fn read(
     r: &Refill,
     timing: &TimingLog,
 ) -> Result<ReadPage, String> {
-    let start = Instant::now();
     let filter = doc! {
         FrontierDoc::DOMAIN: &r.domain,
         FrontierDoc::SEQ: {"$gt": r.after, "$lte": r.upto},
         FrontierDoc::STATE: UrlState::Queued.as_str(),
     };
-    let limit = i64::try_from(r.limit).unwrap_or(i64::MAX);
+    let docs = find_sorted(frontier, filter, r.limit, timing).await?;
+    Ok(pages::page_of(docs.iter().map(|d| &**d), r.limit))
+}
+
+/// Several domains' queues in one query (see `pages`): `$in` on the
+/// domain, which on MongoDB is one range of the `{domain, seq}` index per
+/// domain, walked in index order, and on a sharded store goes only to the
+/// shards that hold them. One page per refill, or `None` for those the
+/// answer did not settle.
+async fn read_batch(
+    frontier: &mongodb::Collection<FrontierDoc>,
+    refills: &[Refill],
+    timing: &TimingLog,
+) -> Result<Vec<Option<ReadPage>>, String> {
+    let domains: Vec<&str> = refills.iter().map(|r| r.domain.as_str()).collect();
+    let after = refills.iter().map(|r| r.after).min().unwrap_or(0);
+    let upto = refills.iter().map(|r| r.upto).max().unwrap_or(0);
+    let limit = refills.iter().fold(0usize, |n, r| n.saturating_add(r.limit));
+    let filter = doc! {
+        FrontierDoc::DOMAIN: {"$in": domains},
+        FrontierDoc::SEQ: {"$gt": after, "$lte": upto},
+        FrontierDoc::STATE: UrlState::Queued.as_str(),
+    };
+    let docs = find_sorted(frontier, filter, limit, timing).await?;
+    Ok(pages::split(refills, &docs, docs.len() >= limit))
+}
+
+/// The frontier documents `filter` matches, by domain and `seq`, at most
+/// `limit`; timed as one frontier read.
+async fn find_sorted(
+    frontier: &mongodb::Collection<FrontierDoc>,
+    filter: bson::Document,
+    limit: usize,
+    timing: &TimingLog,
+) -> Result<Vec<RawDocumentBuf>, String> {
+    let start = Instant::now();
     let query = async {
         let cursor = frontier
             .clone_with_type::<RawDocumentBuf>()
             .find(filter)
             .sort(doc! {FrontierDoc::DOMAIN: 1, FrontierDoc::SEQ: 1})
-            .limit(limit)
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
             .await?;
         cursor.try_collect::<Vec<RawDocumentBuf>>().await
     };
     let res = match store::deadline(query).await {
-        Some(Ok(docs)) => Ok(page_of(&docs, r.limit)),
+        Some(Ok(docs)) => Ok(docs),
         Some(Err(e)) => Err(e.to_string()),
         None => Err("no answer in time".to_string()),
     };
     let (outcome, n) = match &res {
-        Ok(page) => ("ok", page.urls.len()),
+        Ok(docs) => ("ok", docs.len()),
         Err(_) => ("error", 0),
     };
     timing.record_batch(Op::FrontierRead, start.elapsed(), outcome, n);
@@ -151,33 +255,10 @@ async fn look_up(
         Some(Err(e)) => return Err(e.to_string()),
         None => return Err("no answer in time".to_string()),
     };
-    let page = page_of(&docs, usize::MAX);
+    let page = pages::page_of(docs.iter().map(|d| &**d), usize::MAX);
     Ok(page
         .urls
         .into_iter()
         .filter_map(|u| Some((leases.remove(&u.url)?, u)))
         .collect())
-}
-
-/// Decodes each document on its own: a malformed one is skipped with a
-/// warning, and still moves the queue past it.
-fn page_of(docs: &[RawDocumentBuf], limit: usize) -> ReadPage {
-    let mut page = ReadPage {
-        urls: Vec::with_capacity(docs.len()),
-        full: docs.len() >= limit,
-        last_seq: 0,
-    };
-    for raw in docs {
-        let seq = FrontierDoc::raw_seq(raw).unwrap_or(0);
-        page.last_seq = page.last_seq.max(seq);
-        match bson::from_slice::<FrontierDoc>(raw.as_bytes()) {
-            Ok(d) => page.urls.push(Stored {
-                url: d.url,
-                depth: d.depth.clamp(0, i32::from(u16::MAX)) as u16,
-                seq: d.seq,
-            }),
-            Err(e) => tracing::warn!(document = ?raw, error = %e, "skipping a malformed frontier entry"),
-        }
-    }
-    page
 }

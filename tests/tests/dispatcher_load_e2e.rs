@@ -2,7 +2,7 @@
 //! real ZeroMQ sockets, with the cluster secret), a real store, and a
 //! memory budget so small that most of each domain's queue lives in the
 //! store: every admitted URL is leased exactly once and finished, and the
-//! stored frontier says so. (What `scripts/bench-dispatcher.sh` times.)
+//! stored frontier says so; the queues are read several domains at a time. (What `scripts/bench-dispatcher.sh` times.)
 //! Once more with `--seen-check store`, where repeated links the dispatcher
 //! cannot vouch for are inserted again and the store's unique index keeps
 //! the first copy.
@@ -24,6 +24,10 @@ struct Run {
     stored: u64,
     done: u64,
     seqs: Vec<i64>,
+    /// The most URLs one read of the stored queues returned (the
+    /// dispatcher's timing log): above a window (8), one query read
+    /// several domains' queues.
+    largest_read: u64,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -34,6 +38,7 @@ async fn every_admitted_url_is_leased_once_and_finished_with_queues_in_the_store
         stored,
         done,
         seqs,
+        largest_read,
     } = crawl(&[]).await;
     // Exactly the admitted URLs were leased, each once (no lease expired,
     // no supervisor left, so a second lease would be a doubled one), and
@@ -49,6 +54,11 @@ async fn every_admitted_url_is_leased_once_and_finished_with_queues_in_the_store
     assert_eq!((stored, done), (URLS, URLS));
     let distinct: std::collections::BTreeSet<i64> = seqs.iter().copied().collect();
     assert_eq!((seqs.len(), distinct.len()), (URLS as usize, URLS as usize));
+    // And the queues were read several domains at a time.
+    assert!(
+        largest_read > 8,
+        "no read returned more than one window: {largest_read}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,6 +69,7 @@ async fn with_the_store_check_repeated_links_are_inserted_again_and_crawled_once
         stored,
         done,
         seqs,
+        ..
     } = crawl(&["--seen-check", "store", "--seen-recent-urls", "50"]).await;
     let fetched = summary["fetched"].as_u64().unwrap_or(0);
     // Repeated links went to the store, which took none of them again.
@@ -88,6 +99,8 @@ async fn crawl(extra: &[&str]) -> Run {
     let mut spec = ClusterSpec::new(&store.uri, &seeds_file);
     spec.supervisors = 0;
     spec.min_supervisors = Some(SUPERVISORS);
+    let logs = dir.path().join("timing");
+    spec.timing_dir = Some(logs.clone());
     spec.dispatcher_args = args(&[
         "--max-pages",
         &URLS.to_string(),
@@ -154,5 +167,23 @@ async fn crawl(extra: &[&str]) -> Run {
         stored,
         done,
         seqs,
+        largest_read: largest_read(&logs),
     }
+}
+
+/// The largest `n` of the `frontier_read` lines in the timing logs.
+fn largest_read(logs: &std::path::Path) -> u64 {
+    let mut largest = 0;
+    for entry in std::fs::read_dir(logs).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for line in text.lines() {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if v["op"] == "frontier_read" {
+                largest = largest.max(v["n"].as_u64().unwrap_or(0));
+            }
+        }
+    }
+    largest
 }
