@@ -8,7 +8,7 @@
 //! queued only in the store ([`crate::frontier::Adoption::look_up`]).
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bson::{doc, RawDocumentBuf};
 use futures::TryStreamExt;
@@ -30,6 +30,14 @@ mod pages;
 /// stored URLs, each waited past its deadline, was asked again, and
 /// nothing was read for minutes.
 const CONCURRENT: usize = 2;
+/// Longest a read of the queues may take. Longer than one ordinary
+/// operation's deadline (`store::OP_TIMEOUT`, 30 s): on a store that scans
+/// the frontier for each read, a read waits for the one before it, and
+/// each scan grows with the frontier (nx-27017: 2 s at 1 million stored
+/// URLs, about 25 s for one scan at 10 million). A read given up on is
+/// still scanned by such a store, and asking again while it runs only
+/// queues more behind it.
+const READ_DEADLINE: Duration = Duration::from_secs(300);
 /// Most domains one read asks for (see `pages`): at the default window of
 /// 256, at most 25,600 URLs in one answer.
 const BATCH: usize = 100;
@@ -223,10 +231,10 @@ async fn find_sorted(
             .await?;
         cursor.try_collect::<Vec<RawDocumentBuf>>().await
     };
-    let res = match store::deadline(query).await {
-        Some(Ok(docs)) => Ok(docs),
-        Some(Err(e)) => Err(e.to_string()),
-        None => Err("no answer in time".to_string()),
+    let res = match tokio::time::timeout(READ_DEADLINE, query).await {
+        Ok(Ok(docs)) => Ok(docs),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {READ_DEADLINE:?}")),
     };
     let (outcome, n) = match &res {
         Ok(docs) => ("ok", docs.len()),
