@@ -90,28 +90,27 @@ async fn run(
     loop {
         tokio::select! {
             r = rx.recv(), if reads.len() < CONCURRENT => {
-                let Some(r) = r else { break };
-                let (frontier, timing) = (frontier.clone(), timing.clone());
-                match r {
-                    Request::Read(first) => {
-                        // With the refills waiting behind it: one query for all.
-                        let mut batch = vec![first];
-                        while batch.len() < BATCH {
-                            match rx.try_recv() {
-                                Ok(Request::Read(r)) => batch.push(r),
-                                Ok(Request::Held(sup, held)) => {
-                                    let frontier = frontier.clone();
-                                    reads.spawn(async move { vec![look_up_answer(&frontier, sup, held).await] });
-                                }
-                                Err(_) => break,
-                            }
-                        }
-                        reads.spawn(async move { read_all(&frontier, batch, &timing).await });
+                let Some(first) = r else { break };
+                // With the requests waiting behind it, one read: one query
+                // for all the refills, after the (rare) look-ups.
+                let (mut refills, mut held) = (Vec::new(), Vec::new());
+                let mut next = Some(first);
+                while let Some(r) = next {
+                    match r {
+                        Request::Read(r) => refills.push(r),
+                        Request::Held(sup, h) => held.push((sup, h)),
                     }
-                    Request::Held(sup, held) => {
-                        reads.spawn(async move { vec![look_up_answer(&frontier, sup, held).await] });
-                    }
+                    next = if refills.len() + held.len() < BATCH { rx.try_recv().ok() } else { None };
                 }
+                let (frontier, timing) = (frontier.clone(), timing.clone());
+                reads.spawn(async move {
+                    let mut answers = Vec::with_capacity(held.len() + refills.len());
+                    for (sup, h) in held {
+                        answers.push(look_up_answer(&frontier, sup, h).await);
+                    }
+                    answers.extend(read_all(&frontier, refills, &timing).await);
+                    answers
+                });
             }
             Some(done) = reads.join_next() => {
                 for answer in done.into_iter().flatten() {
