@@ -126,11 +126,21 @@ impl Peer {
 
     /// The next message that is not a heartbeat.
     async fn next(&mut self, within: Duration) -> Option<ToSupervisor> {
+        self.next_but(within, |_| false).await
+    }
+
+    /// The next message that is neither a heartbeat nor one `skip` takes.
+    async fn next_but(
+        &mut self,
+        within: Duration,
+        skip: impl Fn(&ToSupervisor) -> bool,
+    ) -> Option<ToSupervisor> {
         let deadline = Instant::now() + within;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.recv(left).await? {
                 ToSupervisor::Heartbeat => continue,
+                m if skip(&m) => continue,
                 m => return Some(m),
             }
         }
@@ -449,15 +459,11 @@ async fn only_holders_of_the_secret_join_and_only_their_own_leases_count() {
     // A leaves; what it held goes to the real supervisor. (Work leased to A
     // before its Bye arrived may come first: A's freed slot is refilled.)
     a.send(&ToDispatcher::Bye).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let last_word = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match a.next(left).await {
-            Some(ToSupervisor::Work(_)) => continue,
-            other => break other,
-        }
-    };
-    assert_eq!(last_word, Some(ToSupervisor::Farewell));
+    assert_eq!(
+        a.next_but(Duration::from_secs(10), |m| matches!(m, ToSupervisor::Work(_)))
+            .await,
+        Some(ToSupervisor::Farewell)
+    );
 
     let run = crawl.wait(Duration::from_secs(300)).await.unwrap();
     assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
