@@ -748,6 +748,7 @@ impl Dispatcher {
         let (in_flight, seen) = (f.in_flight() as f64, self.state.seen_count() as f64);
         let (held, capacity, live_n) = (held as f64, capacity as f64, live.len() as f64);
         let in_store = f.spilled() as f64;
+        let seen_bytes = self.state.seen_bytes() as f64;
         metrics::gauge!("crawler_frontier_queued").set(queued);
         metrics::gauge!("crawler_frontier_in_store").set(in_store);
         let backlog = self.writer.backlog() as f64;
@@ -755,6 +756,7 @@ impl Dispatcher {
         metrics::gauge!("crawler_frontier_ready").set(ready);
         metrics::gauge!("crawler_frontier_in_flight").set(in_flight);
         metrics::gauge!("crawler_frontier_seen").set(seen);
+        metrics::gauge!("crawler_frontier_seen_bytes").set(seen_bytes);
         metrics::gauge!("crawler_credits_held").set(held);
         metrics::gauge!("crawler_credits_capacity").set(capacity);
         metrics::gauge!("crawler_supervisors_live").set(live_n);
@@ -765,6 +767,7 @@ impl Dispatcher {
             ("frontier_ready", ready),
             ("frontier_in_flight", in_flight),
             ("frontier_seen", seen),
+            ("frontier_seen_bytes", seen_bytes),
             ("credits_held", held),
             ("credits_capacity", capacity),
             ("supervisors_live", live_n),

@@ -845,6 +845,11 @@ impl<C> CrawlState<C> {
         self.seen.len()
     }
 
+    /// Heap bytes of the seen-set's hashes.
+    pub(crate) fn seen_bytes(&self) -> usize {
+        self.seen.bytes()
+    }
+
     /// The live progress line (its rate is since the last one).
     pub(crate) fn progress_line(&mut self) -> String {
         let live = self.members.iter().filter(|m| m.live).count();

@@ -58,6 +58,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Distinct URLs the frontier has seen (its duplicate filter), set once a second.",
     ),
     (
+        "crawler_frontier_seen_bytes",
+        Kind::Gauge,
+        "Heap bytes of the duplicate filter's URL hashes (about 6.4 a URL), set once a second.",
+    ),
+    (
         "crawler_frontier_ready",
         Kind::Gauge,
         "URLs that could be leased right now: their domain is owned by a live supervisor, not paused, below its in-flight cap.",
