@@ -206,7 +206,8 @@ pub struct Frontier {
     max_inflight_per_domain: u32,
     lease_ms: u64,
     /// Once `budget` URLs are queued in memory, a domain's window holds at
-    /// most this many; reads fill it by half a window at least.
+    /// most this many (or fewer: see `window_now`); reads fill it by half
+    /// a window at least.
     window: usize,
     budget: usize,
     /// Queued URLs only in the store (the sum of the domains' `spilled`).
@@ -399,7 +400,23 @@ impl Frontier {
     fn window_takes(&self, id: u32) -> bool {
         let short = self.queued - self.spilled_total >= self.budget;
         let d = &self.domains[id as usize];
-        d.spilled == 0 && (!short || d.queue.len() < self.window)
+        d.spilled == 0 && (!short || d.queue.len() < self.window_now())
+    }
+
+    /// The window a domain keeps once memory is at the budget: `window`,
+    /// or the budget's share of each known domain if that is smaller
+    /// (10,000 domains' windows of 256 held 2.56 million URLs, whatever
+    /// the budget), but never under twice the per-domain in-flight
+    /// maximum, so that a window never starves its domain. The share only
+    /// shrinks as domains are met; a window already fuller just drains.
+    fn window_now(&self) -> usize {
+        if self.window == usize::MAX {
+            // No window set: memory is not bounded.
+            return usize::MAX;
+        }
+        let share = self.budget / self.domains.len().max(1);
+        let floor = 2 * self.max_inflight_per_domain as usize;
+        self.window.min(share.max(floor))
     }
 
     /// Whether `n` more URLs fit in memory beside those queued there now.
@@ -444,7 +461,7 @@ impl Frontier {
     }
 
     fn want_refill(&mut self, id: u32) {
-        let low = self.window / 2;
+        let low = self.window_now() / 2;
         let d = &mut self.domains[id as usize];
         if d.spilled > 0 && d.refill == RefillState::Idle && d.queue.len() <= low {
             d.refill = RefillState::Wanted;
@@ -460,6 +477,7 @@ impl Frontier {
         let durable = durable.max(self.resumed_upto);
         let mut out = Vec::new();
         let mut later = Vec::new();
+        let window = self.window_now();
         while out.len() < max {
             let Some(id) = self.wanted.pop_front() else { break };
             let d = &mut self.domains[id as usize];
@@ -477,7 +495,7 @@ impl Frontier {
                 domain: d.name.clone(),
                 after: d.cursor,
                 upto,
-                limit: self.window.saturating_sub(d.queue.len()).max(1),
+                limit: window.saturating_sub(d.queue.len()).max(1),
                 id,
             });
         }

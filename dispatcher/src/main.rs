@@ -87,9 +87,11 @@ pub struct Args {
     /// URLs), and reads up to 100 domains' queues at once.
     #[arg(long, default_value_t = 1_000_000)]
     pub frontier_memory_urls: usize,
-    /// Past --frontier-memory-urls: URLs of one domain kept in memory; the
-    /// rest of its queue stays in the store and is read in as the window
-    /// empties (a read per half window).
+    /// Past --frontier-memory-urls: URLs of one domain kept in memory (or
+    /// fewer: --frontier-memory-urls over the domains known, but at least
+    /// twice --max-inflight-per-domain); the rest of its queue stays in
+    /// the store and is read in as the window empties (a read per half
+    /// window).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub frontier_window: u32,
     /// How a link whose 64-bit hash was seen before is judged: `hash`

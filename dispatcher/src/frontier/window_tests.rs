@@ -498,3 +498,32 @@ fn a_resume_keeps_what_fits_and_never_puts_a_url_behind_the_cursor() {
     assert_eq!(leased.len(), 6);
     assert!(leased.values().all(|n| *n == 1));
 }
+
+#[test]
+fn past_the_budget_the_domains_share_it_rather_than_each_keeping_a_whole_window() {
+    // 100 domains of 20 URLs, a budget of 40 and windows of 64: a window
+    // of 64 holds every domain's whole queue (2,000 URLs in memory).
+    // Shared, a domain keeps the budget over the domains known, at least
+    // twice its in-flight maximum (4).
+    let mut f = Frontier::new(2, 1000, 1).with_window(64, 40);
+    f.start_assigning();
+    let s = f.add_supervisor();
+    let mut store = FakeStore::default();
+    let mut seq = 0;
+    for d in 0..100 {
+        let domain = format!("d{d}");
+        for i in 0..20 {
+            seq += 1;
+            let url = format!("http://{domain}/{i}");
+            store.write(seq, &url, &domain);
+            f.admit(url, &domain, 0, seq, 0);
+        }
+    }
+    assert_eq!(f.queued(), 2000);
+    let in_memory = f.queued() - f.spilled();
+    assert!(in_memory <= 500, "{in_memory} URLs in memory");
+    // Each URL is still crawled, once.
+    let leased = crawl(&mut f, &mut store, &[s]);
+    assert_eq!(leased.len(), 2000);
+    assert!(leased.values().all(|&n| n == 1));
+}
