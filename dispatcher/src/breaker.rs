@@ -136,7 +136,12 @@ impl Breakers {
         let slice_ms = (self.cfg.window.as_millis() as u64 / SLICES as u64).max(1);
         // Wraps after 2^32 slices: 11 years at a window of 1 s.
         let now = (now_ms / slice_ms) as u32;
-        let h = self.domains.entry(domain.to_string()).or_default();
+        // The name is copied only for a domain met for the first time, not
+        // on every result (`entry` takes an owned key).
+        if !self.domains.contains_key(domain) {
+            self.domains.insert(domain.to_string(), Health::default());
+        }
+        let h = self.domains.get_mut(domain)?;
         h.add(now, error.is_some());
         let Some(kind) = error else {
             h.in_a_row = 0;
