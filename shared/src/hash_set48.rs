@@ -131,9 +131,7 @@ impl HashSet48 {
             return false;
         };
         if part.len() == part.capacity() {
-            let before = part.capacity();
-            part.reserve_exact((part.len() / 8).max(4));
-            self.slots += part.capacity() - before;
+            self.slots += grow(part, (part.len() / 8).max(4));
         }
         part.insert(at, low);
         self.len += 1;
@@ -152,9 +150,7 @@ impl HashSet48 {
         let each = more / PARTITIONS;
         let each = each + each / 8;
         for part in self.parts.iter_mut() {
-            let before = part.capacity();
-            part.reserve_exact(each);
-            self.slots += part.capacity() - before;
+            self.slots += grow(part, each);
         }
     }
 
@@ -171,6 +167,15 @@ impl HashSet48 {
     pub fn bytes(&self) -> usize {
         PARTITIONS * size_of::<Vec<Low>>() + self.slots * size_of::<Low>()
     }
+}
+
+/// Makes room in `part` for `more` entries beyond its length, exactly
+/// (a partition grows by an eighth, not by doubling); the slots it added,
+/// for [`HashSet48::bytes`].
+fn grow(part: &mut Vec<Low>, more: usize) -> usize {
+    let before = part.capacity();
+    part.reserve_exact(more);
+    part.capacity() - before
 }
 
 #[cfg(test)]
