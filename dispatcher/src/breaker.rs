@@ -7,6 +7,11 @@
 //! domain is paused for a minute; after 50 failures in a row it is halted
 //! until an operator un-halts it. A paused or halted domain's URLs stay in
 //! the frontier; nothing is lost.
+//!
+//! A domain's counts are kept only while they can still matter: once its
+//! window holds no outcome, it has no failures in a row and no pause, it
+//! is forgotten (see [`Breakers::forget_idle`]), so the breaker holds the
+//! domains crawled in the last window rather than every domain ever met.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -79,6 +84,18 @@ struct Health {
 }
 
 impl Health {
+    /// Whether this domain's state is the same as a domain never met: no
+    /// outcome that could still count (one ahead of `now`, from a clock
+    /// set back, may count later), no failures in a row, no pause.
+    fn is_idle(&self, now: u32, now_ms: u64) -> bool {
+        self.in_a_row == 0
+            && self.paused_until_ms <= now_ms
+            && self
+                .slices
+                .iter()
+                .all(|s| s.outcomes == 0 || now.saturating_sub(s.at) >= SLICES as u32)
+    }
+
     fn add(&mut self, slice: u32, error: bool) {
         let s = &mut self.slices[slice as usize % SLICES];
         if s.at != slice {
@@ -106,6 +123,8 @@ impl Health {
 pub struct Breakers {
     cfg: BreakerConfig,
     domains: HashMap<String, Health>,
+    /// When [`Breakers::forget_idle`] next looks (Unix ms).
+    next_sweep_ms: u64,
 }
 
 /// Whether an outcome counts against the domain's health, and as what.
@@ -127,15 +146,20 @@ impl Breakers {
         Breakers {
             cfg,
             domains: HashMap::new(),
+            next_sweep_ms: 0,
         }
+    }
+
+    /// The length of a slice, in ms.
+    fn slice_ms(&self) -> u64 {
+        (self.cfg.window.as_millis() as u64 / SLICES as u64).max(1)
     }
 
     /// Records one outcome; returns a trip when the domain must pause or halt.
     pub fn record(&mut self, domain: &str, outcome: &Outcome, now_ms: u64) -> Option<Trip> {
         let error = is_error(outcome);
-        let slice_ms = (self.cfg.window.as_millis() as u64 / SLICES as u64).max(1);
         // Wraps after 2^32 slices: 11 years at a window of 1 s.
-        let now = (now_ms / slice_ms) as u32;
+        let now = (now_ms / self.slice_ms()) as u32;
         // The name is copied only for a domain met for the first time, not
         // on every result (`entry` takes an owned key).
         if !self.domains.contains_key(domain) {
@@ -172,6 +196,21 @@ impl Breakers {
     /// Forgets a domain's history (after an operator un-halts it).
     pub fn reset(&mut self, domain: &str) {
         self.domains.remove(domain);
+    }
+
+    /// Forgets the domains whose state is that of a domain never met, once
+    /// a window: a pass over every domain, so not on every tick. Without
+    /// it the breaker kept about 200 bytes for every domain ever crawled.
+    pub fn forget_idle(&mut self, now_ms: u64) {
+        if now_ms < self.next_sweep_ms {
+            return;
+        }
+        self.next_sweep_ms = now_ms.saturating_add(self.cfg.window.as_millis() as u64);
+        let now = (now_ms / self.slice_ms()) as u32;
+        self.domains.retain(|_, h| !h.is_idle(now, now_ms));
+        if self.domains.capacity() > 2 * self.domains.len() + 64 {
+            self.domains.shrink_to_fit();
+        }
     }
 }
 
@@ -290,5 +329,71 @@ mod tests {
         }
         b.record("c", &ok(), 5);
         assert_eq!(b.record("c", &timeout, 6), None);
+    }
+
+    #[test]
+    fn forgets_only_domains_whose_state_is_that_of_one_never_met() {
+        let cfg = BreakerConfig {
+            halt_after: 3,
+            ..BreakerConfig::default()
+        };
+        let mut b = Breakers::new(cfg);
+        for d in 0..1000 {
+            b.record(&format!("ok{d}"), &ok(), 1_000);
+        }
+        // Failures in a row (below the halt) are kept whatever their age.
+        b.record("failing", &err(), 1_000);
+        b.record("failing", &err(), 1_001);
+        // A paused domain is kept until its pause ends.
+        for i in 0..10 {
+            b.record("paused", &err(), 2_000 + i);
+        }
+        b.record("paused", &ok(), 2_100);
+        // A clock set back: outcomes "ahead" may count later.
+        b.record("ahead", &err(), 500_000);
+        b.record("ahead", &ok(), 500_001);
+        // Outcomes still in the window are kept.
+        b.record("recent", &ok(), 61_500);
+        b.forget_idle(62_000);
+        let mut kept: Vec<_> = b.domains.keys().map(String::as_str).collect();
+        kept.sort();
+        assert_eq!(kept, ["ahead", "failing", "paused", "recent"]);
+        // Not again before a window has passed.
+        b.forget_idle(70_000);
+        assert_eq!(b.domains.len(), 4);
+        // The failures in a row still count: a third halts.
+        assert!(matches!(
+            b.record("failing", &err(), 100_000),
+            Some(Trip::Halt { .. })
+        ));
+        b.forget_idle(161_000);
+        let mut kept: Vec<_> = b.domains.keys().map(String::as_str).collect();
+        kept.sort();
+        assert_eq!(kept, ["ahead"]);
+    }
+
+    #[test]
+    fn a_forgotten_domain_trips_as_if_it_had_been_kept() {
+        // The same outcomes, with and without a sweep between them.
+        let run = |sweep: bool| {
+            let mut b = Breakers::new(BreakerConfig::default());
+            let mut trips = Vec::new();
+            for round in 0..5u64 {
+                let t = round * 61_000;
+                for i in 0..9 {
+                    trips.push(b.record("a", &ok(), t + i));
+                }
+                trips.push(b.record("a", &err(), t + 10));
+                trips.push(b.record("a", &err(), t + 11));
+                trips.push(b.record("a", &ok(), t + 12));
+                if sweep {
+                    b.forget_idle(t + 60_500);
+                    assert_eq!(b.domains.len(), 0, "round {round}");
+                }
+            }
+            trips
+        };
+        assert_eq!(run(true), run(false));
+        assert!(run(false).iter().any(Option::is_some));
     }
 }

@@ -668,6 +668,7 @@ impl<C> CrawlState<C> {
             }
         }
         self.frontier.release_blocked(now_ms);
+        self.breakers.forget_idle(now_ms);
         self.read_queues(durable);
     }
 
