@@ -169,6 +169,7 @@ impl Dispatcher {
             lease_ms: args.lease_secs.saturating_mul(1000),
             window: args.frontier_window as usize,
             memory_urls: args.frontier_memory_urls,
+            forget_idle_domains_ms: args.forget_idle_domains_ms(),
             seen_check: args.seen_check,
             seen_recent_urls: args.seen_recent_urls,
             breaker: args.breaker(),
@@ -749,6 +750,9 @@ impl Dispatcher {
         let (held, capacity, live_n) = (held as f64, capacity as f64, live.len() as f64);
         let in_store = f.spilled() as f64;
         let seen_bytes = self.state.seen_bytes() as f64;
+        let domains = f.domain_count() as f64;
+        metrics::gauge!("crawler_frontier_domains").set(domains);
+        metrics::counter!("crawler_frontier_domains_forgotten_total").absolute(f.forgotten());
         metrics::gauge!("crawler_frontier_queued").set(queued);
         metrics::gauge!("crawler_frontier_in_store").set(in_store);
         let backlog = self.writer.backlog() as f64;
@@ -768,6 +772,8 @@ impl Dispatcher {
             ("frontier_in_flight", in_flight),
             ("frontier_seen", seen),
             ("frontier_seen_bytes", seen_bytes),
+            ("frontier_domains", domains),
+            ("frontier_domains_forgotten", f.forgotten() as f64),
             ("credits_held", held),
             ("credits_capacity", capacity),
             ("supervisors_live", live_n),
@@ -874,6 +880,7 @@ impl Dispatcher {
             frontier_left: self.state.left(),
             seen_urls: self.state.seen_count(),
             domains: f.domain_count(),
+            domains_forgotten: f.forgotten(),
             supervisors: self.state.members().len(),
             counts: &stats.counts,
         };

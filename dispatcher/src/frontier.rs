@@ -64,6 +64,29 @@ struct DomainQ {
     in_ready: bool,
     /// Not handed out before this time (Unix ms): 0 = free, `HALTED` = until un-halted.
     blocked_until: u64,
+    /// A result arrived since the last sweep (see `forget`): the domain's
+    /// owner may still be pacing it.
+    recent: bool,
+}
+
+impl DomainQ {
+    fn new(name: &str) -> DomainQ {
+        DomainQ {
+            name: name.to_string(),
+            queue: VecDeque::new(),
+            spilled: 0,
+            cursor: 0,
+            last_seq: 0,
+            refill: RefillState::Idle,
+            taken: Vec::new(),
+            unverified: Vec::new(),
+            in_flight: 0,
+            owner: None,
+            in_ready: false,
+            blocked_until: 0,
+            recent: false,
+        }
+    }
 }
 
 /// `blocked_until` of a halted domain.
@@ -191,8 +214,15 @@ struct Sup {
 }
 
 pub struct Frontier {
+    /// By id; the slots of forgotten domains (see `forget`) are in `free`.
     domains: Vec<DomainQ>,
     domain_ids: HashMap<String, u32>,
+    free: Vec<u32>,
+    /// When `forget::forget_idle` next sweeps (Unix ms), and how often.
+    next_forget_ms: u64,
+    forget_every_ms: u64,
+    /// Domains forgotten so far.
+    forgotten: u64,
     sups: Vec<Sup>,
     /// Domains with work but no live supervisor to own them.
     unassigned: Vec<u32>,
@@ -226,6 +256,10 @@ impl Frontier {
         Frontier {
             domains: Vec::new(),
             domain_ids: HashMap::new(),
+            free: Vec::new(),
+            next_forget_ms: 0,
+            forget_every_ms: forget::DEFAULT_EVERY_MS,
+            forgotten: 0,
             sups: Vec::new(),
             unassigned: Vec::new(),
             blocked: Vec::new(),
@@ -276,8 +310,10 @@ impl Frontier {
         self.leases.len()
     }
 
+    /// Domains held: those with URLs queued or out, or a result in the
+    /// last sweep or two (see `forget`).
     pub fn domain_count(&self) -> usize {
-        self.domains.len()
+        self.domain_ids.len()
     }
 
     /// Nothing queued (but in halted domains) and nothing out: the crawl is over.
@@ -414,7 +450,7 @@ impl Frontier {
             // No window set: memory is not bounded.
             return usize::MAX;
         }
-        let share = self.budget / self.domains.len().max(1);
+        let share = self.budget / self.domain_ids.len().max(1);
         let floor = 2 * self.max_inflight_per_domain as usize;
         self.window.min(share.max(floor))
     }
@@ -653,21 +689,16 @@ impl Frontier {
         if let Some(id) = self.domain_ids.get(domain) {
             return *id;
         }
-        let id = self.domains.len() as u32;
-        self.domains.push(DomainQ {
-            name: domain.to_string(),
-            queue: VecDeque::new(),
-            spilled: 0,
-            cursor: 0,
-            last_seq: 0,
-            refill: RefillState::Idle,
-            taken: Vec::new(),
-            unverified: Vec::new(),
-            in_flight: 0,
-            owner: None,
-            in_ready: false,
-            blocked_until: 0,
-        });
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.domains[id as usize] = DomainQ::new(domain);
+                id
+            }
+            None => {
+                self.domains.push(DomainQ::new(domain));
+                (self.domains.len() - 1) as u32
+            }
+        };
         self.domain_ids.insert(domain.to_string(), id);
         id
     }
@@ -860,6 +891,7 @@ impl Frontier {
         self.release_credit(l.sup);
         let d = &mut self.domains[l.domain_id as usize];
         d.in_flight = d.in_flight.saturating_sub(1);
+        d.recent = true;
         let domain = d.name.clone();
         self.make_ready(l.domain_id);
         Ok(Leased {
@@ -1113,6 +1145,7 @@ impl Frontier {
     }
 }
 
+mod forget;
 #[cfg(test)]
 mod properties;
 #[cfg(test)]

@@ -94,6 +94,15 @@ pub struct Args {
     /// window).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub frontier_window: u32,
+    /// A domain with no URL queued or out and no result for this long is
+    /// forgotten, so the dispatcher holds the domains with work rather
+    /// than every domain met; met again, it starts afresh, perhaps at
+    /// another node. Never less than the longest gap a child may keep
+    /// between two requests to a domain (--min-delay-ms,
+    /// --max-crawl-delay-ms, --max-domain-rps) plus 2 s, so that the
+    /// domain's last-crawled time is in the second store before it moves.
+    #[arg(long, default_value_t = 60_000)]
+    pub forget_idle_domains_ms: u64,
     /// How a link whose 64-bit hash was seen before is judged: `hash`
     /// takes it for known (a hash collision drops a new URL: about 3 crawls
     /// in 10,000 at 100 million URLs); `store` takes it for known only if
@@ -224,6 +233,22 @@ impl Args {
             halt_after: self.breaker_halt_after,
             ..breaker::BreakerConfig::default()
         }
+    }
+
+    /// --forget-idle-domains-ms, raised to the longest gap a child may
+    /// keep between two requests to a domain plus 2 s: the child writes
+    /// the domain's last-crawled time to the second store within a second
+    /// (`crawler-child/src/politeness.rs`), and a new owner's child reads
+    /// it from there.
+    fn forget_idle_domains_ms(&self) -> u64 {
+        let per_request = if self.max_domain_rps > 0.0 {
+            // Clamped as the children clamp a wait (an hour at most).
+            (1000.0 / self.max_domain_rps).min(3_600_000.0).ceil() as u64
+        } else {
+            0
+        };
+        let gap = self.min_delay_ms.max(self.max_crawl_delay_ms).max(per_request);
+        self.forget_idle_domains_ms.max(gap.saturating_add(2_000))
     }
 
     fn policy(&self) -> CrawlPolicy {

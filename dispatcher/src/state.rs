@@ -54,6 +54,9 @@ pub(crate) struct Settings {
     /// Past `memory_urls` queued URLs, each domain keeps `window` in memory.
     pub(crate) window: usize,
     pub(crate) memory_urls: usize,
+    /// A domain with nothing left is forgotten this long after its last
+    /// result (up to twice as long).
+    pub(crate) forget_idle_domains_ms: u64,
     pub(crate) breaker: BreakerConfig,
     /// How a URL whose hash was seen before is judged (see `crate::seen`).
     pub(crate) seen_check: SeenCheck,
@@ -181,7 +184,8 @@ impl<C> CrawlState<C> {
     pub(crate) fn new(settings: Settings, timing: TimingLog, now_ms: u64) -> Self {
         CrawlState {
             frontier: Frontier::new(settings.max_inflight_per_domain, settings.lease_ms, now_ms << 12)
-                .with_window(settings.window, settings.memory_urls),
+                .with_window(settings.window, settings.memory_urls)
+                .with_forgetting(settings.forget_idle_domains_ms),
             scope: settings.scope_to_seeds.then(HashSet::new),
             seen: SeenSet::new(settings.seen_check, settings.seen_recent_urls),
             breakers: Breakers::new(settings.breaker),
@@ -669,6 +673,7 @@ impl<C> CrawlState<C> {
         }
         self.frontier.release_blocked(now_ms);
         self.breakers.forget_idle(now_ms);
+        self.frontier.forget_idle(now_ms);
         self.read_queues(durable);
     }
 

@@ -120,7 +120,11 @@ pub struct Summary<'a> {
     pub pages_per_sec: f64,
     pub frontier_left: usize,
     pub seen_urls: usize,
+    /// Domains the frontier holds at the end: those with URLs queued or
+    /// out, or a result in the last minute or two (it forgets the rest).
     pub domains: usize,
+    /// Domains forgotten during the crawl, once each time.
+    pub domains_forgotten: u64,
     pub supervisors: usize,
     #[serde(flatten)]
     pub counts: &'a Counts,

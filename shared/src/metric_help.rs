@@ -58,6 +58,16 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Distinct URLs the frontier has seen (its duplicate filter), set once a second.",
     ),
     (
+        "crawler_frontier_domains",
+        Kind::Gauge,
+        "Domains the dispatcher holds: those with URLs queued or out, or a result in the last --forget-idle-domains-ms or two; set once a second.",
+    ),
+    (
+        "crawler_frontier_domains_forgotten_total",
+        Kind::Counter,
+        "Domains forgotten because nothing was left of them (met again, a domain starts afresh and counts again), set once a second.",
+    ),
+    (
         "crawler_frontier_seen_bytes",
         Kind::Gauge,
         "Heap bytes of the duplicate filter's URL hashes (about 6.4 a URL), set once a second.",

@@ -20,5 +20,6 @@ mod domain_connections_e2e;
 mod export_e2e;
 mod extract_scan;
 mod fault_e2e;
+mod forget_e2e;
 mod hostile_e2e;
 mod politeness_gap_e2e;

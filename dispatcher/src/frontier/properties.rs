@@ -206,6 +206,9 @@ impl Run {
                 self.now += u64::from(ms);
                 self.f.expire(self.now);
                 self.f.release_blocked(self.now);
+                // Domains with nothing left are forgotten (here at every
+                // tick, so that slots are reused often).
+                self.f.sweep();
             }
             Op::Renew(i) => {
                 if let Some(s) = self.pick_live(i) {
@@ -319,6 +322,18 @@ impl Run {
         for (i, d) in f.domains.iter().enumerate() {
             let n = f.leases.values().filter(|l| l.domain_id as usize == i).count();
             prop_assert_eq!(d.in_flight as usize, n, "in flight on {}", d.name);
+        }
+        // Every slot is a held domain, named in the index, or free.
+        for (name, id) in &f.domain_ids {
+            prop_assert_eq!(&f.domains[*id as usize].name, name);
+            prop_assert!(!f.free.contains(id), "{} held in a free slot", name);
+        }
+        prop_assert_eq!(f.domain_ids.len() + f.free.len(), f.domains.len());
+        for (s, sup) in f.sups.iter().enumerate() {
+            let owned = f.domains.iter().filter(|d| d.owner == Some(s)).count();
+            if sup.live {
+                prop_assert_eq!(sup.domains, owned, "domains of supervisor {}", s);
+            }
         }
         Ok(())
     }

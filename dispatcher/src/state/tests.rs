@@ -28,6 +28,7 @@ fn settings() -> Settings {
         lease_ms: LEASE_MS,
         window: 4,
         memory_urls: 1_000_000,
+        forget_idle_domains_ms: 60_000,
         breaker: BreakerConfig {
             // Only the halt rule, and only where a test asks for it.
             min_outcomes: usize::MAX,

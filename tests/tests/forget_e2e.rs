@@ -1,0 +1,139 @@
+//! Forgetting domains on real processes: a domain whose URLs are all done
+//! leaves the dispatcher's memory, and when a late page links to it again
+//! it is crawled afresh; nothing is fetched or stored twice.
+//!
+//! `late.test/slow` answers after [`SLOW`], linking to a page of
+//! `early.test` that nothing else links to. By then `early.test` (and the
+//! `bN.test` domains) have been done for longer than the forgetting period
+//! (`--forget-idle-domains-ms`, raised to the politeness gap plus 2 s).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::response::IntoResponse;
+use crawl_tests::harness::{all_pages, args, run_crawl, write_lines, ClusterSpec, StoreServer};
+
+/// How long `late.test/slow` takes: four forgetting periods of 2.5 s.
+const SLOW: Duration = Duration::from_secs(10);
+/// Fast domains besides `early.test`.
+const OTHERS: usize = 4;
+
+type Hits = Arc<Mutex<HashMap<String, usize>>>;
+
+/// Every host's `/` links to `/a` and `/b`; `late.test/` links to
+/// `/slow`, which links (late) to `early.test/again`. Counts requests by
+/// host and path (robots.txt left out: 404 everywhere).
+async fn serve(hits: Hits) -> u16 {
+    let app = axum::Router::new().fallback(move |headers: HeaderMap, uri: Uri| {
+        let hits = hits.clone();
+        async move {
+            let host = headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            let port = host.rsplit(':').next().unwrap_or_default().to_string();
+            let name = host.split(':').next().unwrap_or_default().to_string();
+            let html = [(header::CONTENT_TYPE, "text/html")];
+            if uri.path() == "/robots.txt" {
+                return (StatusCode::NOT_FOUND, html, String::new()).into_response();
+            }
+            if let Ok(mut h) = hits.lock() {
+                *h.entry(format!("{name}{}", uri.path())).or_default() += 1;
+            }
+            let links = match (name.as_str(), uri.path()) {
+                ("late.test", "/") => "<a href=\"/slow\">slow</a>".to_string(),
+                ("late.test", "/slow") => {
+                    tokio::time::sleep(SLOW).await;
+                    format!("<a href=\"http://early.test:{port}/again\">again</a>")
+                }
+                (_, "/") => "<a href=\"/a\">a</a><a href=\"/b\">b</a>".to_string(),
+                _ => String::new(),
+            };
+            (
+                StatusCode::OK,
+                html,
+                format!("<html><title>{name}</title>{links}</html>"),
+            )
+                .into_response()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_done_is_forgotten_and_crawled_afresh_when_met_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreServer::start().unwrap();
+    let hits: Hits = Arc::default();
+    let port = serve(hits.clone()).await;
+    let mut names: Vec<String> = (0..OTHERS).map(|i| format!("b{i}.test")).collect();
+    names.extend(["early.test".to_string(), "late.test".to_string()]);
+    let seeds: Vec<String> = names.iter().map(|n| format!("http://{n}:{port}/")).collect();
+    let seeds = write_lines(dir.path(), "seeds", &seeds).unwrap();
+    let hosts = write_lines(dir.path(), "hosts", &[format!("127.0.0.1 {}", names.join(" "))]).unwrap();
+    let mut spec = ClusterSpec::new(&store.uri, &seeds);
+    spec.hosts_file = Some(hosts);
+    spec.supervisors = 2;
+    spec.children = 1;
+    spec.dispatcher_args = args(&[
+        // Raised to the politeness gap (500 ms here) plus 2 s: 2.5 s.
+        "--forget-idle-domains-ms",
+        "1",
+        "--min-delay-ms",
+        "500",
+        "--max-crawl-delay-ms",
+        "500",
+        "--progress-secs",
+        "0",
+    ]);
+    let run = run_crawl(&spec, Duration::from_secs(120)).await.unwrap();
+    eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
+    assert!(run.dispatcher.success(), "{:?}", run.dispatcher);
+    assert_eq!(run.summary["frontier_left"], 0, "{}", run.summary);
+
+    // early.test and the bN.test were done long before the late link came.
+    let forgotten = run.summary["domains_forgotten"].as_u64().unwrap_or(0);
+    assert!(
+        forgotten >= 1 + OTHERS as u64,
+        "{forgotten} domains forgotten: {}",
+        run.summary
+    );
+
+    // Every page was fetched once, the late one included.
+    let hits = hits.lock().unwrap().clone();
+    let mut want: Vec<String> = names
+        .iter()
+        .filter(|n| *n != "late.test")
+        .flat_map(|n| [format!("{n}/"), format!("{n}/a"), format!("{n}/b")])
+        .collect();
+    want.extend([
+        "late.test/".into(),
+        "late.test/slow".into(),
+        "early.test/again".into(),
+    ]);
+    let mut got: Vec<String> = hits.keys().cloned().collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "pages fetched");
+    assert!(hits.values().all(|n| *n == 1), "a page fetched twice: {hits:?}");
+
+    // And stored once each.
+    let db = store.client().await.unwrap().database("crawler");
+    let pages = all_pages(&db, &Default::default()).await.unwrap();
+    let mut stored: Vec<&str> = pages.iter().map(|p| p.url.as_str()).collect();
+    stored.sort();
+    let before = stored.len();
+    stored.dedup();
+    assert_eq!(stored.len(), before, "a page stored twice");
+    assert_eq!(stored.len(), want.len(), "stored: {stored:?}");
+    assert!(
+        stored.contains(&format!("http://early.test:{port}/again").as_str()),
+        "the late link's page was not stored: {stored:?}"
+    );
+}
