@@ -95,6 +95,9 @@ def main():
     ap.add_argument("--supervisors", type=int, default=50)
     ap.add_argument("--domains", type=int, default=10_000)
     ap.add_argument("--links", type=int, default=20, help="links per result")
+    ap.add_argument("--urls-per-domain", type=int, default=0,
+                    help="new URL n goes to domain n / K: a stream of domains, each linked K times "
+                         "and never again (the long tail of a real crawl; the crawl's scope is then any)")
     ap.add_argument("--dispatcher-arg", action="append", default=[], help="extra dispatcher flag")
     ap.add_argument("--startup-limit", type=float, default=600,
                     help="stop waiting for the restarted dispatcher after this many seconds")
@@ -125,6 +128,8 @@ def main():
                    "--min-supervisors", str(args.supervisors), "--max-pages", str(max_pages),
                    "--max-depth", "1000", "--progress-secs", "10", "--monitor-secs", "0",
                    "--summary-file", os.path.join(work, f"{log}.summary.json")] + args.dispatcher_arg
+            if args.urls_per_domain:
+                cmd += ["--scope", "any"]
             p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, f"{log}.log"), "w"), env=env)
             procs.append(p)
             return p, port, f"127.0.0.1:{debug_port}"
@@ -147,11 +152,12 @@ def main():
                 time.sleep(0.1)
             load = subprocess.Popen([os.path.join(BIN, "dispatcher_load"), "--dispatcher", f"tcp://127.0.0.1:{port}",
                                      "--supervisors", str(args.supervisors), "--domains", str(args.domains),
-                                     "--links", str(args.links), "--urls", str(args.urls)],
+                                     "--links", str(args.links), "--urls", str(args.urls),
+                                     "--urls-per-domain", str(args.urls_per_domain)],
                                     stdout=subprocess.PIPE, stderr=open(os.path.join(work, "load.log"), "w"), env=env, text=True)
             procs.append(load)
             store_cpu0, others = cpu_secs(store_pid) or 0.0, {}
-            marks, marginal, samples, peak, cpu = {}, {}, [], 0, 0.0
+            marks, marginal, samples, peak, cpu, peak_domains = {}, {}, [], 0, 0.0, 0
             next_mark, last_mark = 10_000, None
             t0 = time.time()
             while d.poll() is None:
@@ -168,6 +174,7 @@ def main():
                         last_mark = (rss, seen)
                         next_mark *= 10
                 cpu = c if c is not None else cpu
+                peak_domains = max(peak_domains, gauge(debug, "crawler_frontier_domains") or 0)
                 for name, pid in (("store", store_pid), ("load", load.pid)):
                     c = cpu_secs(pid)
                     others[name] = c if c is not None else others.get(name, 0.0)
@@ -185,9 +192,14 @@ def main():
             result["store_cpu_secs"] = round(others.get("store", store_cpu0) - store_cpu0, 1)
             result["load_cpu_secs"] = round(others.get("load", 0.0), 1)
             try:
-                known = json.load(open(os.path.join(work, "crawl.summary.json")))["seen_urls"]
-            except (OSError, ValueError, KeyError):
-                known = samples[-1][2] if samples else 0
+                summary = json.load(open(os.path.join(work, "crawl.summary.json")))
+            except (OSError, ValueError):
+                summary = {}
+            known = summary.get("seen_urls") or (samples[-1][2] if samples else 0)
+            # Domains held in memory at most (sampled), and forgotten once
+            # nothing was left of them (`--forget-idle-domains-ms`).
+            result["domains_held_peak"] = int(peak_domains)
+            result["domains_forgotten"] = summary.get("domains_forgotten")
             if samples and known:
                 # The last RSS sample against the summary's count (the gauge is
                 # set once a second and may lag).
@@ -225,6 +237,7 @@ def main():
             load = subprocess.Popen([os.path.join(BIN, "dispatcher_load"), "--dispatcher", f"tcp://127.0.0.1:{port}",
                                      "--supervisors", str(args.supervisors), "--domains", str(args.domains),
                                      "--links", str(args.links), "--urls", str(args.after_restart),
+                                     "--urls-per-domain", str(args.urls_per_domain),
                                      "--max-secs", str(int(args.startup_limit))],
                                     stdout=subprocess.PIPE, stderr=open(os.path.join(work, "restart-load.log"), "w"),
                                     env=env, text=True)

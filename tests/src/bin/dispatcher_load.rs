@@ -53,6 +53,12 @@ struct Args {
     /// Domains the new URLs are spread over: `http://d<i>.test/`.
     #[arg(long, default_value_t = 10_000)]
     domains: u64,
+    /// With K > 0, new URL n goes to domain `d<n / K>` instead: a stream
+    /// of domains, each linked K times and then never again, like the
+    /// long tail of domains a real crawl meets. The dispatcher then needs
+    /// `--scope any`.
+    #[arg(long, default_value_t = 0)]
+    urls_per_domain: u64,
     /// Leave (Bye) once this many results are sent over all fake
     /// supervisors, the dispatcher's `--max-pages` (0: only on its Stop).
     #[arg(long, default_value_t = 0)]
@@ -198,7 +204,11 @@ fn answer(w: WorkItem, args: &Args, totals: &Totals, rng: &mut Rng) -> CrawlResu
             } else {
                 totals.next_url.fetch_add(1, Ordering::Relaxed)
             };
-            format!("http://d{}.test/p{n}", n % domains)
+            let domain = match args.urls_per_domain {
+                0 => n % domains,
+                k => n / k,
+            };
+            format!("http://d{domain}.test/p{n}")
         })
         .collect();
     CrawlResult {
