@@ -29,6 +29,8 @@ use std::collections::{HashMap, VecDeque};
 
 use shared::protocol::WorkItem;
 
+use index::DomainIndex;
+
 pub type SupId = usize;
 
 struct Queued {
@@ -216,7 +218,7 @@ struct Sup {
 pub struct Frontier {
     /// By id; the slots of forgotten domains (see `forget`) are in `free`.
     domains: Vec<DomainQ>,
-    domain_ids: HashMap<String, u32>,
+    domain_ids: DomainIndex,
     free: Vec<u32>,
     /// When `forget::forget_idle` next sweeps (Unix ms), and how often.
     next_forget_ms: u64,
@@ -255,7 +257,7 @@ impl Frontier {
     pub fn new(max_inflight_per_domain: u32, lease_ms: u64, first_lease: u64) -> Frontier {
         Frontier {
             domains: Vec::new(),
-            domain_ids: HashMap::new(),
+            domain_ids: DomainIndex::new(),
             free: Vec::new(),
             next_forget_ms: 0,
             forget_every_ms: forget::DEFAULT_EVERY_MS,
@@ -379,7 +381,7 @@ impl Frontier {
     /// window read: on nx-27017 a collection scan each, which held the
     /// resumed crawl to a few hundred URLs a second.
     pub fn confirmed(&mut self, url: String, domain: &str, depth: u16, seq: i64, new: bool, now_ms: u64) {
-        let Some(&id) = self.domain_ids.get(domain) else {
+        let Some(id) = self.domain_ids.get(domain, &self.domains) else {
             return;
         };
         let d = &mut self.domains[id as usize];
@@ -627,7 +629,7 @@ impl Frontier {
 
     /// Lets a halted domain crawl again; false if it was not halted.
     pub fn unhalt(&mut self, domain: &str) -> bool {
-        let Some(&id) = self.domain_ids.get(domain) else {
+        let Some(id) = self.domain_ids.get(domain, &self.domains) else {
             return false;
         };
         if self.domains[id as usize].blocked_until != HALTED {
@@ -675,7 +677,13 @@ impl Frontier {
     /// [`Frontier::push`], noting the time (Unix ms) for `queue_wait`.
     pub fn push_at(&mut self, url: String, domain: &str, depth: u16, now_ms: u64) {
         let id = self.domain_id(domain);
-        self.domains[id as usize].queue.push_back(Queued {
+        let queue = &mut self.domains[id as usize].queue;
+        if queue.capacity() == 0 {
+            // Room for one: many domains never queue a second URL, and a
+            // first push would make room for four (160 bytes).
+            queue.reserve_exact(1);
+        }
+        queue.push_back(Queued {
             url,
             depth,
             queued_ms: now_ms,
@@ -686,8 +694,8 @@ impl Frontier {
     }
 
     fn domain_id(&mut self, domain: &str) -> u32 {
-        if let Some(id) = self.domain_ids.get(domain) {
-            return *id;
+        if let Some(id) = self.domain_ids.get(domain, &self.domains) {
+            return id;
         }
         let id = match self.free.pop() {
             Some(id) => {
@@ -699,7 +707,7 @@ impl Frontier {
                 (self.domains.len() - 1) as u32
             }
         };
-        self.domain_ids.insert(domain.to_string(), id);
+        self.domain_ids.insert(id, &self.domains);
         id
     }
 
@@ -944,7 +952,7 @@ impl Frontier {
                 Some(_) => report.refused += 1,
                 None => {
                     let domain = shared::urls::parse(&item.url).map(|u| shared::urls::domain_of(&u));
-                    let id = domain.ok().and_then(|d| self.domain_ids.get(&d).copied());
+                    let id = domain.ok().and_then(|d| self.domain_ids.get(&d, &self.domains));
                     // Lease ids near the top could overflow `next_lease`.
                     match id {
                         Some(id) if item.lease < u64::MAX / 2 => {
@@ -1005,7 +1013,7 @@ impl Frontier {
         let n = found.len();
         for (lease, u) in found {
             let domain = shared::urls::parse(&u.url).map(|p| shared::urls::domain_of(&p));
-            let id = domain.ok().and_then(|d| self.domain_ids.get(&d).copied());
+            let id = domain.ok().and_then(|d| self.domain_ids.get(&d, &self.domains));
             let Some(id) = id.filter(|_| live && !self.leases.contains_key(&lease) && lease < u64::MAX / 2)
             else {
                 report.refused += 1;
@@ -1146,6 +1154,7 @@ impl Frontier {
 }
 
 mod forget;
+mod index;
 #[cfg(test)]
 mod properties;
 #[cfg(test)]

@@ -77,8 +77,8 @@ impl Frontier {
             d.recent = false;
         }
         for &id in &gone {
+            self.domain_ids.remove(id, &self.domains);
             let d = std::mem::replace(&mut self.domains[id as usize], DomainQ::new(""));
-            self.domain_ids.remove(&d.name);
             if let Some(s) = d.owner.and_then(|s| self.sups.get_mut(s)) {
                 s.domains = s.domains.saturating_sub(1);
             }
@@ -90,9 +90,7 @@ impl Frontier {
         if !gone.is_empty() && !self.unassigned.is_empty() {
             self.unassigned.retain(|id| gone.binary_search(id).is_err());
         }
-        if self.domain_ids.capacity() > 4 * self.domain_ids.len() + 64 {
-            self.domain_ids.shrink_to_fit();
-        }
+        self.domain_ids.shrink(&self.domains);
         gone.len()
     }
 }

@@ -324,9 +324,10 @@ impl Run {
             prop_assert_eq!(d.in_flight as usize, n, "in flight on {}", d.name);
         }
         // Every slot is a held domain, named in the index, or free.
-        for (name, id) in &f.domain_ids {
-            prop_assert_eq!(&f.domains[*id as usize].name, name);
-            prop_assert!(!f.free.contains(id), "{} held in a free slot", name);
+        for id in f.domain_ids.ids() {
+            let name = &f.domains[id as usize].name;
+            prop_assert_eq!(f.domain_ids.get(name, &f.domains), Some(id));
+            prop_assert!(!f.free.contains(&id), "{} held in a free slot", name);
         }
         prop_assert_eq!(f.domain_ids.len() + f.free.len(), f.domains.len());
         for (s, sup) in f.sups.iter().enumerate() {
