@@ -1,5 +1,6 @@
 //! Test support: the synthetic web and a harness that runs the real crawler.
 
 pub mod harness;
+pub mod host_server;
 pub mod verify;
 pub mod web;

@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{header, HeaderMap, StatusCode, Uri};
-use axum::response::IntoResponse;
+use axum::http::StatusCode;
 use bson::doc;
 use crawl_tests::harness::{
     all_docs, all_pages, args, crawl_coll, run_crawl, write_lines, ClusterSpec, StoreServer,
 };
+use crawl_tests::host_server::{self, Asked};
 
 const PAGES: usize = 40;
 const HALT_AFTER: usize = 5;
@@ -19,25 +19,13 @@ const HALT_AFTER: usize = 5;
 /// `fine.test` answers everything; `broken.test` answers its home page and
 /// then 500 for every page it links to. Counts requests to `broken.test`.
 async fn serve(broken_hits: Arc<AtomicUsize>) -> u16 {
-    let app = axum::Router::new().fallback(move |headers: HeaderMap, uri: Uri| {
+    host_server::serve(move |asked: Asked| {
         let hits = broken_hits.clone();
         async move {
-            let host = headers
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or_default()
-                .split(':')
-                .next()
-                .unwrap_or_default()
-                .to_string();
-            let html = [(header::CONTENT_TYPE, "text/html")];
-            if uri.path() == "/robots.txt" {
-                return (StatusCode::NOT_FOUND, html, String::new()).into_response();
-            }
-            if host == "broken.test" {
+            if asked.host == "broken.test" {
                 hits.fetch_add(1, Ordering::SeqCst);
-                if uri.path() != "/" {
-                    return (StatusCode::INTERNAL_SERVER_ERROR, html, "oops".to_string()).into_response();
+                if asked.path != "/" {
+                    return (StatusCode::INTERNAL_SERVER_ERROR, "oops".to_string());
                 }
             }
             let links: String = (0..PAGES)
@@ -45,16 +33,12 @@ async fn serve(broken_hits: Arc<AtomicUsize>) -> u16 {
                 .collect();
             (
                 StatusCode::OK,
-                html,
-                format!("<html><title>{host}</title>{links}</html>"),
+                format!("<html><title>{}</title>{links}</html>", asked.host),
             )
-                .into_response()
         }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    port
+    })
+    .await
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

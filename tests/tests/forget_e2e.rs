@@ -11,9 +11,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::http::{header, HeaderMap, StatusCode, Uri};
-use axum::response::IntoResponse;
+use axum::http::StatusCode;
 use crawl_tests::harness::{all_pages, args, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::host_server::{self, Asked};
 
 /// How long `late.test/slow` takes: four forgetting periods of 2.5 s.
 const SLOW: Duration = Duration::from_secs(10);
@@ -28,24 +28,14 @@ type Hits = Arc<Mutex<HashMap<String, usize>>>;
 /// `/slow`, which links (late) to `early.test/again`. Counts requests by
 /// host and path (robots.txt left out: 404 everywhere).
 async fn serve(hits: Hits) -> u16 {
-    let app = axum::Router::new().fallback(move |headers: HeaderMap, uri: Uri| {
+    host_server::serve(move |asked: Asked| {
         let hits = hits.clone();
         async move {
-            let host = headers
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or_default()
-                .to_string();
-            let port = host.rsplit(':').next().unwrap_or_default().to_string();
-            let name = host.split(':').next().unwrap_or_default().to_string();
-            let html = [(header::CONTENT_TYPE, "text/html")];
-            if uri.path() == "/robots.txt" {
-                return (StatusCode::NOT_FOUND, html, String::new()).into_response();
-            }
+            let Asked { host, port, path } = asked;
             if let Ok(mut h) = hits.lock() {
-                *h.entry(format!("{name}{}", uri.path())).or_default() += 1;
+                *h.entry(format!("{host}{path}")).or_default() += 1;
             }
-            let links = match (name.as_str(), uri.path()) {
+            let links = match (host.as_str(), path.as_str()) {
                 ("late.test", "/") => "<a href=\"/slow\">slow</a>".to_string(),
                 ("late.test", "/slow") => {
                     tokio::time::sleep(SLOW).await;
@@ -56,16 +46,12 @@ async fn serve(hits: Hits) -> u16 {
             };
             (
                 StatusCode::OK,
-                html,
-                format!("<html><title>{name}</title>{links}</html>"),
+                format!("<html><title>{host}</title>{links}</html>"),
             )
-                .into_response()
         }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    port
+    })
+    .await
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
