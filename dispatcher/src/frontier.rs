@@ -30,6 +30,7 @@ use std::collections::{HashMap, VecDeque};
 use shared::protocol::WorkItem;
 
 use index::DomainIndex;
+use seqs::Seqs;
 
 pub type SupId = usize;
 
@@ -41,7 +42,7 @@ struct Queued {
 }
 
 struct DomainQ {
-    name: String,
+    name: Box<str>,
     /// The window: the domain's next URLs, in memory.
     queue: VecDeque<Queued>,
     /// Queued URLs of this domain that are only in the store: those with
@@ -55,11 +56,11 @@ struct DomainQ {
     refill: RefillState,
     /// `seq`s above `cursor` adopted straight from the store: a later read
     /// skips them (they are out on a lease already).
-    taken: Vec<i64>,
+    taken: Seqs,
     /// `seq`s inserted for URLs the seen-set was unsure of, until the
     /// frontier writer says whether the store took them (see
     /// [`Frontier::admit_unverified`]): a read that returns one skips it.
-    unverified: Vec<i64>,
+    unverified: Seqs,
     in_flight: u32,
     owner: Option<SupId>,
     /// Whether the domain sits in its owner's ready ring.
@@ -74,14 +75,14 @@ struct DomainQ {
 impl DomainQ {
     fn new(name: &str) -> DomainQ {
         DomainQ {
-            name: name.to_string(),
+            name: name.into(),
             queue: VecDeque::new(),
             spilled: 0,
             cursor: 0,
             last_seq: 0,
             refill: RefillState::Idle,
-            taken: Vec::new(),
-            unverified: Vec::new(),
+            taken: Seqs::default(),
+            unverified: Seqs::default(),
             in_flight: 0,
             owner: None,
             in_ready: false,
@@ -385,10 +386,9 @@ impl Frontier {
             return;
         };
         let d = &mut self.domains[id as usize];
-        let Some(i) = d.unverified.iter().position(|s| *s == seq) else {
+        if !d.unverified.remove(seq) {
             return;
-        };
-        d.unverified.swap_remove(i);
+        }
         self.unconfirmed -= 1;
         if !new {
             return;
@@ -530,7 +530,7 @@ impl Frontier {
             }
             d.refill = RefillState::Reading;
             out.push(Refill {
-                domain: d.name.clone(),
+                domain: d.name.to_string(),
                 after: d.cursor,
                 upto,
                 limit: window.saturating_sub(d.queue.len()).max(1),
@@ -548,7 +548,7 @@ impl Frontier {
         let Some(d) = self.domains.get_mut(r.id as usize) else {
             return 0;
         };
-        if d.refill != RefillState::Reading || d.name != r.domain {
+        if d.refill != RefillState::Reading || *d.name != *r.domain {
             return 0;
         }
         d.refill = RefillState::Idle;
@@ -558,13 +558,12 @@ impl Frontier {
             if u.seq <= d.cursor || u.seq > r.upto {
                 continue;
             }
-            if let Some(i) = d.taken.iter().position(|s| *s == u.seq) {
-                d.taken.swap_remove(i);
+            if d.taken.remove(u.seq) {
                 d.cursor = u.seq;
                 continue;
             }
             // Not confirmed yet: `confirmed` places it.
-            if d.spilled == 0 || d.unverified.contains(&u.seq) {
+            if d.spilled == 0 || d.unverified.contains(u.seq) {
                 continue;
             }
             d.cursor = u.seq;
@@ -591,7 +590,7 @@ impl Frontier {
         }
         // Adopted URLs the reads went past (finished meanwhile).
         let cursor = d.cursor;
-        d.taken.retain(|s| *s > cursor);
+        d.taken.keep_above(cursor);
         self.make_ready(r.id);
         self.want_refill(r.id);
         missing
@@ -661,9 +660,9 @@ impl Frontier {
         for id in &self.blocked {
             let d = &self.domains[*id as usize];
             if d.blocked_until == HALTED {
-                halted.push(d.name.as_str());
+                halted.push(&*d.name);
             } else {
-                paused.push(d.name.as_str());
+                paused.push(&*d.name);
             }
         }
         (paused, halted)
@@ -851,7 +850,7 @@ impl Frontier {
                 lease_expires_ms: expires_ms,
                 leased_ms: now_ms,
                 url: q.url.clone(),
-                domain: d.name.clone(),
+                domain: d.name.to_string(),
                 depth: q.depth,
             });
             self.leases.insert(
@@ -900,7 +899,7 @@ impl Frontier {
         let d = &mut self.domains[l.domain_id as usize];
         d.in_flight = d.in_flight.saturating_sub(1);
         d.recent = true;
-        let domain = d.name.clone();
+        let domain = d.name.to_string();
         self.make_ready(l.domain_id);
         Ok(Leased {
             url: l.url,
@@ -1020,7 +1019,7 @@ impl Frontier {
                 continue;
             };
             let d = &mut self.domains[id as usize];
-            let depth = if u.seq > d.cursor && d.spilled > 0 && !d.taken.contains(&u.seq) {
+            let depth = if u.seq > d.cursor && d.spilled > 0 && !d.taken.contains(u.seq) {
                 // Still only in the store: a later read skips it.
                 d.taken.push(u.seq);
                 d.spilled -= 1;
@@ -1157,6 +1156,7 @@ mod forget;
 mod index;
 #[cfg(test)]
 mod properties;
+mod seqs;
 #[cfg(test)]
 mod window_tests;
 
@@ -1168,6 +1168,18 @@ mod tests {
         let mut f = Frontier::new(2, 1000, 1);
         f.start_assigning();
         f
+    }
+
+    /// The record every domain held costs (a `Vec` slot, besides its
+    /// name and its window): 160 bytes before `Seqs` and `Box<str>`.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_domain_record_stays_small() {
+        assert!(
+            std::mem::size_of::<DomainQ>() <= 120,
+            "{}",
+            std::mem::size_of::<DomainQ>()
+        );
     }
 
     #[test]

@@ -35,7 +35,7 @@ impl DomainIndex {
     /// The id of the domain named `name`.
     pub(super) fn get(&self, name: &str, domains: &[DomainQ]) -> Option<u32> {
         self.table
-            .find(self.hash(name), |&id| domains[id as usize].name == name)
+            .find(self.hash(name), |&id| &*domains[id as usize].name == name)
             .copied()
     }
 

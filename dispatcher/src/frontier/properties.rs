@@ -128,7 +128,7 @@ impl Run {
                 lease_expires_ms: l.expires_ms,
                 leased_ms: 0,
                 url: l.url.clone(),
-                domain: self.f.domains[l.domain_id as usize].name.clone(),
+                domain: self.f.domains[l.domain_id as usize].name.to_string(),
                 depth: l.depth,
             })
             .collect()
