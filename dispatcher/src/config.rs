@@ -254,6 +254,20 @@ mod tests {
     }
 
     #[test]
+    fn a_domain_is_never_forgotten_sooner_than_its_pace_allows() {
+        let ms = |list: &[&str]| parse(argv(list)).expect("parses").args.forget_idle_domains_ms();
+        // The default is above the 30 s Crawl-delay cap plus 2 s.
+        assert_eq!(ms(&[]), 60_000);
+        let low = ["--forget-idle-domains-ms", "1", "--max-crawl-delay-ms", "0"];
+        assert_eq!(ms(&[&low[..], &["--min-delay-ms", "500"]].concat()), 2_500);
+        assert_eq!(ms(&["--max-crawl-delay-ms", "120000"]), 122_000);
+        let rps = |r: &'static str| [&low[..], &["--min-delay-ms", "0", "--max-domain-rps", r]].concat();
+        assert_eq!(ms(&rps("0.01")), 102_000);
+        // A rate near zero waits an hour at most, as the children do.
+        assert_eq!(ms(&rps("1e-12")), 3_602_000);
+    }
+
+    #[test]
     fn every_flag_has_an_environment_variable_and_secrets_are_hidden() {
         let cmd = command();
         for arg in cmd.get_arguments() {
