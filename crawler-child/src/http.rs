@@ -127,7 +127,7 @@ impl Http {
             allow_private_networks: policy.allow_private_networks,
         };
         let resolver = Resolver::new(overrides, addresses);
-        let client = reqwest::Client::builder()
+        let client = shared::http_client::builder()
             .user_agent(policy.user_agent.clone())
             .redirect(Policy::none())
             .connect_timeout(Duration::from_millis(policy.connect_timeout_ms))

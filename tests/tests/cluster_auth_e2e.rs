@@ -270,7 +270,7 @@ async fn only_holders_of_the_secret_join_and_only_their_own_leases_count() {
     let secret = ClusterKey::from_secret(spec.cluster_secret.as_bytes()).unwrap();
     let crawl = spawn_crawl(&spec).await.unwrap();
     let endpoint = crawl.endpoint().to_string();
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = shared::http_client::builder().no_proxy().build().unwrap();
     let base = format!("http://{debug}");
 
     // Rogues. A wrong secret, and the public key of --insecure-cluster.

@@ -36,7 +36,7 @@ fn web_spec() -> WebSpec {
 const MIN_DELAY_MS: &str = "10";
 
 fn http_client() -> reqwest::Client {
-    reqwest::Client::builder()
+    shared::http_client::builder()
         .no_proxy()
         .connect_timeout(Duration::from_secs(5))
         .build()

@@ -238,7 +238,7 @@ async fn chaos_kills_lose_nothing_and_store_nothing_twice() {
         "web too small: {}",
         expected.pages.len()
     );
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = shared::http_client::builder().no_proxy().build().unwrap();
     let mut crawl = spawn_crawl(&spec).await.unwrap();
     let started = Instant::now();
     assert!(

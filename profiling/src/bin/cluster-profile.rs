@@ -124,7 +124,7 @@ async fn main() -> ExitCode {
 
 async fn run(args: Args) -> anyhow::Result<()> {
     let token = args.token.clone().filter(|t| !t.is_empty());
-    let client = reqwest::Client::builder()
+    let client = shared::http_client::builder()
         // Debug endpoints are cluster-internal; never send profiles through a proxy.
         .no_proxy()
         .connect_timeout(CONNECT_TIMEOUT)
