@@ -24,13 +24,21 @@
 //! Why a budget and not only windows: every read is a store query, cheap
 //! on mongod (one index range) but 20–150 ms of nx-27017's one thread. A
 //! crawl whose queues fit in memory makes no reads at all.
+//!
+//! This file holds admission, ownership and leases. Beside it: `window`
+//! (the windows and their reads), `adopt` (leases a rejoining supervisor
+//! still holds), `forget` (domains with nothing left), `index` (domain
+//! name to id) and `seqs` (a domain's adopted and unconfirmed `seq`s).
 
 use std::collections::{HashMap, VecDeque};
 
 use shared::protocol::WorkItem;
 
+pub use adopt::Adoption;
 use index::DomainIndex;
 use seqs::Seqs;
+use window::RefillState;
+pub use window::{ReadPage, Refill, Stored};
 
 pub type SupId = usize;
 
@@ -95,75 +103,6 @@ impl DomainQ {
 /// `blocked_until` of a halted domain.
 const HALTED: u64 = u64::MAX;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RefillState {
-    Idle,
-    /// In `Frontier::wanted`.
-    Wanted,
-    /// Handed out by [`Frontier::refills`], not answered yet.
-    Reading,
-}
-
-/// A read the shell should do: the queued URLs of `domain` with a `seq`
-/// in `(after, upto]`, in `seq` order, at most `limit` of them. Every URL
-/// admitted up to `upto` is already written (`upto` is at most the
-/// writer's durable `seq`), so a short answer means there are no more.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refill {
-    pub domain: String,
-    pub after: i64,
-    pub upto: i64,
-    pub limit: usize,
-    id: u32,
-}
-
-impl Refill {
-    /// A refill as [`Frontier::refills`] would ask for it (the domain's id
-    /// is not looked at outside the frontier).
-    #[cfg(test)]
-    pub fn for_test(domain: &str, after: i64, upto: i64, limit: usize) -> Refill {
-        Refill {
-            domain: domain.to_string(),
-            after,
-            upto,
-            limit,
-            id: 0,
-        }
-    }
-}
-
-/// One URL of a refill's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stored {
-    pub url: String,
-    pub depth: u16,
-    pub seq: i64,
-}
-
-/// The store's answer to a [`Refill`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReadPage {
-    /// The URLs read, in `seq` order (malformed documents left out).
-    pub urls: Vec<Stored>,
-    /// The store returned `limit` documents: more may follow.
-    pub full: bool,
-    /// The highest `seq` among the documents returned, malformed ones
-    /// included: the queue goes on after it.
-    pub last_seq: i64,
-}
-
-impl ReadPage {
-    /// A page of well-formed URLs, as a store returns `limit` at most.
-    #[cfg(test)]
-    pub fn of(urls: Vec<Stored>, limit: usize) -> ReadPage {
-        ReadPage {
-            full: urls.len() >= limit,
-            last_seq: urls.iter().map(|u| u.seq).max().unwrap_or(0),
-            urls,
-        }
-    }
-}
-
 /// A URL out at a supervisor.
 pub struct Lease {
     pub url: String,
@@ -192,18 +131,6 @@ pub enum LeaseRefusal {
     /// a restart whose lease id was issued again (lease ids start from the
     /// clock, which can go back), or a peer that lies.
     OtherUrl,
-}
-
-/// What [`Frontier::adopt`] did with a supervisor's held URLs.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Adoption {
-    pub adopted: usize,
-    pub refused: usize,
-    /// Held URLs that may be queued in the store beyond their domain's
-    /// window: the shell looks them up and hands what it finds to
-    /// [`Frontier::adopt_stored`].
-    /// (lease id, URL).
-    pub look_up: Vec<(u64, String)>,
 }
 
 struct Sup {
@@ -279,16 +206,6 @@ impl Frontier {
             resumed_upto: 0,
             unconfirmed: 0,
         }
-    }
-
-    /// Keeps at most `window` URLs of a domain in memory (at least twice
-    /// the per-domain in-flight maximum, so a window never starves a
-    /// domain that could be crawled faster) once `budget` URLs are queued
-    /// in memory. Unbounded unless set.
-    pub fn with_window(mut self, window: usize, budget: usize) -> Frontier {
-        self.window = window.max(2 * self.max_inflight_per_domain as usize);
-        self.budget = budget;
-        self
     }
 
     pub fn queued(&self) -> usize {
@@ -410,201 +327,6 @@ impl Frontier {
         self.queued += 1;
         self.ensure_owner(id);
         self.want_refill(id);
-    }
-
-    /// A URL found queued in the store at start-up, by a read that
-    /// returns every document (in any order): kept in memory while the
-    /// budget allows, and always when its domain's window already holds
-    /// later URLs (it must not fall behind the cursor); otherwise counted,
-    /// and read in with its domain's window.
-    pub fn resume_queued(&mut self, url: String, domain: &str, depth: u16, seq: i64) {
-        let id = self.domain_id(domain);
-        let room = self.queued - self.spilled_total < self.budget;
-        let d = &mut self.domains[id as usize];
-        if seq <= d.cursor || (d.spilled == 0 && room) {
-            d.cursor = d.cursor.max(seq);
-            d.last_seq = d.last_seq.max(seq);
-            self.resumed_upto = self.resumed_upto.max(seq);
-            self.push(url, domain, depth);
-        } else {
-            self.resume_stored(domain, seq);
-        }
-    }
-
-    /// Whether a new URL of domain `id` goes into its window rather than
-    /// the store: none of the domain's URLs waits in the store, and memory
-    /// is under the budget or the window has room (for [`Frontier::admit`]
-    /// and [`Frontier::confirmed`]).
-    fn window_takes(&self, id: u32) -> bool {
-        let short = self.queued - self.spilled_total >= self.budget;
-        let d = &self.domains[id as usize];
-        d.spilled == 0 && (!short || d.queue.len() < self.window_now())
-    }
-
-    /// The window a domain keeps once memory is at the budget: `window`,
-    /// or the budget's share of each known domain if that is smaller
-    /// (10,000 domains' windows of 256 held 2.56 million URLs, whatever
-    /// the budget), but never under twice the per-domain in-flight
-    /// maximum, so that a window never starves its domain. The share only
-    /// shrinks as domains are met; a window already fuller just drains.
-    fn window_now(&self) -> usize {
-        if self.window == usize::MAX {
-            // No window set: memory is not bounded.
-            return usize::MAX;
-        }
-        let share = self.budget / self.domain_ids.len().max(1);
-        let floor = 2 * self.max_inflight_per_domain as usize;
-        self.window.min(share.max(floor))
-    }
-
-    /// Whether `n` more URLs fit in memory beside those queued there now.
-    pub fn fits(&self, n: u64) -> bool {
-        let held = self.queued.saturating_sub(self.spilled_total) as u64;
-        held.saturating_add(n) <= self.budget as u64
-    }
-
-    /// A URL found queued in the store at start-up: counted, and read in
-    /// with its domain's window.
-    pub fn resume_stored(&mut self, domain: &str, seq: i64) {
-        let id = self.domain_id(domain);
-        self.spill(id, 1, seq);
-    }
-
-    /// A domain's whole stored queue at start-up, `count` URLs from
-    /// `first_seq` to `last_seq` (`crate::resume`): counted, and read in
-    /// window by window from `first_seq` on, past the domain's finished
-    /// entries.
-    pub fn resume_spilled(&mut self, domain: &str, count: u64, first_seq: i64, last_seq: i64) {
-        if count == 0 {
-            return;
-        }
-        let id = self.domain_id(domain);
-        let d = &mut self.domains[id as usize];
-        if d.spilled == 0 && d.queue.is_empty() {
-            d.cursor = d.cursor.max(first_seq.saturating_sub(1));
-        }
-        self.spill(id, count, last_seq);
-    }
-
-    fn spill(&mut self, id: u32, count: u64, last_seq: i64) {
-        let n = usize::try_from(count).unwrap_or(usize::MAX);
-        let d = &mut self.domains[id as usize];
-        d.last_seq = d.last_seq.max(last_seq);
-        d.spilled = d.spilled.saturating_add(count);
-        self.spilled_total = self.spilled_total.saturating_add(n);
-        self.queued = self.queued.saturating_add(n);
-        self.resumed_upto = self.resumed_upto.max(last_seq);
-        self.ensure_owner(id);
-        self.want_refill(id);
-    }
-
-    fn want_refill(&mut self, id: u32) {
-        let low = self.window_now() / 2;
-        let d = &mut self.domains[id as usize];
-        if d.spilled > 0 && d.refill == RefillState::Idle && d.queue.len() <= low {
-            d.refill = RefillState::Wanted;
-            self.wanted.push_back(id);
-        }
-    }
-
-    /// Up to `max` reads of domains' next URLs to do now. `durable`: the
-    /// highest `seq` such that every URL this process admitted up to it is
-    /// written; a domain whose next URLs are not written yet waits for a
-    /// later call.
-    pub fn refills(&mut self, durable: i64, max: usize) -> Vec<Refill> {
-        let durable = durable.max(self.resumed_upto);
-        let mut out = Vec::new();
-        let mut later = Vec::new();
-        let window = self.window_now();
-        while out.len() < max {
-            let Some(id) = self.wanted.pop_front() else { break };
-            let d = &mut self.domains[id as usize];
-            if d.spilled == 0 {
-                d.refill = RefillState::Idle;
-                continue;
-            }
-            let upto = durable.min(d.last_seq);
-            if upto <= d.cursor {
-                later.push(id);
-                continue;
-            }
-            d.refill = RefillState::Reading;
-            out.push(Refill {
-                domain: d.name.to_string(),
-                after: d.cursor,
-                upto,
-                limit: window.saturating_sub(d.queue.len()).max(1),
-                id,
-            });
-        }
-        self.wanted.extend(later);
-        out
-    }
-
-    /// The answer to `r`, in `seq` order. Returns how many URLs the domain
-    /// was thought to hold in the store that are not there (a write the
-    /// store refused): they are no longer counted as queued.
-    pub fn refilled(&mut self, r: &Refill, page: ReadPage) -> u64 {
-        let Some(d) = self.domains.get_mut(r.id as usize) else {
-            return 0;
-        };
-        if d.refill != RefillState::Reading || *d.name != *r.domain {
-            return 0;
-        }
-        d.refill = RefillState::Idle;
-        for u in page.urls {
-            // Only what the read asked for, once: a store that answers
-            // more, or out of order, cannot queue a URL twice.
-            if u.seq <= d.cursor || u.seq > r.upto {
-                continue;
-            }
-            if d.taken.remove(u.seq) {
-                d.cursor = u.seq;
-                continue;
-            }
-            // Not confirmed yet: `confirmed` places it.
-            if d.spilled == 0 || d.unverified.contains(u.seq) {
-                continue;
-            }
-            d.cursor = u.seq;
-            d.spilled -= 1;
-            self.spilled_total -= 1;
-            d.queue.push_back(Queued {
-                url: u.url,
-                depth: u.depth,
-                queued_ms: 0,
-            });
-        }
-        let mut missing = 0;
-        if page.full {
-            // Past malformed documents too: they would be read again and again.
-            d.cursor = d.cursor.max(page.last_seq.min(r.upto));
-        } else {
-            // Nothing more is queued up to `upto`.
-            d.cursor = d.cursor.max(r.upto);
-        }
-        if !page.full && r.upto >= d.last_seq {
-            missing = std::mem::take(&mut d.spilled);
-            self.queued -= missing as usize;
-            self.spilled_total -= missing as usize;
-        }
-        // Adopted URLs the reads went past (finished meanwhile).
-        let cursor = d.cursor;
-        d.taken.keep_above(cursor);
-        self.make_ready(r.id);
-        self.want_refill(r.id);
-        missing
-    }
-
-    /// `r` could not be read; it is asked for again by a later
-    /// [`Frontier::refills`].
-    pub fn refill_failed(&mut self, r: &Refill) {
-        if let Some(d) = self.domains.get_mut(r.id as usize) {
-            if d.refill == RefillState::Reading {
-                d.refill = RefillState::Idle;
-                self.want_refill(r.id);
-            }
-        }
     }
 
     /// Stops handing out `domain`'s URLs until `until_ms` (circuit breaker).
@@ -908,191 +630,6 @@ impl Frontier {
         })
     }
 
-    /// Leases `items` to `sup` under their existing lease ids: a
-    /// supervisor that (re)joined still holds them, typically from before
-    /// a dispatcher restart or a reconnect. Nothing is taken on the
-    /// supervisor's word but the lease id and the URL:
-    ///
-    /// - a lease out at `sup` already stays as it is;
-    /// - a lease out at an earlier connection of the same supervisor
-    ///   (`same_supervisor` says which; it reconnected) moves to `sup`,
-    ///   with the domain if that connection owned it;
-    /// - a lease out at anyone else is refused;
-    /// - a lease this frontier does not know (it was issued before a
-    ///   restart, or expired) is adopted only when its URL waits in the
-    ///   window of its domain (the domain computed here from the URL); it
-    ///   leaves the window, and the lease gets the queued depth. A URL
-    ///   that may still be only in the store is returned in
-    ///   [`Adoption::look_up`], for [`Frontier::adopt_stored`];
-    /// - anything else (a URL never seen, or already finished) is refused:
-    ///   the supervisor's result for it will be dropped, and the URL is
-    ///   crawled again if it is ever queued (a page is stored only once).
-    ///
-    /// Adopted domains go to `sup` unless a live supervisor owns them, so
-    /// each domain stays with the child already pacing it.
-    pub fn adopt(
-        &mut self,
-        sup: SupId,
-        items: Vec<WorkItem>,
-        now_ms: u64,
-        same_supervisor: impl Fn(SupId) -> bool,
-    ) -> Adoption {
-        let mut report = Adoption::default();
-        let expires_ms = now_ms.saturating_add(self.lease_ms);
-        // Unknown leases, by domain: one pass over each queue, not one per URL.
-        let mut wanted: HashMap<u32, HashMap<String, u64>> = HashMap::new();
-        for item in items {
-            match self.leases.get(&item.lease).map(|l| l.sup) {
-                Some(holder) if holder == sup => report.adopted += 1,
-                Some(holder) if same_supervisor(holder) => {
-                    self.transfer(item.lease, holder, sup, expires_ms);
-                    report.adopted += 1;
-                }
-                Some(_) => report.refused += 1,
-                None => {
-                    let domain = shared::urls::parse(&item.url).map(|u| shared::urls::domain_of(&u));
-                    let id = domain.ok().and_then(|d| self.domain_ids.get(&d, &self.domains));
-                    // Lease ids near the top could overflow `next_lease`.
-                    match id {
-                        Some(id) if item.lease < u64::MAX / 2 => {
-                            wanted.entry(id).or_default().insert(item.url, item.lease);
-                        }
-                        _ => report.refused += 1,
-                    }
-                }
-            }
-        }
-        for (id, mut urls) in wanted {
-            let mut found = Vec::new();
-            let d = &mut self.domains[id as usize];
-            let before = d.queue.len();
-            d.queue.retain(|q| match urls.remove(&q.url) {
-                Some(lease) => {
-                    found.push((lease, q.url.clone(), q.depth));
-                    false
-                }
-                None => true,
-            });
-            self.queued -= before - d.queue.len();
-            if d.spilled > 0 {
-                report
-                    .look_up
-                    .extend(urls.into_iter().map(|(url, lease)| (lease, url)));
-            } else {
-                report.refused += urls.len();
-            }
-            if found.is_empty() {
-                continue;
-            }
-            self.give_domain(id, sup);
-            for (lease, url, depth) in found {
-                self.lease_adopted(id, sup, lease, url, depth, expires_ms);
-                report.adopted += 1;
-            }
-            self.make_ready(id);
-        }
-        report
-    }
-
-    /// The second half of [`Frontier::adopt`]: of the `asked` URLs of
-    /// [`Adoption::look_up`], `found` are the ones the store holds as
-    /// queued, with their lease ids. Each is adopted if it is still
-    /// queued here (beyond its window, or read into it meanwhile) and
-    /// `sup` is still live; the rest are refused.
-    pub fn adopt_stored(
-        &mut self,
-        sup: SupId,
-        asked: usize,
-        found: Vec<(u64, Stored)>,
-        now_ms: u64,
-    ) -> Adoption {
-        let mut report = Adoption::default();
-        let expires_ms = now_ms.saturating_add(self.lease_ms);
-        let live = self.sups.get(sup).is_some_and(|s| s.live);
-        let n = found.len();
-        for (lease, u) in found {
-            let domain = shared::urls::parse(&u.url).map(|p| shared::urls::domain_of(&p));
-            let id = domain.ok().and_then(|d| self.domain_ids.get(&d, &self.domains));
-            let Some(id) = id.filter(|_| live && !self.leases.contains_key(&lease) && lease < u64::MAX / 2)
-            else {
-                report.refused += 1;
-                continue;
-            };
-            let d = &mut self.domains[id as usize];
-            let depth = if u.seq > d.cursor && d.spilled > 0 && !d.taken.contains(u.seq) {
-                // Still only in the store: a later read skips it.
-                d.taken.push(u.seq);
-                d.spilled -= 1;
-                self.spilled_total -= 1;
-                u.depth
-            } else if let Some(i) = d.queue.iter().position(|q| q.url == u.url) {
-                // Read into the window meanwhile.
-                d.queue.remove(i).map_or(u.depth, |q| q.depth)
-            } else {
-                report.refused += 1;
-                continue;
-            };
-            self.queued -= 1;
-            self.give_domain(id, sup);
-            self.lease_adopted(id, sup, lease, u.url, depth, expires_ms);
-            report.adopted += 1;
-            self.make_ready(id);
-        }
-        report.refused += asked.saturating_sub(n);
-        report
-    }
-
-    /// Records an adopted lease of domain `id` at `sup`.
-    fn lease_adopted(&mut self, id: u32, sup: SupId, lease: u64, url: String, depth: u16, expires_ms: u64) {
-        self.domains[id as usize].in_flight += 1;
-        self.sups[sup].held += 1;
-        // New leases must not collide with adopted ones.
-        self.next_lease = self.next_lease.max(lease.saturating_add(1));
-        self.leases.insert(
-            lease,
-            Lease {
-                url,
-                depth,
-                sup,
-                expires_ms,
-                domain_id: id,
-            },
-        );
-    }
-
-    /// Moves `lease` from supervisor `from` to `to` (the same supervisor on
-    /// a new connection), with its domain if `from` owned it.
-    fn transfer(&mut self, lease: u64, from: SupId, to: SupId, expires_ms: u64) {
-        let Some(l) = self.leases.get_mut(&lease) else {
-            return;
-        };
-        l.sup = to;
-        l.expires_ms = l.expires_ms.max(expires_ms);
-        let id = l.domain_id;
-        self.release_credit(from);
-        self.sups[to].held += 1;
-        if self.domains[id as usize].owner == Some(from) {
-            let d = &mut self.domains[id as usize];
-            d.owner = Some(to);
-            d.in_ready = false;
-            self.sups[from].domains = self.sups[from].domains.saturating_sub(1);
-            self.sups[to].domains += 1;
-            self.make_ready(id);
-        }
-    }
-
-    /// Makes `sup` the owner of domain `id` unless a live supervisor owns it.
-    fn give_domain(&mut self, id: u32, sup: SupId) {
-        let owner = self.domains[id as usize].owner;
-        if owner == Some(sup) || owner.is_some_and(|o| self.sups[o].live) {
-            return;
-        }
-        let d = &mut self.domains[id as usize];
-        d.owner = Some(sup);
-        d.in_ready = false;
-        self.sups[sup].domains += 1;
-    }
-
     fn release_credit(&mut self, sup: SupId) {
         if let Some(s) = self.sups.get_mut(sup) {
             s.held = s.held.saturating_sub(1);
@@ -1152,11 +689,13 @@ impl Frontier {
     }
 }
 
+mod adopt;
 mod forget;
 mod index;
 #[cfg(test)]
 mod properties;
 mod seqs;
+mod window;
 #[cfg(test)]
 mod window_tests;
 
