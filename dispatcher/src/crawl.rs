@@ -1,4 +1,11 @@
 //! The dispatcher's event loop: supervisors' messages in, work out.
+//!
+//! The shell around the state machine (`crate::state`): it owns the
+//! ZeroMQ socket, the stores and the timers, and carries out the effects
+//! the state machine asks for. Beside this file: `startup` (the stored
+//! frontier, the seeds, the seen-set's background read), `handshake`
+//! (admitting a supervisor's connection) and `stop` (the summary, the
+//! Byes, the last writes).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -6,35 +13,35 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use bson::{doc, Document};
 use bytes::Bytes;
-use shared::cluster_auth::{Challenges, ClusterKey, Nonce, Proof, Refusal, SealError, Session};
-use shared::docs::{DomainDoc, DomainHalt};
+use shared::cluster_auth::{Challenges, ClusterKey, Session};
+use shared::docs::DomainHalt;
 use shared::protocol::{
-    self, now_ms, CrawlPolicy, Intro, ProcessInfo, ToDispatcher, ToSupervisor, PROTOCOL_VERSION,
+    self, now_ms, CrawlPolicy, ProcessInfo, ToDispatcher, ToSupervisor, PROTOCOL_VERSION,
 };
-use shared::store::{decode_each, Stores};
+use shared::store::Stores;
 use shared::timing::{Op, TimingLog};
 use tokio::sync::mpsc;
 use zeromq::{RouterSendHalf, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
 use crate::admin::{self, AdminCmd};
-use crate::cluster::{self, ClusterView, SharedView, SupervisorView};
+use crate::cluster::{self, ClusterView, SharedView};
 use crate::frontier::SupId;
 use crate::monitor::{FrontierView, Monitor};
 use crate::persist::{Confirmed, FrontierWriter};
 use crate::queue_reader::{self, QueueReader};
 use crate::refusals::{Reason, Refusals};
-use crate::resume::{self, SeenScan, SeenScanTask};
-use crate::state::{CrawlState, Effect, Leaving, Settings};
-use crate::stats::{self, Summary};
-use crate::{seeds, Args, Scope, ROLE};
+use crate::resume::SeenScanTask;
+use crate::state::{CrawlState, Effect, Settings};
+use crate::{Args, Scope, ROLE};
+
+mod handshake;
+mod startup;
+mod stop;
+
+use startup::next_scan;
 
 /// Longest one message to a supervisor may take to leave.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a stopping dispatcher waits for its supervisors' Byes. A
-/// supervisor gives its children at most 15 s and then kills them, so a
-/// live one answers well within this; a stuck or gone one is not waited
-/// for longer (what it held stays `queued` in the store).
-const STOP_WAIT: Duration = Duration::from_secs(25);
 /// A challenge not answered within this long is forgotten (a supervisor
 /// answers in milliseconds; its Hello is repeated after 2 s anyway).
 const CHALLENGE_TTL: Duration = Duration::from_secs(10);
@@ -141,14 +148,6 @@ struct Dispatcher {
     seen_scan: Option<SeenScanTask>,
 }
 
-/// The scan's next message (never, without a scan).
-async fn next_scan(scan: &mut Option<SeenScanTask>) -> Option<SeenScan> {
-    match scan {
-        Some(s) => s.next().await,
-        None => std::future::pending().await,
-    }
-}
-
 impl Dispatcher {
     fn new(
         args: &Args,
@@ -190,137 +189,6 @@ impl Dispatcher {
             challenges: Challenges::new(PROTOCOL_VERSION, CHALLENGE_TTL, MAX_PENDING_CHALLENGES),
             refusals: Refusals::default(),
             seen_scan: None,
-        }
-    }
-
-    /// Resumes from the stored frontier, then adds seeds not seen before.
-    async fn load(&mut self, args: &Args) -> anyhow::Result<()> {
-        for domain in &args.unhalt {
-            self.stores
-                .domains()
-                .update_one(doc! {"_id": domain}, halt_update(None)?)
-                .await
-                .with_context(|| format!("un-halting {domain}"))?;
-            tracing::info!(domain = %domain, "domain un-halted (--unhalt)");
-        }
-        let mut halted = Vec::new();
-        decode_each(
-            &self.stores.domains(),
-            doc! {DomainDoc::HALTED: true},
-            |d: DomainDoc| halted.push(d),
-            |d, e| tracing::warn!(document = ?d, error = %e, "skipping a malformed domain document"),
-        )
-        .await
-        .context("reading halted domains")?;
-        for d in halted {
-            tracing::warn!(
-                domain = %d.domain,
-                reason = d.halt.as_ref().map_or("?", |h| h.halted_reason.as_str()),
-                "domain is HALTED; un-halt it to crawl it"
-            );
-            self.state.halted_before(&d.domain);
-        }
-        warn_of_unnamed_crawl(&self.stores).await;
-        // The crawl's own frontier (see `shared::crawl_id`): another crawl
-        // id on the same database starts from nothing.
-        let scan = self.resume().await.context("reading the stored frontier")?;
-        let (finished, queued) = self.state.resumed();
-        if (finished, queued) != (0, 0) {
-            tracing::info!(
-                finished,
-                queued,
-                "resuming: {finished} URLs finished before, {queued} still queued"
-            );
-        }
-        let mut from_files = Vec::new();
-        for f in &args.seeds {
-            from_files.extend(seeds::read_file(f)?);
-        }
-        // Checked before the seeds are stored, so a refused crawl leaves
-        // nothing behind, and again on what the store held already.
-        self.check_user_agent(&from_files)?;
-        let all = seeds::sync_with_store(&self.stores, &from_files).await?;
-        self.check_user_agent(&all)?;
-        self.state.seed(&all, now_ms());
-        self.apply().await?;
-        tracing::info!(
-            "{} seeds, {} URLs queued",
-            all.len(),
-            self.state.frontier().queued()
-        );
-        if let Some(stored) = scan {
-            // Only now: not in the way of the seeds' reads and writes.
-            self.seen_scan = Some(resume::scan_seen(self.stores.frontier(), stored));
-        }
-        Ok(())
-    }
-
-    /// Resumes from a summary of the stored frontier, then reads back the
-    /// queued entries no queue holds, or all of them when they fit in
-    /// memory (see `crate::resume`). The number of stored URLs the
-    /// seen-set must still read in, if any.
-    async fn resume(&mut self) -> anyhow::Result<Option<u64>> {
-        let frontier = self.stores.frontier();
-        let started = Instant::now();
-        // Said first: on a big frontier it takes minutes, with nothing else to show.
-        tracing::info!("summarising the stored frontier (two scans of it inside the store)");
-        let mut stored = resume::summarize(&frontier).await?;
-        if self.state.queues_fit(&stored) {
-            stored.read_whole();
-        }
-        let urls = stored.finished.saturating_add(stored.all_queued());
-        let back = (stored.read_back, stored.whole);
-        tracing::info!(
-            domains = stored.queues.len(),
-            secs = started.elapsed().as_secs_f64(),
-            "summarised the stored frontier"
-        );
-        self.state.resume_summary(stored);
-        if back.0 > 0 {
-            tracing::info!(
-                urls = back.0,
-                all = back.1,
-                "reading back queued URLs (all of them when they fit in memory; otherwise those without a seq, from an older version or written by hand)"
-            );
-            resume::read_back(&frontier, back, |d| self.state.resume(d)).await?;
-        }
-        Ok((urls > 0).then_some(urls))
-    }
-
-    /// A batch (or the end) of the background read of stored URLs.
-    fn on_seen_scan(&mut self, msg: Option<SeenScan>) {
-        match msg {
-            Some(SeenScan::Urls(urls)) => self.state.seen_stored(&urls),
-            Some(SeenScan::Done) => {
-                self.state.seen_rebuilt();
-                let secs = self
-                    .seen_scan
-                    .take()
-                    .map_or(0.0, |s| s.started.elapsed().as_secs_f64());
-                tracing::info!(
-                    seen = self.state.seen_count(),
-                    secs,
-                    "read the stored URLs into the seen-set; it judges URLs without the store again"
-                );
-            }
-            None => {
-                self.seen_scan = None;
-                tracing::error!("the read of stored URLs for the seen-set ended early; the store keeps judging every new URL");
-            }
-        }
-    }
-
-    /// Refuses to crawl a seed on the open web under the default user
-    /// agent, which names no one a site owner could reach.
-    fn check_user_agent(&self, seeds: &[String]) -> anyhow::Result<()> {
-        if self.policy.user_agent != crate::DEFAULT_USER_AGENT {
-            return Ok(());
-        }
-        match seeds::on_the_open_web(seeds) {
-            Some(seed) => bail!(
-                "seed {seed} is on the open web, and the default user agent names no one: give --user-agent (or user-agent in --config) naming the crawler and how to reach its operator, e.g. \"examplebot/1.0 (+https://example.org/bot; bot@example.org)\""
-            ),
-            None => Ok(()),
         }
     }
 
@@ -587,122 +455,6 @@ impl Dispatcher {
         self.apply().await
     }
 
-    /// Opens a sealed message from `identity` (admitted as `s`) with the
-    /// keys of its connection: the inner message, or None (refused and
-    /// counted, no answer: it may be injected) when the seal does not hold.
-    fn open(
-        &mut self,
-        s: SupId,
-        identity: &Bytes,
-        counter: u64,
-        tag: &Proof,
-        payload: &[u8],
-    ) -> Option<ToDispatcher> {
-        let who = short_id(identity);
-        let m = self.state.member_mut(s)?;
-        if let Err(e) = m.conn.session.open(counter, tag, payload) {
-            let reason = match e {
-                SealError::BadTag => Reason::BadSeal,
-                SealError::Replayed => Reason::Replayed,
-            };
-            let id = m.id.clone();
-            self.refusals.refuse(reason, 1, || {
-                format!("a message on supervisor {id}'s connection (peer {who}) whose seal does not hold ({}); dropped", e.as_str())
-            });
-            return None;
-        }
-        match protocol::decode::<ToDispatcher>(payload) {
-            Ok(ToDispatcher::Sealed { .. }) | Err(_) => {
-                self.refusals.refuse(Reason::Undecodable, 1, || {
-                    format!("a sealed message from peer {who} holds no message")
-                });
-                None
-            }
-            Ok(m) => Some(m),
-        }
-    }
-
-    /// A Hello opens an introduction: the peer gets a Challenge (a random
-    /// nonce, nothing computed from the secret), or Stop when it speaks
-    /// another protocol version.
-    async fn on_hello(&mut self, identity: Bytes, version: u32, nonce: Nonce) -> anyhow::Result<()> {
-        if version != PROTOCOL_VERSION {
-            let who = short_id(&identity);
-            self.refusals.refuse(Reason::Version, 1, || {
-                format!("peer {who} speaks protocol {version}, we speak {PROTOCOL_VERSION}; told to stop")
-            });
-            return self.send_to(&identity, &ToSupervisor::Stop).await;
-        }
-        let (d_nonce, evicted) = self.challenges.challenge(identity.clone(), nonce, Instant::now());
-        if evicted {
-            self.refusals.refuse(Reason::ChallengeEvicted, 1, || {
-                format!("over {MAX_PENDING_CHALLENGES} introductions pending; the oldest dropped")
-            });
-        }
-        self.send_to(&identity, &ToSupervisor::Challenge { nonce: d_nonce })
-            .await
-    }
-
-    /// A Join: the proof is checked before anything in it is believed (or
-    /// even decoded); a peer that fails gets Refused and nothing else. One
-    /// that passes joins the crawl on a new connection and gets its
-    /// Welcome before anything the crawl has for it (see `apply`).
-    async fn on_join(&mut self, identity: Bytes, proof: Proof, intro: &[u8]) -> anyhow::Result<()> {
-        let checked = self
-            .challenges
-            .verify(&self.key, &identity, &proof, intro, Instant::now())
-            .and_then(|admitted| {
-                let intro = protocol::decode::<Intro>(intro).map_err(|_| Refusal::Malformed)?;
-                Ok((admitted, intro))
-            });
-        let (admitted, intro) = match checked {
-            Ok(ok) => ok,
-            Err(why) => {
-                let who = short_id(&identity);
-                self.refusals.refuse(why.into(), 1, || {
-                    format!("the introduction of peer {who} does not prove the cluster secret; refused")
-                });
-                return self.send_to(&identity, &ToSupervisor::Refused(why)).await;
-            }
-        };
-        let Intro {
-            supervisor_id: id,
-            capacity,
-            process,
-            holding,
-        } = intro;
-        // A supervisor reintroducing itself on the same socket starts over.
-        if let Some(old) = self.connection(&identity) {
-            self.state.leave(old, Leaving::SaidHelloAgain);
-        }
-        tracing::info!(
-            supervisor = %id,
-            pid = process.pid,
-            node = %process.node,
-            capacity,
-            "supervisor joined"
-        );
-        if let Ok(mut v) = self.view.lock() {
-            v.supervisors.insert(
-                id.clone(),
-                SupervisorView {
-                    process: Some(process),
-                    live: true,
-                    children: Default::default(),
-                },
-            );
-        }
-        let conn = Conn {
-            identity: identity.clone(),
-            session: admitted.session(&self.key),
-        };
-        self.state.join(conn, id, capacity, holding, now_ms());
-        let policy = self.policy.clone();
-        let proof = admitted.welcome_proof(&self.key, &protocol::encode(&policy));
-        self.send_to(&identity, &ToSupervisor::Welcome { policy, proof })
-            .await
-    }
-
     /// Writes (or clears, with `None`) a domain's halt in the second store,
     /// so a restarted dispatcher keeps it halted.
     fn record_halt(&self, domain: &str, reason: Option<&str>) {
@@ -839,109 +591,6 @@ impl Dispatcher {
         }
         Ok(())
     }
-
-    /// Flushes the frontier, stops the supervisors, prints the summary.
-    async fn finish(
-        mut self,
-        args: &Args,
-        settings: &serde_json::Value,
-        signalled: bool,
-        inbox: &mut mpsc::Receiver<(Bytes, Bytes)>,
-    ) -> anyhow::Result<()> {
-        let finish_reason = self.state.finish_reason(signalled);
-        self.flush_beating().await;
-        let live = self.state.stop();
-        self.apply().await?;
-        tracing::info!(
-            supervisors = live.len(),
-            "crawl finished; waiting for the supervisors to stop"
-        );
-        self.await_byes(&live, inbox).await;
-        // Results that arrived while supervisors drained are in the store too.
-        self.writer.flush().await;
-        // Its cursor would hold the client's shutdown up.
-        self.seen_scan = None;
-        self.stores.shutdown().await;
-        // The zeromq crate has no linger: give the last Farewells a moment
-        // to leave before the socket is dropped with the process.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        self.timing.flush();
-        let stats = self.state.stats();
-        let elapsed = stats.started.elapsed().as_secs_f64();
-        let f = self.state.frontier();
-        let summary = Summary {
-            crawl_id: &self.policy.crawl_id,
-            started_at: stats::rfc3339(stats.started_at),
-            finished_at: stats::rfc3339(std::time::SystemTime::now()),
-            finish_reason,
-            settings,
-            elapsed_secs: elapsed,
-            pages_per_sec: stats.counts.fetched as f64 / elapsed.max(1e-3),
-            frontier_left: self.state.left(),
-            seen_urls: self.state.seen_count(),
-            domains: f.domain_count(),
-            domains_forgotten: f.forgotten(),
-            supervisors: self.state.members().len(),
-            counts: &stats.counts,
-        };
-        let json = serde_json::to_string(&summary)?;
-        println!("{json}");
-        if let Some(path) = &args.summary_file {
-            std::fs::write(path, format!("{json}\n"))
-                .with_context(|| format!("writing {}", path.display()))?;
-        }
-        Ok(())
-    }
-
-    /// Keeps handling messages (last results, Byes) until every live
-    /// supervisor has said Bye, or [`STOP_WAIT`] passes. Heartbeats go on
-    /// meanwhile: a supervisor that heard nothing for its silence limit
-    /// would take us for dead and reconnect as a new peer, and its Bye
-    /// would then come from a stranger.
-    async fn await_byes(&mut self, live: &[SupId], inbox: &mut mpsc::Receiver<(Bytes, Bytes)>) {
-        let deadline = tokio::time::Instant::now() + STOP_WAIT;
-        let mut beat = tokio::time::interval(Duration::from_secs(1));
-        while live.iter().any(|s| !self.state.said_bye(*s)) {
-            tokio::select! {
-                msg = tokio::time::timeout_at(deadline, inbox.recv()) => match msg {
-                    Ok(Some((identity, payload))) => {
-                        if let Err(e) = self.on_message(identity, &payload).await {
-                            tracing::warn!(error = %e, "while stopping");
-                        }
-                    }
-                    _ => {
-                        tracing::warn!("some supervisors did not confirm the stop");
-                        return;
-                    }
-                },
-                _ = beat.tick() => self.beat_to_live().await,
-            }
-        }
-    }
-
-    /// Writes what the frontier writer holds, heartbeating meanwhile: with
-    /// a slow store this can take longer than a supervisor's silence limit
-    /// (24 s at the end of a crawl of a million pages on nx-27017), and a
-    /// supervisor that hears nothing takes us for dead and reconnects.
-    async fn flush_beating(&mut self) {
-        let writer = self.writer.clone();
-        let flush = writer.flush();
-        tokio::pin!(flush);
-        let mut beat = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tokio::select! {
-                _ = &mut flush => return,
-                _ = beat.tick() => self.beat_to_live().await,
-            }
-        }
-    }
-
-    async fn beat_to_live(&mut self) {
-        self.state.beat_to_live();
-        if let Err(e) = self.apply().await {
-            tracing::warn!(error = %e, "while stopping");
-        }
-    }
 }
 
 /// A short, loggable name for a ZeroMQ identity (its first bytes in hex):
@@ -958,26 +607,4 @@ fn halt_update(reason: Option<&str>) -> bson::ser::Result<Document> {
         halted_at_ms: reason.map(|_| now_ms() as i64),
     };
     Ok(doc! {"$set": bson::to_document(&halt)?})
-}
-
-/// Warns when the database holds a crawl stored before crawls had
-/// collections of their own (`frontier`, `pages`, ... without a prefix):
-/// it is not resumed, and the warning says how to make it resumable.
-async fn warn_of_unnamed_crawl(stores: &Stores) {
-    let unprefixed = stores.primary.collection::<Document>(shared::store::FRONTIER);
-    let old = unprefixed.find_one(doc! {}).projection(doc! {"crawl_id": 1});
-    if let Some(Ok(Some(d))) = shared::store::deadline(old).await {
-        let name = d.get_str("crawl_id").unwrap_or(shared::store::CrawlId::DEFAULT);
-        tracing::warn!(
-            "the database holds crawl {name:?} in collections without a crawl prefix (from an earlier version); it is not resumed. To resume it, rename them in mongosh: {}",
-            ["seeds", "frontier", "pages", "body_dicts"]
-                .map(|kind| format!(
-                    "db.{kind}.renameCollection({:?});",
-                    shared::store::CrawlId::parse(name)
-                        .map(|c| c.collection(kind))
-                        .unwrap_or_else(|_| format!("<crawl>__{kind}"))
-                ))
-                .join(" ")
-        );
-    }
 }

@@ -1,0 +1,179 @@
+//! Start-up: halted domains, the stored frontier (see `crate::resume`),
+//! the seeds, and then, in the background, the stored URLs for the
+//! seen-set.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use bson::{doc, Document};
+use shared::docs::DomainDoc;
+use shared::protocol::now_ms;
+use shared::store::{decode_each, Stores};
+
+use crate::resume::{self, SeenScan, SeenScanTask};
+use crate::{seeds, Args};
+
+use super::{halt_update, Dispatcher};
+
+/// The scan's next message (never, without a scan).
+pub(super) async fn next_scan(scan: &mut Option<SeenScanTask>) -> Option<SeenScan> {
+    match scan {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Warns when the database holds a crawl stored before crawls had
+/// collections of their own (`frontier`, `pages`, ... without a prefix):
+/// it is not resumed, and the warning says how to make it resumable.
+async fn warn_of_unnamed_crawl(stores: &Stores) {
+    let unprefixed = stores.primary.collection::<Document>(shared::store::FRONTIER);
+    let old = unprefixed.find_one(doc! {}).projection(doc! {"crawl_id": 1});
+    if let Some(Ok(Some(d))) = shared::store::deadline(old).await {
+        let name = d.get_str("crawl_id").unwrap_or(shared::store::CrawlId::DEFAULT);
+        tracing::warn!(
+            "the database holds crawl {name:?} in collections without a crawl prefix (from an earlier version); it is not resumed. To resume it, rename them in mongosh: {}",
+            ["seeds", "frontier", "pages", "body_dicts"]
+                .map(|kind| format!(
+                    "db.{kind}.renameCollection({:?});",
+                    shared::store::CrawlId::parse(name)
+                        .map(|c| c.collection(kind))
+                        .unwrap_or_else(|_| format!("<crawl>__{kind}"))
+                ))
+                .join(" ")
+        );
+    }
+}
+
+impl Dispatcher {
+    /// Resumes from the stored frontier, then adds seeds not seen before.
+    pub(super) async fn load(&mut self, args: &Args) -> anyhow::Result<()> {
+        for domain in &args.unhalt {
+            self.stores
+                .domains()
+                .update_one(doc! {"_id": domain}, halt_update(None)?)
+                .await
+                .with_context(|| format!("un-halting {domain}"))?;
+            tracing::info!(domain = %domain, "domain un-halted (--unhalt)");
+        }
+        let mut halted = Vec::new();
+        decode_each(
+            &self.stores.domains(),
+            doc! {DomainDoc::HALTED: true},
+            |d: DomainDoc| halted.push(d),
+            |d, e| tracing::warn!(document = ?d, error = %e, "skipping a malformed domain document"),
+        )
+        .await
+        .context("reading halted domains")?;
+        for d in halted {
+            tracing::warn!(
+                domain = %d.domain,
+                reason = d.halt.as_ref().map_or("?", |h| h.halted_reason.as_str()),
+                "domain is HALTED; un-halt it to crawl it"
+            );
+            self.state.halted_before(&d.domain);
+        }
+        warn_of_unnamed_crawl(&self.stores).await;
+        // The crawl's own frontier (see `shared::crawl_id`): another crawl
+        // id on the same database starts from nothing.
+        let scan = self.resume().await.context("reading the stored frontier")?;
+        let (finished, queued) = self.state.resumed();
+        if (finished, queued) != (0, 0) {
+            tracing::info!(
+                finished,
+                queued,
+                "resuming: {finished} URLs finished before, {queued} still queued"
+            );
+        }
+        let mut from_files = Vec::new();
+        for f in &args.seeds {
+            from_files.extend(seeds::read_file(f)?);
+        }
+        // Checked before the seeds are stored, so a refused crawl leaves
+        // nothing behind, and again on what the store held already.
+        self.check_user_agent(&from_files)?;
+        let all = seeds::sync_with_store(&self.stores, &from_files).await?;
+        self.check_user_agent(&all)?;
+        self.state.seed(&all, now_ms());
+        self.apply().await?;
+        tracing::info!(
+            "{} seeds, {} URLs queued",
+            all.len(),
+            self.state.frontier().queued()
+        );
+        if let Some(stored) = scan {
+            // Only now: not in the way of the seeds' reads and writes.
+            self.seen_scan = Some(resume::scan_seen(self.stores.frontier(), stored));
+        }
+        Ok(())
+    }
+
+    /// Resumes from a summary of the stored frontier, then reads back the
+    /// queued entries no queue holds, or all of them when they fit in
+    /// memory (see `crate::resume`). The number of stored URLs the
+    /// seen-set must still read in, if any.
+    async fn resume(&mut self) -> anyhow::Result<Option<u64>> {
+        let frontier = self.stores.frontier();
+        let started = Instant::now();
+        // Said first: on a big frontier it takes minutes, with nothing else to show.
+        tracing::info!("summarising the stored frontier (two scans of it inside the store)");
+        let mut stored = resume::summarize(&frontier).await?;
+        if self.state.queues_fit(&stored) {
+            stored.read_whole();
+        }
+        let urls = stored.finished.saturating_add(stored.all_queued());
+        let back = (stored.read_back, stored.whole);
+        tracing::info!(
+            domains = stored.queues.len(),
+            secs = started.elapsed().as_secs_f64(),
+            "summarised the stored frontier"
+        );
+        self.state.resume_summary(stored);
+        if back.0 > 0 {
+            tracing::info!(
+                urls = back.0,
+                all = back.1,
+                "reading back queued URLs (all of them when they fit in memory; otherwise those without a seq, from an older version or written by hand)"
+            );
+            resume::read_back(&frontier, back, |d| self.state.resume(d)).await?;
+        }
+        Ok((urls > 0).then_some(urls))
+    }
+
+    /// A batch (or the end) of the background read of stored URLs.
+    pub(super) fn on_seen_scan(&mut self, msg: Option<SeenScan>) {
+        match msg {
+            Some(SeenScan::Urls(urls)) => self.state.seen_stored(&urls),
+            Some(SeenScan::Done) => {
+                self.state.seen_rebuilt();
+                let secs = self
+                    .seen_scan
+                    .take()
+                    .map_or(0.0, |s| s.started.elapsed().as_secs_f64());
+                tracing::info!(
+                    seen = self.state.seen_count(),
+                    secs,
+                    "read the stored URLs into the seen-set; it judges URLs without the store again"
+                );
+            }
+            None => {
+                self.seen_scan = None;
+                tracing::error!("the read of stored URLs for the seen-set ended early; the store keeps judging every new URL");
+            }
+        }
+    }
+
+    /// Refuses to crawl a seed on the open web under the default user
+    /// agent, which names no one a site owner could reach.
+    fn check_user_agent(&self, seeds: &[String]) -> anyhow::Result<()> {
+        if self.policy.user_agent != crate::DEFAULT_USER_AGENT {
+            return Ok(());
+        }
+        match seeds::on_the_open_web(seeds) {
+            Some(seed) => bail!(
+                "seed {seed} is on the open web, and the default user agent names no one: give --user-agent (or user-agent in --config) naming the crawler and how to reach its operator, e.g. \"examplebot/1.0 (+https://example.org/bot; bot@example.org)\""
+            ),
+            None => Ok(()),
+        }
+    }
+}
