@@ -38,7 +38,7 @@ use bson::{doc, RawBsonRef, RawDocument, RawDocumentBuf};
 use futures::TryStreamExt;
 use mongodb::Collection;
 use shared::docs::{FrontierDoc, UrlState};
-use shared::store;
+use shared::store::{self, READ_BATCH};
 use tokio::sync::mpsc;
 
 use crate::state::Resumed;
@@ -301,11 +301,6 @@ pub(crate) enum SeenScan {
 
 /// URLs per [`SeenScan::Urls`].
 const SCAN_BATCH: usize = 8192;
-
-/// Documents per cursor batch of the long reads. Without it a store may
-/// answer 101 at a time (nx-27017 does), a round trip each: 300,000
-/// stored URLs took 18 s to read that way, 7 s in batches of 8,192.
-const READ_BATCH: u32 = 8192;
 
 /// The background read of stored URLs for the seen-set; aborted when
 /// dropped (before the store's client shuts down).
