@@ -318,7 +318,10 @@ impl Dispatcher {
                     eprintln!("monitor {}", monitor.report(self.state.stats(), self.state.members(), view));
                 }
                 Some(cmd) = self.admin.recv() => self.on_admin(cmd).await?,
-                msg = next_scan(&mut self.seen_scan), if self.seen_scan.is_some() => self.on_seen_scan(msg),
+                msg = next_scan(&mut self.seen_scan), if self.seen_scan.is_some() => {
+                    self.on_seen_scan(msg);
+                    self.dispatch().await?;
+                }
                 _ = &mut stop => {
                     tracing::info!("signalled; stopping supervisors (queued URLs stay in the store; run again to resume)");
                     return Ok(true);

@@ -88,6 +88,11 @@ impl SeenSet {
         self.complete = true;
     }
 
+    /// Whether every stored URL's hash is in (no read of them is under way).
+    pub(crate) fn is_complete(&self) -> bool {
+        self.complete
+    }
+
     /// Hashes of `bits` bits only, so that tests can make URLs collide.
     #[cfg(test)]
     pub(crate) fn with_hash_bits(mut self, bits: u32) -> SeenSet {

@@ -176,6 +176,8 @@ pub(crate) struct CrawlState<C> {
     unsure: HashMap<i64, (String, String, u16)>,
     /// (finished, queued) entries read back from the stored frontier.
     resumed: (u64, u64),
+    /// Seeds waiting for the stored URLs' hashes (see [`CrawlState::seed`]).
+    waiting_seeds: Vec<String>,
     timing: TimingLog,
     effects: Vec<Effect>,
 }
@@ -200,6 +202,7 @@ impl<C> CrawlState<C> {
             stats: Stats::new(),
             refusals: Refusals::default(),
             resumed: (0, 0),
+            waiting_seeds: Vec::new(),
             unsure: HashMap::new(),
             timing,
             effects: Vec::new(),
@@ -284,9 +287,24 @@ impl<C> CrawlState<C> {
         }
     }
 
-    /// Every stored URL was read in: the seen-set judges alone again.
-    pub(crate) fn seen_rebuilt(&mut self) {
+    /// Every stored URL was read in: the seen-set judges alone again, and
+    /// the seeds that waited for it are offered.
+    pub(crate) fn seen_rebuilt(&mut self, now_ms: u64) {
         self.seen.rebuilt();
+        self.offer_waiting_seeds(now_ms);
+    }
+
+    /// The read of stored URLs ended early: the seen-set stays unsure of
+    /// every URL it has not met, so the store judges each, and the seeds
+    /// that waited are offered that way.
+    pub(crate) fn seen_scan_failed(&mut self, now_ms: u64) {
+        self.offer_waiting_seeds(now_ms);
+    }
+
+    fn offer_waiting_seeds(&mut self, now_ms: u64) {
+        for s in std::mem::take(&mut self.waiting_seeds) {
+            self.offer(&s, 0, now_ms);
+        }
     }
 
     /// (finished, queued) URLs resumed from the store.
@@ -296,6 +314,14 @@ impl<C> CrawlState<C> {
 
     /// The seeds, after the stored frontier: their domains are the scope
     /// (with `scope_to_seeds`), and those not seen before are admitted.
+    ///
+    /// While the stored URLs' hashes are still being read in, the seeds
+    /// wait for them ([`CrawlState::seen_rebuilt`]), or until there is
+    /// nothing else to crawl ([`CrawlState::dispatch`]); the crawl is not
+    /// done before. A resumed crawl's seeds are nearly all stored already, and
+    /// until then each would be unsure: one insert the store refuses per
+    /// seed, in the frontier writer's way just as the resumed crawl starts
+    /// (200,000 seeds: about 17 s of nx-27017's time).
     pub(crate) fn seed(&mut self, seeds: &[String], now_ms: u64) {
         if let Some(scope) = &mut self.scope {
             for s in seeds {
@@ -304,9 +330,18 @@ impl<C> CrawlState<C> {
                 }
             }
         }
+        if !self.seen.is_complete() {
+            self.waiting_seeds.extend_from_slice(seeds);
+            return;
+        }
         for s in seeds {
             self.offer(s, 0, now_ms);
         }
+    }
+
+    /// Seeds waiting for the seen-set (see [`CrawlState::seed`]).
+    pub(crate) fn waiting_seeds(&self) -> usize {
+        self.waiting_seeds.len()
     }
 
     /// Admits a discovered URL if it is new, in scope and within limits.
@@ -732,6 +767,12 @@ impl<C> CrawlState<C> {
             self.started_dispatching = true;
             self.frontier.start_assigning();
         }
+        if !self.waiting_seeds.is_empty() && self.frontier.is_idle() && self.delayed.is_empty() {
+            // Nothing else to crawl: the seeds go now, judged by the store,
+            // rather than wait for a read of stored URLs that a store which
+            // keeps cutting it short may never finish.
+            self.offer_waiting_seeds(now_ms);
+        }
         if write_backlog > MAX_WRITE_BACKLOG {
             // Resumed by a later tick once the writer has caught up.
             return;
@@ -779,14 +820,18 @@ impl<C> CrawlState<C> {
 
     // ---- the end ----
 
-    /// Nothing queued, out or waiting for a retry. Only once the expected
+    /// Nothing queued, out, waiting for a retry, or seeds waiting. Only once the expected
     /// supervisors have joined, so each of them is told to stop, even when
     /// a resumed crawl finds nothing left to do.
     pub(crate) fn done(&self) -> bool {
-        self.started_dispatching && self.frontier.is_idle() && self.delayed.is_empty()
+        self.started_dispatching
+            && self.frontier.is_idle()
+            && self.delayed.is_empty()
+            && self.waiting_seeds.is_empty()
     }
 
-    /// URLs queued, out or waiting for a retry.
+    /// URLs queued, out or waiting for a retry (not seeds waiting for the
+    /// seen-set: nearly all of them are stored already).
     pub(crate) fn left(&self) -> usize {
         self.frontier.queued() + self.frontier.in_flight() + self.delayed.len()
     }

@@ -97,9 +97,15 @@ impl Dispatcher {
         self.state.seed(&all, now_ms());
         self.apply().await?;
         tracing::info!(
-            "{} seeds, {} URLs queued",
+            waiting = self.state.waiting_seeds(),
+            "{} seeds, {} URLs queued{}",
             all.len(),
-            self.state.frontier().queued()
+            self.state.frontier().queued(),
+            if self.state.waiting_seeds() > 0 {
+                " (the seeds wait for the stored URLs' hashes, read in while the crawl runs)"
+            } else {
+                ""
+            }
         );
         if let Some(stored) = scan {
             // Only now: not in the way of the seeds' reads and writes.
@@ -140,12 +146,14 @@ impl Dispatcher {
         Ok((urls > 0).then_some(urls))
     }
 
-    /// A batch (or the end) of the background read of stored URLs.
+    /// A batch (or the end) of the background read of stored URLs. At the
+    /// end, the seeds that waited for it are offered (their inserts are
+    /// effects for the caller to apply).
     pub(super) fn on_seen_scan(&mut self, msg: Option<SeenScan>) {
         match msg {
             Some(SeenScan::Urls(urls)) => self.state.seen_stored(&urls),
             Some(SeenScan::Done) => {
-                self.state.seen_rebuilt();
+                self.state.seen_rebuilt(now_ms());
                 let secs = self
                     .seen_scan
                     .take()
@@ -159,6 +167,7 @@ impl Dispatcher {
             None => {
                 self.seen_scan = None;
                 tracing::error!("the read of stored URLs for the seen-set ended early; the store keeps judging every new URL");
+                self.state.seen_scan_failed(now_ms());
             }
         }
     }

@@ -398,7 +398,7 @@ impl Sim {
         let batch: Vec<String> = left.drain(..n.min(left.len())).collect();
         self.st.seen_stored(&batch);
         if left.is_empty() {
-            self.st.seen_rebuilt();
+            self.st.seen_rebuilt(self.now);
             self.scan = None;
         }
     }
@@ -690,17 +690,25 @@ fn a_reconnecting_supervisor_keeps_what_it_holds() {
     sim.assert_each_finished_once();
 }
 
+/// A crawl of 3 domains of `pages` pages with one supervisor ("a", the
+/// connection returned), which has reported `reported` results and holds
+/// more.
+fn partly_done(s: &Settings, pages: u32, reported: usize) -> (Sim, u32) {
+    let mut sim = Sim::new(s.clone(), pages);
+    sim.seed(3);
+    let a = sim.join("a", 6, Vec::new());
+    sim.dispatch();
+    sim.report(a, reported);
+    sim.dispatch();
+    (sim, a)
+}
+
 #[test]
 fn a_restarted_dispatcher_adopts_what_the_supervisors_hold() {
     for (memory_urls, summarized) in [(1_000_000, false), (4, false), (1_000_000, true), (4, true)] {
         let mut s = settings();
         s.memory_urls = memory_urls;
-        let mut sim = Sim::new(s.clone(), 15);
-        sim.seed(3);
-        let a = sim.join("a", 6, Vec::new());
-        sim.dispatch();
-        sim.report(a, 2);
-        sim.dispatch();
+        let (mut sim, a) = partly_done(&s, 15, 2);
         let holding = sim.held[&a].clone();
         assert!(!holding.is_empty());
         // A new dispatcher on the same store.
@@ -732,18 +740,23 @@ fn restarted_from_a_summary_no_stored_url_is_crawled_again_while_the_seen_set_fi
         let mut s = settings();
         s.memory_urls = 4;
         s.seen_check = seen_check;
-        let mut sim = Sim::new(s.clone(), 12);
-        sim.seed(3);
-        let a = sim.join("a", 6, Vec::new());
-        sim.dispatch();
-        sim.report(a, 4);
-        sim.dispatch();
+        let (mut sim, a) = partly_done(&s, 12, 4);
         let holding = sim.held[&a].clone();
         let stored_before = sim.store.len();
         sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now));
         assert_eq!(sim.st.resumed().0 + sim.st.resumed().1, stored_before as u64);
-        // The seeds again, as at every start: stored, but not in the seen-set yet.
+        // The seeds again, as at every start: they wait for the seen-set.
         sim.seed(3);
+        assert_eq!(sim.st.waiting_seeds(), 3);
+        // Links to stored URLs, met before their hashes are read in (the
+        // read goes in `seq` order: the last stored are read in last).
+        sim.extra_links = sim
+            .store
+            .values()
+            .rev()
+            .take(3)
+            .map(|(u, ..)| u.clone())
+            .collect();
         sim.join("a", 6, holding);
         sim.run_to_end();
         sim.assert_each_finished_once();
@@ -758,6 +771,87 @@ fn restarted_from_a_summary_no_stored_url_is_crawled_again_while_the_seen_set_fi
         );
         assert_eq!(sim.duplicate_inserts as u64, c.unsure_known);
     }
+}
+
+/// A crawl of 3 domains, half done, restarted from the store's summary,
+/// with its seeds offered again and a new one (`url(7, 0)`).
+fn restarted_with_a_new_seed() -> Sim {
+    let mut s = settings();
+    s.memory_urls = 4;
+    let (mut sim, a) = partly_done(&s, 12, 4);
+    let holding = sim.held[&a].clone();
+    sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now));
+    let stored = sim.store.len();
+    let mut seeds: Vec<String> = (0..3).map(|d| url(d, 0)).collect();
+    seeds.push(url(7, 0));
+    sim.st.seed(&seeds, sim.now);
+    sim.pump();
+    assert_eq!(sim.st.waiting_seeds(), 4);
+    assert_eq!(
+        sim.store.len(),
+        stored,
+        "a seed was inserted before the seen-set was whole"
+    );
+    sim.join("a", 6, holding);
+    sim
+}
+
+#[test]
+fn resumed_seeds_wait_for_the_seen_set_and_cost_the_store_nothing() {
+    let mut sim = restarted_with_a_new_seed();
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+    assert_eq!(sim.st.waiting_seeds(), 0);
+    // The stored seeds were known in memory: no insert for the store to refuse.
+    assert_eq!(sim.duplicate_inserts, 0);
+    assert_eq!(sim.st.stats().counts.unsure_known, 0);
+    // The new seed was crawled, with its domain.
+    assert!(sim.marks.contains_key(&url(7, 0)));
+    assert!(sim.marks.contains_key(&url(7, 1)));
+}
+
+#[test]
+fn resumed_seeds_are_not_lost_when_the_seen_set_read_ends_early() {
+    let mut sim = restarted_with_a_new_seed();
+    // The read of stored URLs fails: the seen-set stays unsure.
+    sim.scan = None;
+    assert!(!sim.st.done(), "done with seeds waiting");
+    sim.st.seen_scan_failed(sim.now);
+    sim.pump();
+    assert_eq!(sim.st.waiting_seeds(), 0);
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+    // Each stored seed was asked of the store, which refused the copy.
+    assert_eq!(sim.duplicate_inserts, 3);
+    assert!(sim.marks.contains_key(&url(7, 0)));
+}
+
+#[test]
+fn a_finished_crawl_resumed_with_a_new_seed_crawls_it_without_waiting_for_the_seen_set() {
+    let mut s = settings();
+    s.memory_urls = 4;
+    let mut sim = Sim::new(s.clone(), 6);
+    sim.seed(2);
+    sim.join("a", 6, Vec::new());
+    sim.run_to_end();
+    sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now));
+    // A store that keeps cutting the read of stored URLs short: it never ends.
+    sim.scan = None;
+    sim.st.seed(&[url(0, 0), url(7, 0)], sim.now);
+    assert_eq!(sim.st.waiting_seeds(), 2);
+    assert!(!sim.st.done(), "done with seeds waiting");
+    sim.join("a", 6, Vec::new());
+    sim.dispatch();
+    // Nothing else to crawl: the seeds went, for the store to judge.
+    assert_eq!(sim.st.waiting_seeds(), 0);
+    assert!(!sim.st.done());
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+    assert!(sim.marks.contains_key(&url(7, 0)));
+    assert_eq!(
+        sim.duplicate_inserts, 1,
+        "the stored seed was judged by the store"
+    );
 }
 
 #[test]

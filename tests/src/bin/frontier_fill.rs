@@ -4,7 +4,10 @@
 //! them (`scripts/bench-dispatcher.sh --stored-urls N`).
 //!
 //! URLs are `http://d<n % domains>.test/<path>/p<n>`, about as long as a
-//! real page's URL (the dispatcher_load crawl's are shorter). They are
+//! real page's URL (the dispatcher_load crawl's are shorter), except that
+//! the first of each domain is its seed, `http://d<n>.test/` (the seeds
+//! the benchmark gives the dispatcher), also stored in the crawl's seeds
+//! collection, as a crawl leaves them. They are
 //! admitted in order (`seq` = n + 1) and crawled in that order: the first
 //! `1 - queued_share` of them are done (one in fifty failed, one in a
 //! hundred disallowed), the rest queued, as in a crawl stopped midway.
@@ -16,7 +19,7 @@ use anyhow::Context;
 use clap::Parser;
 use futures::stream::{self, StreamExt};
 use shared::cli::StoreArgs;
-use shared::docs::{FrontierDoc, UrlState};
+use shared::docs::{FrontierDoc, SeedDoc, UrlState};
 use shared::failure::FailureKind;
 use shared::store::{CrawlId, Stores};
 
@@ -55,8 +58,13 @@ fn doc_of(n: u64, domains: u64, done_below: u64) -> FrontierDoc {
     } else {
         UrlState::Done
     };
+    let url = if n < domains {
+        format!("http://d{d}.test/")
+    } else {
+        format!("http://d{d}.test/section-{}/articles/2026/p{n}.html", n % 37)
+    };
     FrontierDoc {
-        url: format!("http://d{d}.test/section-{}/articles/2026/p{n}.html", n % 37),
+        url,
         domain: format!("d{d}.test"),
         depth: (n % 7) as i32,
         failure: (state == UrlState::Failed).then_some(FailureKind::Timeout),
@@ -75,6 +83,18 @@ async fn main() -> anyhow::Result<()> {
     let stores = Stores::connect(&args.store, "frontier_fill", args.crawl_id.clone()).await?;
     stores.ping().await?;
     stores.ensure_indexes().await?;
+    let seeds: Vec<SeedDoc> = (0..args.domains.min(args.urls))
+        .map(|d| SeedDoc {
+            url: format!("http://d{d}.test/"),
+        })
+        .collect();
+    for chunk in seeds.chunks(10_000) {
+        stores
+            .seeds()
+            .insert_many(chunk.to_vec())
+            .await
+            .context("inserting the seeds")?;
+    }
     let frontier = stores.frontier();
     let done_below = ((args.urls as f64) * (1.0 - args.queued_share)) as u64;
     let batch = args.batch.max(1);
