@@ -166,7 +166,14 @@ async fn groups(
     mut each: impl FnMut(Group<'_>),
 ) -> anyhow::Result<()> {
     let read = async {
-        let mut cursor = frontier.aggregate(pipeline).with_type::<RawDocumentBuf>().await?;
+        // A `$group` holding more than 100 MB (about a million domains'
+        // queues) fails on MongoDB before 6.0 unless it may spill to disk
+        // (later versions spill by default).
+        let mut cursor = frontier
+            .aggregate(pipeline)
+            .allow_disk_use(true)
+            .with_type::<RawDocumentBuf>()
+            .await?;
         while let Some(raw) = cursor.try_next().await? {
             match group(&raw) {
                 Some(g) => each(g),
