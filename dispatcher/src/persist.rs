@@ -23,7 +23,8 @@ use shared::store_write;
 use shared::timing::{Op, TimingLog};
 use tokio::sync::{mpsc, oneshot};
 
-const BATCH: usize = 2000;
+/// Most writes in one batch.
+pub(crate) const BATCH: usize = 2000;
 const WAIT: Duration = Duration::from_millis(100);
 
 enum Cmd {

@@ -33,8 +33,12 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 const MAX_BATCH: usize = 512;
 /// Frontier writes the store may be behind before no more URLs are leased
 /// (each result brings more writes): bounds the dispatcher's memory when
-/// the store is slower than the crawl. About 20 MB of writes.
-pub(crate) const MAX_WRITE_BACKLOG: usize = 100_000;
+/// the store is slower than the crawl. Ten of the writer's batches keep it
+/// busy; more only sit in memory (about 200 bytes each, and results of
+/// leases already out still add theirs past the mark). At 100,000 they
+/// were a fifth of the dispatcher's memory at a million known URLs, on a
+/// store that cannot keep up, which is when the mark is reached.
+pub(crate) const MAX_WRITE_BACKLOG: usize = 10 * crate::persist::BATCH;
 /// Store reads of domains' queues asked for at once (see `queue_reader`).
 const READS_PER_TICK: usize = 64;
 

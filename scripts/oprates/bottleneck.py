@@ -57,10 +57,10 @@ STORE_SHARE = 0.40
 DISPATCHER_BUSY_CORES = 0.5
 
 # 2b. store: the dispatcher leases nothing while its frontier writes are
-#     this far behind (MAX_WRITE_BACKLOG in dispatcher/src/crawl.rs); a
-#     window whose mean backlog is at least half of it spent much of its
-#     time paused for the store.
-WRITE_BACKLOG_PAUSE = 100_000
+#     this far behind (MAX_WRITE_BACKLOG in dispatcher/src/state.rs; it
+#     was 100,000 before 2026-11-26); a window whose mean backlog is at
+#     least half of it spent much of its time paused for the store.
+WRITE_BACKLOG_PAUSE = 20_000
 WRITE_BACKLOG_SHARE = 0.5
 
 WORDS = ("store", "dispatcher", "capacity", "politeness", "cpu")

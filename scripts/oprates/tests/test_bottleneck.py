@@ -67,7 +67,7 @@ class DecideTest(unittest.TestCase):
     def test_store_when_the_dispatcher_waits_for_frontier_writes(self):
         # Credits idle and URLs ready would say "dispatcher", but it is
         # paused for the store's frontier writes.
-        self.assertEqual(self.word(held=300, ready=2000, backlog=90_000), "store")
+        self.assertEqual(self.word(held=300, ready=2000, backlog=15_000), "store")
         self.assertEqual(self.word(held=300, ready=2000, backlog=1_000), "dispatcher")
 
     def test_store_when_page_writes_dominate(self):
