@@ -158,9 +158,7 @@ pub const READ_BATCH: u32 = 8192;
 /// one malformed document (written by hand, by an older version, or by a
 /// store that went wrong) is passed to `bad` and skipped, rather than
 /// ending the whole read as a typed cursor would.
-///
-/// In batches of [`READ_BATCH`]: a store may otherwise answer 101
-/// documents at a time (nx-27017 does), a round trip each.
+/// In batches of [`READ_BATCH`].
 pub async fn decode_each<T: serde::de::DeserializeOwned + Send + Sync>(
     coll: &Collection<T>,
     filter: Document,
