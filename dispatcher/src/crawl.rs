@@ -274,7 +274,7 @@ impl Dispatcher {
                     self.dispatch().await?;
                 }
                 _ = tick.tick() => {
-                    self.state.tick(now_ms(), self.writer.durable());
+                    self.state.tick(now_ms(), self.writer.durable(), self.reader.pending());
                     self.dispatch().await?;
                 }
                 Some(answer) = read.recv() => {

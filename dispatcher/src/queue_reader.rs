@@ -8,6 +8,8 @@
 //! queued only in the store ([`crate::frontier::Adoption::look_up`]).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bson::{doc, RawDocumentBuf};
@@ -41,6 +43,9 @@ const READ_DEADLINE: Duration = Duration::from_secs(300);
 /// Most domains one read asks for (see `pages`): at the default window of
 /// 256, at most 25,600 URLs in one answer.
 const BATCH: usize = 100;
+/// Reads asked for and not answered that keep the reader busy: those
+/// under way and a round's worth waiting (see `crate::state`).
+pub(crate) const MAX_PENDING: usize = 2 * CONCURRENT * BATCH;
 
 pub enum Answer {
     Read(Refill, Result<ReadPage, String>),
@@ -59,6 +64,8 @@ enum Request {
 
 pub struct QueueReader {
     tx: mpsc::UnboundedSender<Request>,
+    /// Reads asked for and not answered yet.
+    pending: Arc<AtomicUsize>,
 }
 
 impl QueueReader {
@@ -66,12 +73,19 @@ impl QueueReader {
     pub fn spawn(stores: &Stores, timing: TimingLog) -> (QueueReader, mpsc::UnboundedReceiver<Answer>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let (answers_tx, answers) = mpsc::unbounded_channel();
-        tokio::spawn(run(stores.frontier(), rx, answers_tx, timing));
-        (QueueReader { tx }, answers)
+        let pending = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(run(stores.frontier(), rx, answers_tx, timing, pending.clone()));
+        (QueueReader { tx, pending }, answers)
     }
 
     pub fn read(&self, r: Refill) {
+        self.pending.fetch_add(1, Ordering::Relaxed);
         let _ = self.tx.send(Request::Read(r));
+    }
+
+    /// Reads asked for whose answer has not been sent yet.
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::Relaxed)
     }
 
     /// Looks up `held` (lease id, URL) of supervisor `sup`.
@@ -85,6 +99,7 @@ async fn run(
     mut rx: mpsc::UnboundedReceiver<Request>,
     answers: mpsc::UnboundedSender<Answer>,
     timing: TimingLog,
+    pending: Arc<AtomicUsize>,
 ) {
     let mut reads = JoinSet::new();
     loop {
@@ -114,6 +129,9 @@ async fn run(
             }
             Some(done) = reads.join_next() => {
                 for answer in done.into_iter().flatten() {
+                    if let Answer::Read(..) = answer {
+                        pending.fetch_sub(1, Ordering::Relaxed);
+                    }
                     let _ = answers.send(answer);
                 }
             }

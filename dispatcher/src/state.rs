@@ -21,7 +21,7 @@ use shared::urls;
 
 use crate::breaker::{self, BreakerConfig, Breakers, Trip};
 use crate::frontier::{Adoption, Frontier, LeaseRefusal, Refill, Stored, SupId};
-use crate::queue_reader::Answer;
+use crate::queue_reader::{self, Answer};
 use crate::refusals::{Reason, Refusals};
 use crate::resume::StoredFrontier;
 use crate::seen::{Seen, SeenCheck, SeenSet};
@@ -41,6 +41,13 @@ const MAX_BATCH: usize = 512;
 pub(crate) const MAX_WRITE_BACKLOG: usize = 10 * crate::persist::BATCH;
 /// Store reads of domains' queues asked for at once (see `queue_reader`).
 const READS_PER_TICK: usize = 64;
+/// Reads of domains' queues asked for and not answered yet, at most: what
+/// the queue reader can have under way and queued for its next round. A
+/// tick asked for up to 64 every few tens of milliseconds whatever the
+/// store's pace: with 200,000 domains on nx-27017 (about 100 domains a
+/// second), thousands waited in the reader, answered minutes later, and
+/// kept the store from the frontier writer's batches all that time.
+const MAX_PENDING_READS: usize = queue_reader::MAX_PENDING;
 
 /// What the crawl is allowed to do, from the command line.
 #[derive(Debug, Clone)]
@@ -171,6 +178,13 @@ pub(crate) struct CrawlState<C> {
     /// (due ms, url, domain, depth) waiting for a retry.
     delayed: Vec<(u64, String, String, u16)>,
     started_dispatching: bool,
+    /// The frontier writer was more than [`MAX_WRITE_BACKLOG`] writes
+    /// behind at the last [`CrawlState::dispatch`]: no URL is leased and no
+    /// queue is read until it catches up.
+    writer_behind: bool,
+    /// Reads of queues asked for and not answered: the reader's count at
+    /// the last tick, plus those asked for since, less those answered.
+    reads_pending: usize,
     /// The crawl is over: a supervisor that (re)joins now is told to stop.
     stopping: bool,
     breakers: Breakers,
@@ -202,6 +216,8 @@ impl<C> CrawlState<C> {
             attempts: HashMap::new(),
             delayed: Vec::new(),
             started_dispatching: false,
+            writer_behind: false,
+            reads_pending: 0,
             stopping: false,
             stats: Stats::new(),
             refusals: Refusals::default(),
@@ -699,8 +715,10 @@ impl<C> CrawlState<C> {
 
     /// Every few tens of milliseconds: retries and paused domains that are
     /// due, and the store reads of windows that run low (only up to
-    /// `durable`, the last `seq` the frontier writer has stored).
-    pub(crate) fn tick(&mut self, now_ms: u64, durable: i64) {
+    /// `durable`, the last `seq` the frontier writer has stored; fewer than
+    /// [`MAX_PENDING_READS`] beside the `reads_pending` the reader has).
+    pub(crate) fn tick(&mut self, now_ms: u64, durable: i64, reads_pending: usize) {
+        self.reads_pending = reads_pending;
         if !self.delayed.is_empty() {
             let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.delayed)
                 .into_iter()
@@ -716,14 +734,27 @@ impl<C> CrawlState<C> {
         self.read_queues(durable);
     }
 
+    /// Asks for the reads of windows that run low, unless the writer is
+    /// behind: a store that cannot keep up with the writes gets no reads
+    /// either, as nothing is leased then anyway. Reads had kept nx-27017
+    /// busy at 200,000 domains on a resumed crawl (a scan each), so that
+    /// the writer fell further behind and nothing was leased for minutes.
     fn read_queues(&mut self, durable: i64) {
-        for r in self.frontier.refills(durable, READS_PER_TICK) {
+        if self.writer_behind {
+            return;
+        }
+        let room = MAX_PENDING_READS.saturating_sub(self.reads_pending);
+        for r in self.frontier.refills(durable, READS_PER_TICK.min(room)) {
+            self.reads_pending += 1;
             self.effects.push(Effect::Read(r));
         }
     }
 
     /// A store read asked for by an [`Effect::Read`] or [`Effect::LookUp`].
     pub(crate) fn read_answered(&mut self, answer: Answer, now_ms: u64, durable: i64) {
+        if let Answer::Read(..) = answer {
+            self.reads_pending = self.reads_pending.saturating_sub(1);
+        }
         match answer {
             Answer::Read(r, Ok(page)) => {
                 let missing = self.frontier.refilled(&r, page);
@@ -763,6 +794,7 @@ impl<C> CrawlState<C> {
     /// expected supervisors have joined, and while the frontier writer is
     /// less than [`MAX_WRITE_BACKLOG`] writes behind.
     pub(crate) fn dispatch(&mut self, now_ms: u64, write_backlog: usize) {
+        self.writer_behind = write_backlog > MAX_WRITE_BACKLOG;
         if !self.started_dispatching {
             let live = self.members.iter().filter(|m| m.live).count();
             if live < self.settings.min_supervisors.max(1) {
@@ -777,7 +809,7 @@ impl<C> CrawlState<C> {
             // keeps cutting it short may never finish.
             self.offer_waiting_seeds(now_ms);
         }
-        if write_backlog > MAX_WRITE_BACKLOG {
+        if self.writer_behind {
             // Resumed by a later tick once the writer has caught up.
             return;
         }

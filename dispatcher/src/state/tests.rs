@@ -460,7 +460,7 @@ impl Sim {
 
     fn advance(&mut self, ms: u64) {
         self.now += ms;
-        self.st.tick(self.now, self.durable());
+        self.st.tick(self.now, self.durable(), self.reads.len());
         self.pump();
         if self.lagging {
             // Reads asked for now are answered before the writer catches up.
@@ -599,6 +599,73 @@ fn nothing_is_leased_before_the_expected_supervisors_join_or_while_the_writer_la
     assert!(sim.held[&a].is_empty() && sim.held[&b].is_empty());
     sim.dispatch();
     assert_eq!(sim.held[&a].len() + sim.held[&b].len(), 2);
+}
+
+#[test]
+fn no_queue_is_read_while_the_writer_lags_and_the_crawl_ends_once_it_catches_up() {
+    let mut s = settings();
+    s.memory_urls = 10;
+    let mut sim = Sim::new(s, 63);
+    sim.seed(4);
+    let a = sim.join("a", 4, Vec::new());
+    // Leased and reported, with no tick (so no read) between, until the
+    // windows are empty and the domains' queues wait in the store.
+    for _ in 0..100 {
+        if sim.st.frontier.spilled() >= 20 && sim.held[&a].is_empty() {
+            break;
+        }
+        sim.dispatch();
+        sim.report(a, usize::MAX);
+    }
+    assert!(sim.st.frontier.spilled() >= 20 && sim.held[&a].is_empty());
+    sim.st.dispatch(sim.now, MAX_WRITE_BACKLOG + 1);
+    sim.pump();
+    for _ in 0..3 {
+        sim.advance(1_000);
+        assert!(
+            sim.reads.is_empty(),
+            "{} reads asked for while the writer lags",
+            sim.reads.len()
+        );
+    }
+    // Caught up: the queues are read, and every URL is crawled once.
+    sim.dispatch();
+    sim.advance(1_000);
+    assert!(!sim.reads.is_empty());
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+    assert!(sim.leased.values().all(|&n| n == 1));
+    assert_eq!(sim.store.len(), 4 * 63);
+}
+
+#[test]
+fn reads_of_queues_wait_for_the_reader_and_the_crawl_still_ends() {
+    let mut s = settings();
+    s.memory_urls = 10;
+    let mut sim = Sim::new(s, 63);
+    sim.seed(4);
+    let a = sim.join("a", 4, Vec::new());
+    // Leased and reported with no tick between, until the windows are
+    // empty and the domains' queues wait in the store.
+    for _ in 0..100 {
+        if sim.st.frontier.spilled() >= 20 && sim.held[&a].is_empty() {
+            break;
+        }
+        sim.dispatch();
+        sim.report(a, usize::MAX);
+    }
+    assert!(sim.st.frontier.spilled() >= 20 && sim.held[&a].is_empty());
+    // The reader has as many as it may: nothing more is asked for...
+    sim.st.tick(sim.now, sim.durable(), MAX_PENDING_READS);
+    sim.pump();
+    assert!(sim.reads.is_empty(), "{} reads asked for", sim.reads.len());
+    // ...and with room for one, one.
+    sim.st.tick(sim.now, sim.durable(), MAX_PENDING_READS - 1);
+    sim.pump();
+    assert_eq!(sim.reads.len(), 1);
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+    assert!(sim.leased.values().all(|&n| n == 1));
 }
 
 #[test]
