@@ -601,15 +601,14 @@ fn nothing_is_leased_before_the_expected_supervisors_join_or_while_the_writer_la
     assert_eq!(sim.held[&a].len() + sim.held[&b].len(), 2);
 }
 
-#[test]
-fn no_queue_is_read_while_the_writer_lags_and_the_crawl_ends_once_it_catches_up() {
+/// Four domains leased and reported with no tick (so no read) between,
+/// until their windows are empty and their queues wait in the store.
+fn queues_in_the_store() -> Sim {
     let mut s = settings();
     s.memory_urls = 10;
     let mut sim = Sim::new(s, 63);
     sim.seed(4);
     let a = sim.join("a", 4, Vec::new());
-    // Leased and reported, with no tick (so no read) between, until the
-    // windows are empty and the domains' queues wait in the store.
     for _ in 0..100 {
         if sim.st.frontier.spilled() >= 20 && sim.held[&a].is_empty() {
             break;
@@ -618,6 +617,12 @@ fn no_queue_is_read_while_the_writer_lags_and_the_crawl_ends_once_it_catches_up(
         sim.report(a, usize::MAX);
     }
     assert!(sim.st.frontier.spilled() >= 20 && sim.held[&a].is_empty());
+    sim
+}
+
+#[test]
+fn no_queue_is_read_while_the_writer_lags_and_the_crawl_ends_once_it_catches_up() {
+    let mut sim = queues_in_the_store();
     sim.st.dispatch(sim.now, MAX_WRITE_BACKLOG + 1);
     sim.pump();
     for _ in 0..3 {
@@ -640,21 +645,7 @@ fn no_queue_is_read_while_the_writer_lags_and_the_crawl_ends_once_it_catches_up(
 
 #[test]
 fn reads_of_queues_wait_for_the_reader_and_the_crawl_still_ends() {
-    let mut s = settings();
-    s.memory_urls = 10;
-    let mut sim = Sim::new(s, 63);
-    sim.seed(4);
-    let a = sim.join("a", 4, Vec::new());
-    // Leased and reported with no tick between, until the windows are
-    // empty and the domains' queues wait in the store.
-    for _ in 0..100 {
-        if sim.st.frontier.spilled() >= 20 && sim.held[&a].is_empty() {
-            break;
-        }
-        sim.dispatch();
-        sim.report(a, usize::MAX);
-    }
-    assert!(sim.st.frontier.spilled() >= 20 && sim.held[&a].is_empty());
+    let mut sim = queues_in_the_store();
     // The reader has as many as it may: nothing more is asked for...
     sim.st.tick(sim.now, sim.durable(), MAX_PENDING_READS);
     sim.pump();
