@@ -36,8 +36,9 @@ const MAX_BATCH: usize = 512;
 /// the store is slower than the crawl. Ten of the writer's batches keep it
 /// busy; more only sit in memory (about 200 bytes each, and results of
 /// leases already out still add theirs past the mark). At 100,000 they
-/// were a fifth of the dispatcher's memory at a million known URLs, on a
-/// store that cannot keep up, which is when the mark is reached.
+/// held about 20 MB, a tenth of the dispatcher's memory at a million known
+/// URLs on a store that cannot keep up. The lower mark's gain was within
+/// the benchmarks' noise (README, "The dispatcher alone").
 pub(crate) const MAX_WRITE_BACKLOG: usize = 10 * crate::persist::BATCH;
 /// Store reads of domains' queues asked for at once (see `queue_reader`).
 const READS_PER_TICK: usize = 64;
