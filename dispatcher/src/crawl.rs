@@ -168,6 +168,7 @@ impl Dispatcher {
             lease_ms: args.lease_secs.saturating_mul(1000),
             window: args.frontier_window as usize,
             memory_urls: args.frontier_memory_urls,
+            active_domains: args.frontier_active_domains,
             forget_idle_domains_ms: args.forget_idle_domains_ms(),
             seen_check: args.seen_check,
             seen_recent_urls: args.seen_recent_urls,
@@ -506,7 +507,10 @@ impl Dispatcher {
         let in_store = f.spilled() as f64;
         let seen_bytes = self.state.seen_bytes() as f64;
         let domains = f.domain_count() as f64;
+        let (active, parked) = (f.active_domains() as f64, f.parked_domains() as f64);
         metrics::gauge!("crawler_frontier_domains").set(domains);
+        metrics::gauge!("crawler_frontier_domains_active").set(active);
+        metrics::gauge!("crawler_frontier_domains_parked").set(parked);
         metrics::counter!("crawler_frontier_domains_forgotten_total").absolute(f.forgotten());
         metrics::gauge!("crawler_frontier_queued").set(queued);
         metrics::gauge!("crawler_frontier_in_store").set(in_store);
@@ -528,6 +532,8 @@ impl Dispatcher {
             ("frontier_seen", seen),
             ("frontier_seen_bytes", seen_bytes),
             ("frontier_domains", domains),
+            ("frontier_domains_active", active),
+            ("frontier_domains_parked", parked),
             ("frontier_domains_forgotten", f.forgotten() as f64),
             ("credits_held", held),
             ("credits_capacity", capacity),

@@ -14,7 +14,8 @@
 //! Queues live in the store (`<crawl>__frontier`, read by `{domain, seq}`).
 //! Memory holds at most `budget` queued URLs; past that, each domain keeps
 //! a window of at most `window` URLs (URLFrontier and BUbiNG's workbench
-//! keep the same shape). A URL admitted while memory is short and its
+//! keep the same shape), and only a bounded set of domains keep one
+//! (`parking`). A URL admitted while memory is short and its
 //! domain's window is full, or while older URLs of the domain wait in the
 //! store, is only counted here (`spilled`). When a window runs low, the
 //! frontier asks for a read of the domain's next URLs after its `cursor`
@@ -26,7 +27,8 @@
 //! crawl whose queues fit in memory makes no reads at all.
 //!
 //! This file holds admission, ownership and leases. Beside it: `window`
-//! (the windows and their reads), `adopt` (leases a rejoining supervisor
+//! (the windows and their reads), `parking` (which domains may hold a
+//! window), `adopt` (leases a rejoining supervisor
 //! still holds), `forget` (domains with nothing left), `index` (domain
 //! name to id) and `seqs` (a domain's adopted and unconfirmed `seq`s).
 
@@ -73,6 +75,8 @@ struct DomainQ {
     owner: Option<SupId>,
     /// Whether the domain sits in its owner's ready ring.
     in_ready: bool,
+    /// Whether the domain holds one of the slots for windows (see `parking`).
+    active: bool,
     /// Not handed out before this time (Unix ms): 0 = free, `HALTED` = until un-halted.
     blocked_until: u64,
     /// A result arrived since the last sweep (see `forget`): the domain's
@@ -94,6 +98,7 @@ impl DomainQ {
             in_flight: 0,
             owner: None,
             in_ready: false,
+            active: false,
             blocked_until: 0,
             recent: false,
         }
@@ -174,6 +179,12 @@ pub struct Frontier {
     spilled_total: usize,
     /// Domains whose window runs low while URLs wait in the store.
     wanted: VecDeque<u32>,
+    /// Domains holding a slot, and the most that may while memory is at
+    /// the budget (see `parking`).
+    active: usize,
+    max_active: usize,
+    /// Domains waiting for a slot, longest waiting first.
+    parked: VecDeque<u32>,
     /// The highest `seq` found in the store at start-up: written, whatever
     /// this process's writer has written since.
     resumed_upto: i64,
@@ -203,6 +214,9 @@ impl Frontier {
             budget: 0,
             spilled_total: 0,
             wanted: VecDeque::new(),
+            active: 0,
+            max_active: usize::MAX,
+            parked: VecDeque::new(),
             resumed_upto: 0,
             unconfirmed: 0,
         }
@@ -411,6 +425,15 @@ impl Frontier {
         });
         self.queued += 1;
         self.ensure_owner(id);
+        self.window_changed(id);
+    }
+
+    /// After domain `id`'s window changed: a read if it runs low, its slot
+    /// (see `parking`) taken or given back, and a place in its owner's
+    /// ring if it can be leased.
+    fn window_changed(&mut self, id: u32) {
+        self.want_refill(id);
+        self.settle_slot(id);
         self.make_ready(id);
     }
 
@@ -585,8 +608,7 @@ impl Frontier {
                     domain_id: id,
                 },
             );
-            self.make_ready(id);
-            self.want_refill(id);
+            self.window_changed(id);
         }
         (out, waits)
     }
@@ -669,7 +691,7 @@ impl Frontier {
             queued_ms: 0,
         });
         self.queued += 1;
-        self.make_ready(l.domain_id);
+        self.window_changed(l.domain_id);
     }
 
     /// Re-queues URLs whose lease ran out. Scans leases, so call it
@@ -692,6 +714,7 @@ impl Frontier {
 mod adopt;
 mod forget;
 mod index;
+mod parking;
 #[cfg(test)]
 mod properties;
 mod seqs;

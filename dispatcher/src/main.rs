@@ -94,6 +94,12 @@ pub struct Args {
     /// window).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub frontier_window: u32,
+    /// Past --frontier-memory-urls: the most domains that hold a window at
+    /// once (0: --frontier-memory-urls over twice
+    /// --max-inflight-per-domain, at least 1,024). The others wait with
+    /// their queues wholly in the store and take turns, a window each.
+    #[arg(long, default_value_t = 0)]
+    pub frontier_active_domains: usize,
     /// A domain with no URL queued or out and no result for this long is
     /// forgotten, so the dispatcher holds the domains with work rather
     /// than every domain met; met again, it starts afresh, perhaps at

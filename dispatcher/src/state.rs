@@ -66,6 +66,9 @@ pub(crate) struct Settings {
     /// Past `memory_urls` queued URLs, each domain keeps `window` in memory.
     pub(crate) window: usize,
     pub(crate) memory_urls: usize,
+    /// Past `memory_urls`, the most domains holding a window (0: derived
+    /// from the budget; see `frontier::parking`).
+    pub(crate) active_domains: usize,
     /// A domain with nothing left is forgotten this long after its last
     /// result (up to twice as long).
     pub(crate) forget_idle_domains_ms: u64,
@@ -206,6 +209,7 @@ impl<C> CrawlState<C> {
         CrawlState {
             frontier: Frontier::new(settings.max_inflight_per_domain, settings.lease_ms, now_ms << 12)
                 .with_window(settings.window, settings.memory_urls)
+                .with_active_bound(settings.active_domains)
                 .with_forgetting(settings.forget_idle_domains_ms),
             scope: settings.scope_to_seeds.then(HashSet::new),
             seen: SeenSet::new(settings.seen_check, settings.seen_recent_urls),

@@ -63,6 +63,16 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Domains the dispatcher holds: those with URLs queued or out, or a result in the last --forget-idle-domains-ms or two; set once a second.",
     ),
     (
+        "crawler_frontier_domains_active",
+        Kind::Gauge,
+        "Domains holding a window of their queue in memory or a read of it (at most --frontier-memory-urls over twice --max-inflight-per-domain, and at least 1,024, while memory is at --frontier-memory-urls), set once a second.",
+    ),
+    (
+        "crawler_frontier_domains_parked",
+        Kind::Gauge,
+        "Domains with URLs queued only in the store, waiting for their turn to hold a window, set once a second.",
+    ),
+    (
         "crawler_frontier_domains_forgotten_total",
         Kind::Counter,
         "Domains forgotten because nothing was left of them (met again, a domain starts afresh and counts again), set once a second.",

@@ -132,6 +132,19 @@ async fn wait_for_pages(store: &StoreServer, n: u64, within: Duration) {
     }
 }
 
+/// The dispatcher's `crawler_frontier_domains_parked` gauge now (0 when
+/// it cannot be read: the dispatcher may be down).
+async fn parked_domains(http: &reqwest::Client, crawl: &RunningCrawl) -> f64 {
+    let Ok(url) = crawl.debug_url() else { return 0.0 };
+    let get = http.get(format!("{url}/metrics")).timeout(Duration::from_secs(5));
+    let Ok(resp) = get.send().await else { return 0.0 };
+    let Ok(text) = resp.text().await else { return 0.0 };
+    text.lines()
+        .find_map(|l| l.strip_prefix("crawler_frontier_domains_parked "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// Whether `/debug/cluster` shows the whole cluster as it is now: this
 /// dispatcher, every running supervisor live with all its children, and
 /// none of the processes just killed.
@@ -218,7 +231,7 @@ async fn chaos_kills_lose_nothing_and_store_nothing_twice() {
         server,
         expected,
         store,
-        spec,
+        mut spec,
         _dir,
     } = setup(
         WebSpec {
@@ -238,6 +251,10 @@ async fn chaos_kills_lose_nothing_and_store_nothing_twice() {
         "web too small: {}",
         expected.pages.len()
     );
+    // Half the domains hold windows at a time: the others are parked, and
+    // every kill hits domains taking turns too.
+    spec.dispatcher_args
+        .extend(args(&["--frontier-active-domains", &(HOSTS / 2).to_string()]));
     let http = shared::http_client::builder().no_proxy().build().unwrap();
     let mut crawl = spawn_crawl(&spec).await.unwrap();
     let started = Instant::now();
@@ -251,8 +268,10 @@ async fn chaos_kills_lose_nothing_and_store_nothing_twice() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     let order = [Victim::Child, Victim::Supervisor, Victim::Dispatcher];
     let mut kills: Vec<(Victim, Duration)> = Vec::new();
+    let mut most_parked = 0.0f64;
     loop {
         tokio::time::sleep(Duration::from_millis(1500)).await;
+        most_parked = most_parked.max(parked_domains(&http, &crawl).await);
         if crawl.dispatcher_exited() || queued_in_store(&store).await < KEEP_KILLING_WHILE_QUEUED {
             break;
         }
@@ -305,6 +324,7 @@ async fn chaos_kills_lose_nothing_and_store_nothing_twice() {
     }
     assert_eq!(run.summary["frontier_left"], 0, "summary: {}", run.summary);
     let repeats = assert_end_state(&store, &server, &expected, HOSTS).await;
+    assert!(most_parked > 0.0, "no domain was ever parked");
     assert!(
         kills.len() >= 6,
         "only {} kills happened before the crawl ended",
@@ -320,7 +340,7 @@ async fn chaos_kills_lose_nothing_and_store_nothing_twice() {
         format!("{:?}={} (max recovery {max:.1}s)", v, times.len())
     };
     eprintln!(
-        "fault-report chaos: {} pages, {} kills survived: {}, {}, {}; crawl took {:.1}s; {repeats:.2} page requests per page",
+        "fault-report chaos: {} pages, {} kills survived: {}, {}, {}; crawl took {:.1}s; {repeats:.2} page requests per page; up to {most_parked} domains parked",
         expected.pages.len(),
         kills.len(),
         report(Victim::Child),

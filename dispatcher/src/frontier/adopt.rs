@@ -103,7 +103,7 @@ impl Frontier {
                 self.lease_adopted(id, sup, lease, url, depth, expires_ms);
                 report.adopted += 1;
             }
-            self.make_ready(id);
+            self.window_changed(id);
         }
         report
     }
@@ -150,7 +150,7 @@ impl Frontier {
             self.give_domain(id, sup);
             self.lease_adopted(id, sup, lease, u.url, depth, expires_ms);
             report.adopted += 1;
-            self.make_ready(id);
+            self.window_changed(id);
         }
         report.refused += asked.saturating_sub(n);
         report

@@ -19,6 +19,8 @@ pub(super) enum RefillState {
     Wanted,
     /// Handed out by [`Frontier::refills`], not answered yet.
     Reading,
+    /// In `Frontier::parked`: waiting for a slot (see `parking`).
+    Parked,
 }
 
 /// A read the shell should do: the queued URLs of `domain` with a `seq`
@@ -89,6 +91,7 @@ impl Frontier {
     pub fn with_window(mut self, window: usize, budget: usize) -> Frontier {
         self.window = window.max(2 * self.max_inflight_per_domain as usize);
         self.budget = budget;
+        self.max_active = self.active_bound();
         self
     }
 
@@ -113,12 +116,11 @@ impl Frontier {
 
     /// Whether a new URL of domain `id` goes into its window rather than
     /// the store: none of the domain's URLs waits in the store, and memory
-    /// is under the budget or the window has room (for [`Frontier::admit`]
-    /// and [`Frontier::confirmed`]).
+    /// is under the budget or the window has room and a slot (for
+    /// [`Frontier::admit`] and [`Frontier::confirmed`]).
     pub(super) fn window_takes(&self, id: u32) -> bool {
-        let short = self.queued - self.spilled_total >= self.budget;
         let d = &self.domains[id as usize];
-        d.spilled == 0 && (!short || d.queue.len() < self.window_now())
+        d.spilled == 0 && (!self.short() || (d.queue.len() < self.window_now() && self.may_hold_window(id)))
     }
 
     /// The window a domain keeps once memory is at the budget: `window`,
@@ -178,13 +180,29 @@ impl Frontier {
         self.want_refill(id);
     }
 
+    /// Asks for a read of domain `id`'s next URLs if its window runs low
+    /// while URLs wait in the store, and it may hold a window (see
+    /// `parking`): otherwise it is parked, or, if its turn is over, it
+    /// drains its window and then is.
     pub(super) fn want_refill(&mut self, id: u32) {
         let low = self.window_now() / 2;
-        let d = &mut self.domains[id as usize];
-        if d.spilled > 0 && d.refill == RefillState::Idle && d.queue.len() <= low {
-            d.refill = RefillState::Wanted;
-            self.wanted.push_back(id);
+        let d = &self.domains[id as usize];
+        if d.spilled == 0 || d.refill != RefillState::Idle || d.queue.len() > low {
+            return;
         }
+        if !self.may_hold_window(id) {
+            self.park(id);
+            return;
+        }
+        if d.active && self.turn_over() {
+            if d.queue.is_empty() {
+                self.park(id);
+            }
+            return;
+        }
+        self.domains[id as usize].refill = RefillState::Wanted;
+        self.wanted.push_back(id);
+        self.settle_slot(id);
     }
 
     /// Up to `max` reads of domains' next URLs to do now. `durable`: the
@@ -192,6 +210,7 @@ impl Frontier {
     /// written; a domain whose next URLs are not written yet waits for a
     /// later call.
     pub fn refills(&mut self, durable: i64, max: usize) -> Vec<Refill> {
+        self.unpark();
         let durable = durable.max(self.resumed_upto);
         let mut out = Vec::new();
         let mut later = Vec::new();
@@ -201,6 +220,7 @@ impl Frontier {
             let d = &mut self.domains[id as usize];
             if d.spilled == 0 {
                 d.refill = RefillState::Idle;
+                self.settle_slot(id);
                 continue;
             }
             let upto = durable.min(d.last_seq);
@@ -271,8 +291,7 @@ impl Frontier {
         // Adopted URLs the reads went past (finished meanwhile).
         let cursor = d.cursor;
         d.taken.keep_above(cursor);
-        self.make_ready(r.id);
-        self.want_refill(r.id);
+        self.window_changed(r.id);
         missing
     }
 
@@ -282,7 +301,7 @@ impl Frontier {
         if let Some(d) = self.domains.get_mut(r.id as usize) {
             if d.refill == RefillState::Reading {
                 d.refill = RefillState::Idle;
-                self.want_refill(r.id);
+                self.window_changed(r.id);
             }
         }
     }

@@ -1,7 +1,7 @@
 //! The frontier with its queues in a store: windows, refills and what a
 //! store that lags, fails or answers wrongly can and cannot do.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::*;
 
@@ -58,6 +58,9 @@ fn crawl(f: &mut Frontier, store: &mut FakeStore, sups: &[SupId]) -> HashMap<Str
             f.refilled(&r, urls);
         }
         let got: Vec<WorkItem> = sups.iter().flat_map(|s| f.take(*s, 16, 0)).collect();
+        if let Err(e) = f.check_slots() {
+            panic!("{e}");
+        }
         for w in &got {
             *leased.entry(w.url.clone()).or_default() += 1;
             assert!(f.complete(w.lease).is_some());
@@ -286,10 +289,18 @@ fn a_resumed_crawl_reads_its_windows_from_the_store() {
 /// Many domains, random admissions (some while reads are under way,
 /// some not yet written), expiries and a supervisor leaving: every URL
 /// is leased, and none is leased twice unless its lease ended without a
-/// result (expired or its holder left).
+/// result (expired or its holder left). With every domain free to hold a
+/// window, and with two at a time (the rest parked, taking turns).
 #[test]
 fn random_crawls_lease_every_url_and_double_only_what_was_lost() {
     for seed in 0..40u64 {
+        random_crawl(seed, usize::MAX);
+        random_crawl(seed, 2);
+    }
+}
+
+fn random_crawl(seed: u64, active_bound: usize) {
+    {
         let mut rng = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
@@ -299,7 +310,9 @@ fn random_crawls_lease_every_url_and_double_only_what_was_lost() {
                 .wrapping_add(1442695040888963407);
             (rng >> 33) % n
         };
-        let mut f = Frontier::new(2, 1000, 1).with_window(4, 0);
+        let mut f = Frontier::new(2, 1000, 1)
+            .with_window(4, 0)
+            .with_active_bound(active_bound);
         f.start_assigning();
         let mut sups = vec![f.add_supervisor(), f.add_supervisor()];
         let mut store = FakeStore::default();
@@ -309,6 +322,7 @@ fn random_crawls_lease_every_url_and_double_only_what_was_lost() {
         let mut lost: HashMap<String, u32> = HashMap::new();
         let mut seq = 0i64;
         let mut now = 0u64;
+        let mut returned = false;
         for step in 0..3000 {
             match next(10) {
                 0..=2 if seq < 300 => {
@@ -361,6 +375,17 @@ fn random_crawls_lease_every_url_and_double_only_what_was_lost() {
                 }
                 _ => {}
             }
+            if let Err(e) = f.check_slots() {
+                panic!("seed {seed}, bound {active_bound}, step {step}: {e}");
+            }
+            // A lease that comes back takes a slot even past the bound
+            // (its URL must be in memory); until then the bound holds.
+            returned |= !lost.is_empty();
+            assert!(
+                returned || f.active_domains() <= active_bound,
+                "seed {seed}: {} domains hold a window past a bound of {active_bound}",
+                f.active_domains()
+            );
         }
         // Finish: answer, flush, lease and complete until idle.
         for r in pending.drain(..) {
@@ -499,15 +524,9 @@ fn a_resume_keeps_what_fits_and_never_puts_a_url_behind_the_cursor() {
     assert!(leased.values().all(|n| *n == 1));
 }
 
-#[test]
-fn past_the_budget_the_domains_share_it_rather_than_each_keeping_a_whole_window() {
-    // 100 domains of 20 URLs, a budget of 40 and windows of 64: a window
-    // of 64 holds every domain's whole queue (2,000 URLs in memory).
-    // Shared, a domain keeps the budget over the domains known, at least
-    // twice its in-flight maximum (4).
-    let mut f = Frontier::new(2, 1000, 1).with_window(64, 40);
-    f.start_assigning();
-    let s = f.add_supervisor();
+/// Admits 100 domains' 20 URLs each, domain after domain, into `f`; the
+/// store holds them all.
+fn hundred_domains_of_twenty(f: &mut Frontier) -> FakeStore {
     let mut store = FakeStore::default();
     let mut seq = 0;
     for d in 0..100 {
@@ -520,10 +539,74 @@ fn past_the_budget_the_domains_share_it_rather_than_each_keeping_a_whole_window(
         }
     }
     assert_eq!(f.queued(), 2000);
+    store
+}
+
+#[test]
+fn past_the_budget_the_domains_share_it_rather_than_each_keeping_a_whole_window() {
+    // 100 domains of 20 URLs, a budget of 40 and windows of 64: a window
+    // of 64 holds every domain's whole queue (2,000 URLs in memory).
+    // Shared, a domain keeps the budget over the domains known, at least
+    // twice its in-flight maximum (4).
+    let mut f = Frontier::new(2, 1000, 1).with_window(64, 40);
+    f.start_assigning();
+    let s = f.add_supervisor();
+    let mut store = hundred_domains_of_twenty(&mut f);
     let in_memory = f.queued() - f.spilled();
     assert!(in_memory <= 500, "{in_memory} URLs in memory");
     // Each URL is still crawled, once.
     let leased = crawl(&mut f, &mut store, &[s]);
     assert_eq!(leased.len(), 2000);
     assert!(leased.values().all(|&n| n == 1));
+}
+
+#[test]
+fn past_the_budget_a_bounded_set_of_domains_holds_windows_and_the_rest_take_turns() {
+    // 100 domains of 20 URLs, a budget of 40, windows of at least 4, and
+    // at most 10 domains holding one: shared out alone, the windows held
+    // 4 URLs of every domain (400); bounded, 10 domains' at most.
+    let mut f = Frontier::new(2, 1000, 1)
+        .with_window(64, 40)
+        .with_active_bound(10);
+    f.start_assigning();
+    let s = f.add_supervisor();
+    let mut store = hundred_domains_of_twenty(&mut f);
+    assert_eq!((f.active_domains(), f.parked_domains()), (10, 90));
+    // Crawled to the end with no more than 10 domains' windows in memory:
+    // d0 and d1 whole (40, under the budget), then d2 to d9 their shares
+    // as they were met (13, 10, 8, ... 4).
+    let mut order: Vec<String> = Vec::new();
+    let mut leased = HashSet::new();
+    let mut peak = 0;
+    for _ in 0..10_000 {
+        store.flush();
+        for r in f.refills(store.durable, 8) {
+            let urls = store.read(&r);
+            f.refilled(&r, urls);
+        }
+        peak = peak.max(f.queued() - f.spilled());
+        for w in f.take(s, 16, 0) {
+            assert!(f.complete(w.lease).is_some());
+            store.mark_done(&w.url);
+            assert!(leased.insert(w.url), "leased twice");
+            order.push(w.domain);
+        }
+        if let Err(e) = f.check_slots() {
+            panic!("{e}");
+        }
+        assert!(f.active_domains() <= 10);
+        if f.is_idle() {
+            break;
+        }
+    }
+    assert!(peak <= 95, "{peak} URLs in memory");
+    assert_eq!(leased.len(), 2000, "each URL crawled");
+    // Turns: every parked domain is crawled before d2 to d9 (which took
+    // their slots with a part of their queues) are done: each gave its
+    // slot back when its window emptied.
+    let first = |d: u32| order.iter().position(|o| *o == format!("d{d}"));
+    let last = |d: u32| order.iter().rposition(|o| *o == format!("d{d}"));
+    let last_start = (10..100).map(first).max().flatten();
+    let first_end = (2..10).map(last).min().flatten();
+    assert!(last_start < first_end, "{last_start:?} {first_end:?}");
 }

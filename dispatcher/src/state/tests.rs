@@ -28,6 +28,7 @@ fn settings() -> Settings {
         lease_ms: LEASE_MS,
         window: 4,
         memory_urls: 1_000_000,
+        active_domains: 0,
         forget_idle_domains_ms: 60_000,
         breaker: BreakerConfig {
             // Only the halt rule, and only where a test asks for it.
@@ -138,6 +139,8 @@ struct Sim {
     /// Stored URLs the seen-set has not been given yet, after
     /// `restart_summarized`.
     scan: Option<Vec<String>>,
+    /// The most domains parked at once in `run_to_end`.
+    peak_parked: usize,
 }
 
 impl Sim {
@@ -166,6 +169,7 @@ impl Sim {
             lagging: false,
             written: 0,
             scan: None,
+            peak_parked: 0,
         }
     }
 
@@ -527,6 +531,7 @@ impl Sim {
             }
             self.advance(1_000);
             self.housekeeping(&[]);
+            self.peak_parked = self.peak_parked.max(self.st.frontier.parked_domains());
         }
         panic!("the crawl did not end: {} left", self.st.left());
     }
@@ -545,6 +550,12 @@ impl Sim {
             admitted.len(),
             "a URL finished that was never admitted"
         );
+    }
+
+    /// [`Sim::assert_each_finished_once`], and no URL was leased twice.
+    fn assert_each_crawled_once(&self) {
+        self.assert_each_finished_once();
+        assert!(self.leased.values().all(|&n| n == 1));
     }
 
     fn sent_to(&self, conn: u32, what: fn(&ToSupervisor) -> bool) -> usize {
@@ -573,15 +584,21 @@ fn every_admitted_url_is_leased_once_and_finished_once() {
 
 #[test]
 fn with_small_windows_the_queues_are_read_back_and_nothing_is_leased_twice() {
-    let mut s = settings();
-    s.memory_urls = 10;
-    let mut sim = Sim::new(s, 63);
-    sim.seed(4);
-    sim.join("a", 4, Vec::new());
-    sim.run_to_end();
-    sim.assert_each_finished_once();
-    assert!(sim.leased.values().all(|&n| n == 1));
-    assert_eq!(sim.store.len(), 4 * 63);
+    // Every domain may hold a window, and one at a time (the others
+    // parked, taking turns).
+    for active_domains in [0, 1] {
+        let mut s = settings();
+        s.memory_urls = 10;
+        s.active_domains = active_domains;
+        let mut sim = Sim::new(s, 63);
+        sim.seed(4);
+        sim.join("a", 4, Vec::new());
+        sim.run_to_end();
+        sim.assert_each_crawled_once();
+        assert_eq!(sim.store.len(), 4 * 63);
+        let parked = if active_domains == 1 { 3 } else { 0 };
+        assert_eq!(sim.peak_parked, parked, "domains parked at once");
+    }
 }
 
 #[test]
@@ -638,8 +655,7 @@ fn no_queue_is_read_while_the_writer_lags_and_the_crawl_ends_once_it_catches_up(
     sim.advance(1_000);
     assert!(!sim.reads.is_empty());
     sim.run_to_end();
-    sim.assert_each_finished_once();
-    assert!(sim.leased.values().all(|&n| n == 1));
+    sim.assert_each_crawled_once();
     assert_eq!(sim.store.len(), 4 * 63);
 }
 
@@ -655,8 +671,7 @@ fn reads_of_queues_wait_for_the_reader_and_the_crawl_still_ends() {
     sim.pump();
     assert_eq!(sim.reads.len(), 1);
     sim.run_to_end();
-    sim.assert_each_finished_once();
-    assert!(sim.leased.values().all(|&n| n == 1));
+    sim.assert_each_crawled_once();
 }
 
 #[test]
