@@ -198,13 +198,22 @@ async fn read(
     r: &Refill,
     timing: &TimingLog,
 ) -> Result<ReadPage, String> {
-    let filter = doc! {
-        FrontierDoc::DOMAIN: &r.domain,
+    let docs = find_sorted(frontier, one_domain(r), r.limit, timing).await?;
+    Ok(pages::page_of(docs.iter().map(|d| &**d), r.limit))
+}
+
+/// The filter of [`read`]. The domain is matched with `$eq`, not as a
+/// bare value: the same query and plan on MongoDB, but nx-27017 (on
+/// SQLite) reads a bare value with MongoDB's array semantics, as "equal,
+/// or an array holding it", which no index answers, and walks its whole
+/// `{domain, seq}` index; with `$eq` it seeks the domain's range (29.6 ms
+/// against 0.7 ms at 20,000 stored URLs, and the gap grows with them).
+fn one_domain(r: &Refill) -> bson::Document {
+    doc! {
+        FrontierDoc::DOMAIN: {"$eq": &r.domain},
         FrontierDoc::SEQ: {"$gt": r.after, "$lte": r.upto},
         FrontierDoc::STATE: UrlState::Queued.as_str(),
-    };
-    let docs = find_sorted(frontier, filter, r.limit, timing).await?;
-    Ok(pages::page_of(docs.iter().map(|d| &**d), r.limit))
+    }
 }
 
 /// Several domains' queues in one query (see `pages`): `$in` on the
@@ -286,4 +295,22 @@ async fn look_up(
         .into_iter()
         .filter_map(|u| Some((leases.remove(&u.url)?, u)))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_single_domain_read_asks_for_its_domain_with_eq() {
+        let f = one_domain(&Refill::for_test("a.test", 3, 9, 5));
+        assert_eq!(
+            f.get_document(FrontierDoc::DOMAIN).ok(),
+            Some(&doc! {"$eq": "a.test"})
+        );
+        assert_eq!(
+            f.get_document(FrontierDoc::SEQ).ok(),
+            Some(&doc! {"$gt": 3i64, "$lte": 9i64})
+        );
+    }
 }
