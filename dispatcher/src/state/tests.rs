@@ -10,8 +10,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::*;
-use crate::frontier::ReadPage;
+use crate::frontier::{ReadPage, Stored};
 use crate::resume::StoredQueue;
+use shared::protocol::WorkItem;
 
 const LEASE_MS: u64 = 60_000;
 const HEARTBEAT_TIMEOUT_MS: u64 = 30_000;

@@ -1,0 +1,178 @@
+//! Membership: supervisors joining (and adopting what they still hold),
+//! leaving, saying bye and sending heartbeats. Moved out of `state.rs`
+//! unchanged; the state is [`CrawlState`]'s.
+
+use std::collections::HashSet;
+
+use shared::protocol::{ToSupervisor, WorkItem};
+
+use super::{CrawlState, Effect, Leaving, Member};
+use crate::frontier::{Adoption, Stored, SupId};
+use crate::refusals::Reason;
+
+impl<C> CrawlState<C> {
+    /// The newest connection whose handle matches (a supervisor that
+    /// re-introduced itself on the same socket has an older, dead one too).
+    pub(crate) fn find(&self, conn: impl Fn(&C) -> bool) -> Option<SupId> {
+        self.members.iter().rposition(|m| conn(&m.conn))
+    }
+
+    pub(crate) fn member(&self, s: SupId) -> Option<&Member<C>> {
+        self.members.get(s)
+    }
+
+    pub(crate) fn member_mut(&mut self, s: SupId) -> Option<&mut Member<C>> {
+        self.members.get_mut(s)
+    }
+
+    pub(crate) fn members(&self) -> &[Member<C>] {
+        &self.members
+    }
+
+    pub(crate) fn is_live(&self, s: SupId) -> bool {
+        self.members.get(s).is_some_and(|m| m.live)
+    }
+
+    /// Any message on an admitted connection counts as a sign of life.
+    pub(crate) fn heard(&mut self, s: SupId, now_ms: u64) {
+        if let Some(m) = self.members.get_mut(s) {
+            m.last_heard_ms = now_ms;
+        }
+    }
+
+    /// A supervisor that proved the cluster secret joins on a new
+    /// connection, holding `holding` (leases it got before). Earlier live
+    /// connections of the same supervisor are given up, and what they held
+    /// and it did not list goes back to the queue now rather than after
+    /// the heartbeat timeout. When the crawl is stopping it is told to stop
+    /// (the shell sends its Welcome first).
+    pub(crate) fn join(
+        &mut self,
+        conn: C,
+        id: String,
+        capacity: u32,
+        holding: Vec<WorkItem>,
+        now_ms: u64,
+    ) -> SupId {
+        let sid = self.frontier.add_supervisor();
+        debug_assert_eq!(sid, self.members.len());
+        self.members.push(Member {
+            id,
+            conn,
+            capacity,
+            last_heard_ms: now_ms,
+            live: true,
+            said_bye: false,
+            results: 0,
+        });
+        if !holding.is_empty() {
+            self.adopt(sid, holding, now_ms);
+        }
+        let earlier: Vec<SupId> = (0..sid)
+            .filter(|&o| self.members[o].live && self.members[o].id == self.members[sid].id)
+            .collect();
+        for o in earlier {
+            self.leave(o, Leaving::Reconnected);
+        }
+        if self.stopping {
+            // It reconnected while we stopped (it took a pause of ours for
+            // our death): the Stop sent to its old connection never
+            // reached it.
+            self.effects.push(Effect::Send(sid, ToSupervisor::Stop));
+        }
+        sid
+    }
+
+    /// Takes over the leases a (re)joining supervisor still holds: they
+    /// were handed out before this dispatcher started (or before it gave
+    /// the supervisor up for dead, or on an earlier connection), so they
+    /// must not be leased again. Only what the frontier can vouch for is
+    /// adopted, with its own domain and depth (see `Frontier::adopt`).
+    fn adopt(&mut self, s: SupId, holding: Vec<WorkItem>, now_ms: u64) {
+        let held = holding.len();
+        let id = self.members[s].id.clone();
+        let earlier: HashSet<SupId> = (0..s).filter(|&o| self.members[o].id == id).collect();
+        let mut report = self
+            .frontier
+            .adopt(s, holding, now_ms, |holder| earlier.contains(&holder));
+        tracing::info!(
+            supervisor = %id,
+            held,
+            adopted = report.adopted,
+            looked_up = report.look_up.len(),
+            "supervisor holds URLs from before; adopted their leases"
+        );
+        let look_up = std::mem::take(&mut report.look_up);
+        if !look_up.is_empty() {
+            self.effects.push(Effect::LookUp(s, look_up));
+        }
+        self.refuse_unadoptable(s, &report);
+    }
+
+    fn refuse_unadoptable(&mut self, s: SupId, report: &Adoption) {
+        if report.refused > 0 {
+            let n = report.refused;
+            let id = self.members.get(s).map_or("?", |m| m.id.as_str());
+            self.refusals.refuse(Reason::UnadoptableLease, n as u64, || {
+                format!("{n} URLs supervisor {id} holds are not queued here or out at another supervisor; not adopted (their results will be dropped)")
+            });
+        }
+    }
+
+    /// Gives up connection `s`: what it held goes back to the queue.
+    pub(crate) fn leave(&mut self, s: SupId, why: Leaving) {
+        if !self.is_live(s) {
+            return;
+        }
+        self.members[s].live = false;
+        let requeued = self.frontier.remove_supervisor(s);
+        let id = self.members[s].id.clone();
+        if requeued > 0 || why != Leaving::SaidBye {
+            tracing::warn!(supervisor = %id, why = why.as_str(), requeued, "supervisor left; its URLs re-queued");
+        }
+        // A restarted supervisor with the same id may have joined already.
+        if !self.members.iter().any(|o| o.live && o.id == id) {
+            self.effects.push(Effect::Gone(id));
+        }
+    }
+
+    /// A supervisor says Bye on connection `s`: it is given up, and gets
+    /// its Farewell (even on a connection given up before, so that it need
+    /// not wait for one).
+    pub(crate) fn bye(&mut self, s: SupId) {
+        if s >= self.members.len() {
+            return;
+        }
+        if self.members[s].live {
+            self.members[s].said_bye = true;
+            self.leave(s, Leaving::SaidBye);
+        }
+        self.effects.push(Effect::Send(s, ToSupervisor::Farewell));
+    }
+
+    /// A heartbeat lists the leases the supervisor holds: they are renewed.
+    pub(crate) fn heartbeat(&mut self, s: SupId, holding: &[u64], now_ms: u64) {
+        if self.is_live(s) {
+            self.frontier.renew(s, holding, now_ms);
+        }
+    }
+
+    /// The held URLs of `s` looked up in the store (see `adopt`).
+    pub(super) fn adopt_stored(
+        &mut self,
+        s: SupId,
+        asked: usize,
+        found: Result<Vec<(u64, Stored)>, String>,
+        now_ms: u64,
+    ) {
+        let found = found.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "looking up a supervisor's held URLs in the store failed; they will be crawled again");
+            Vec::new()
+        });
+        let report = self.frontier.adopt_stored(s, asked, found, now_ms);
+        if let Some(m) = self.members.get(s) {
+            tracing::info!(supervisor = %m.id, asked, adopted = report.adopted, "adopted held URLs queued in the store");
+        }
+        self.refuse_unadoptable(s, &report);
+    }
+}
