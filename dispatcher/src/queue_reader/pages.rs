@@ -9,6 +9,15 @@
 //! domain's window took 2.2 s to read, and 100 domains' 2.1 s. The query
 //! cannot bound each domain's range or count on its own, so this module
 //! does, and says which domains the answer does not settle.
+//!
+//! One `$eq` query per domain instead (which nx-27017 answers from the
+//! index, see `one_domain`) was tried on 2026-11-26 with
+//! `scripts/bench-dispatcher.sh` and a budget of 100,000: a crawl to a
+//! million URLs ran at 6,485 URLs/s against 320–640 for the batches
+//! (each a scan of the index), but 20,000 results after a restart on a
+//! million stored URLs took 322 s against 83 s: nx-27017 serves one
+//! request at a time, and while the seen-set is rebuilt each small query
+//! waits behind a scan batch of 8,192 documents. Not kept for that.
 
 use std::collections::HashMap;
 
