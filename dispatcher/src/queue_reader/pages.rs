@@ -15,9 +15,11 @@
 //! `scripts/bench-dispatcher.sh` and a budget of 100,000: a crawl to a
 //! million URLs ran at 6,485 URLs/s against 320–640 for the batches
 //! (each a scan of the index), but 20,000 results after a restart on a
-//! million stored URLs took 322 s against 83 s: nx-27017 serves one
-//! request at a time, and while the seen-set is rebuilt each small query
-//! waits behind a scan batch of 8,192 documents. Not kept for that.
+//! million stored URLs took 322 s against 83 s. Why is not known yet:
+//! that each small query waits behind the seen-set rebuild's scan batches
+//! (8,192 documents) did not hold, as batches of 1,024 took 326 s. About
+//! 625 reads in 322 s is half a second a read, as slow as a scan, so the
+//! plan nx-27017 picks there may differ. Not kept for that.
 
 use std::collections::HashMap;
 
