@@ -27,7 +27,7 @@
 //! cursor) takes a slot even past the bound, which holds again as windows
 //! drain.
 
-use super::{Frontier, RefillState};
+use super::{DomainQ, Frontier, RefillState};
 
 /// The fewest domains that may hold a window at once, whatever the budget:
 /// enough to keep many nodes' children busy on domains crawled each at
@@ -75,7 +75,12 @@ impl Frontier {
     /// (few) are not counted against it: their windows do not drain, and
     /// the domains parked behind them must still get their turn.
     fn slot_free(&self) -> bool {
-        self.active < self.max_active.saturating_add(self.blocked.len())
+        self.active < self.bound_now()
+    }
+
+    /// The bound, with the blocked domains on top (see `slot_free`).
+    fn bound_now(&self) -> usize {
+        self.max_active.saturating_add(self.blocked.len())
     }
 
     /// An active domain's turn is over when its window empties: parked
@@ -83,7 +88,7 @@ impl Frontier {
     /// (they took theirs while memory was under the budget, or for a lease
     /// that came back).
     pub(super) fn turn_over(&self) -> bool {
-        let bound = self.max_active.saturating_add(self.blocked.len());
+        let bound = self.bound_now();
         (!self.parked.is_empty() && self.active >= bound) || self.active > bound
     }
 
@@ -100,7 +105,7 @@ impl Frontier {
     /// domains parked longest.
     pub(super) fn settle_slot(&mut self, id: u32) {
         let d = &mut self.domains[id as usize];
-        let holds = !d.queue.is_empty() || matches!(d.refill, RefillState::Wanted | RefillState::Reading);
+        let holds = d.holds_window();
         if holds && !d.active {
             d.active = true;
             self.active += 1;
@@ -147,7 +152,7 @@ impl Frontier {
     pub(super) fn check_slots(&self) -> Result<(), String> {
         let mut flagged = 0;
         for d in &self.domains {
-            let holds = !d.queue.is_empty() || matches!(d.refill, RefillState::Wanted | RefillState::Reading);
+            let holds = d.holds_window();
             if holds != d.active {
                 return Err(format!(
                     "{}: holds a window {holds}, has a slot {}",
@@ -175,5 +180,13 @@ impl Frontier {
             return Err(format!("{flagged} domains hold slots, {} counted", self.active));
         }
         Ok(())
+    }
+}
+
+impl DomainQ {
+    /// URLs are in its window, or a read of it is wanted or under way:
+    /// what a slot is for.
+    fn holds_window(&self) -> bool {
+        !self.queue.is_empty() || matches!(self.refill, RefillState::Wanted | RefillState::Reading)
     }
 }
