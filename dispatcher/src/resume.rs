@@ -38,10 +38,13 @@ use bson::{doc, RawBsonRef, RawDocument, RawDocumentBuf};
 use futures::TryStreamExt;
 use mongodb::Collection;
 use shared::docs::{FrontierDoc, UrlState};
-use shared::store::{self, READ_BATCH};
-use tokio::sync::mpsc;
+use shared::store::READ_BATCH;
 
 use crate::state::Resumed;
+
+mod seen_scan;
+
+pub(crate) use seen_scan::{scan_seen, SeenScan, SeenScanTask, Stored};
 
 /// One domain's queue as the store holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -300,121 +303,6 @@ pub(crate) async fn read_back(
         );
     }
     Ok(())
-}
-
-/// What the background scan of stored URLs sends.
-pub(crate) enum SeenScan {
-    /// Stored URLs (a batch).
-    Urls(Vec<String>),
-    /// Every stored URL was sent.
-    Done,
-}
-
-/// URLs per [`SeenScan::Urls`].
-const SCAN_BATCH: usize = 8192;
-
-/// The background read of stored URLs for the seen-set; aborted when
-/// dropped (before the store's client shuts down).
-pub(crate) struct SeenScanTask {
-    task: tokio::task::JoinHandle<()>,
-    rx: mpsc::Receiver<SeenScan>,
-    pub(crate) started: std::time::Instant,
-}
-
-impl SeenScanTask {
-    /// The next message; `None` if the scan ended without [`SeenScan::Done`].
-    pub(crate) async fn next(&mut self) -> Option<SeenScan> {
-        self.rx.recv().await
-    }
-}
-
-impl Drop for SeenScanTask {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// Sends every URL stored in the frontier, then [`SeenScan::Done`]. A
-/// failed or stalled read starts over after a pause (sending a URL twice
-/// is harmless); until `Done` the seen-set defers to the store.
-///
-/// `stored` is how many entries the summary counted. Entries are never
-/// removed from a frontier, so a scan that returns fewer was cut short:
-/// nx-27017 answers a read of a cursor it dropped (when the connection
-/// that opened it closed) with a last, empty batch rather than an error.
-/// Such a scan starts over too: a seen-set declared whole without every
-/// stored URL would admit some of them again.
-pub(crate) fn scan_seen(frontier: Collection<FrontierDoc>, stored: u64) -> SeenScanTask {
-    let (tx, rx) = mpsc::channel(4);
-    let task = tokio::spawn(async move {
-        let mut backoff = store::Backoff::default();
-        loop {
-            match scan_once(&frontier, &tx).await {
-                Ok(n) if n < stored => {
-                    let why = format!("the store ended the read after {n} of at least {stored} URLs");
-                    backoff
-                        .note("reading the stored URLs for the seen-set", &why)
-                        .await
-                }
-                Ok(_) => {
-                    let _ = tx.send(SeenScan::Done).await;
-                    return;
-                }
-                Err(_) if tx.is_closed() => return,
-                Err(why) => {
-                    backoff
-                        .note("reading the stored URLs for the seen-set", &why)
-                        .await
-                }
-            }
-        }
-    });
-    SeenScanTask {
-        task,
-        rx,
-        started: std::time::Instant::now(),
-    }
-}
-
-/// One read of every stored URL; how many documents it read (a malformed
-/// `_id` is counted, as the summary counts it, but not sent).
-async fn scan_once(frontier: &Collection<FrontierDoc>, tx: &mpsc::Sender<SeenScan>) -> Result<u64, String> {
-    /// Longest one batch of the cursor may take.
-    const STALL: Duration = store::OP_TIMEOUT;
-    let raw = frontier.clone_with_type::<RawDocumentBuf>();
-    let find = raw
-        .find(doc! {})
-        .projection(doc! {"_id": 1})
-        .batch_size(READ_BATCH);
-    let mut cursor = match tokio::time::timeout(STALL, find).await {
-        Ok(c) => c.map_err(|e| e.to_string())?,
-        Err(_) => return Err("the store did not answer".into()),
-    };
-    let mut batch = Vec::with_capacity(SCAN_BATCH);
-    let mut read = 0u64;
-    loop {
-        let next = match tokio::time::timeout(STALL, cursor.try_next()).await {
-            Ok(n) => n.map_err(|e| e.to_string())?,
-            Err(_) => return Err("the store stopped answering".into()),
-        };
-        let Some(raw) = next else { break };
-        read = read.saturating_add(1);
-        if let Ok(Some(RawBsonRef::String(url))) = raw.get("_id") {
-            batch.push(url.to_string());
-        }
-        if batch.len() >= SCAN_BATCH {
-            let full = std::mem::replace(&mut batch, Vec::with_capacity(SCAN_BATCH));
-            tx.send(SeenScan::Urls(full))
-                .await
-                .map_err(|_| "nobody listens".to_string())?;
-        }
-    }
-    if !batch.is_empty() {
-        tx.send(SeenScan::Urls(batch))
-            .await
-            .map_err(|_| "nobody listens".to_string())?;
-    }
-    Ok(read)
 }
 
 #[cfg(test)]

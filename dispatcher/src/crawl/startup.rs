@@ -10,7 +10,7 @@ use shared::docs::DomainDoc;
 use shared::protocol::now_ms;
 use shared::store::{decode_each, Stores};
 
-use crate::resume::{self, SeenScan, SeenScanTask};
+use crate::resume::{self, SeenScan, SeenScanTask, Stored};
 use crate::{seeds, Args};
 
 use super::{halt_update, Dispatcher};
@@ -116,9 +116,9 @@ impl Dispatcher {
 
     /// Resumes from a summary of the stored frontier, then reads back the
     /// queued entries no queue holds, or all of them when they fit in
-    /// memory (see `crate::resume`). The number of stored URLs the
-    /// seen-set must still read in, if any.
-    async fn resume(&mut self) -> anyhow::Result<Option<u64>> {
+    /// memory (see `crate::resume`). What the seen-set must still read in
+    /// from the store, if anything.
+    async fn resume(&mut self) -> anyhow::Result<Option<Stored>> {
         let frontier = self.stores.frontier();
         let started = Instant::now();
         // Said first: on a big frontier it takes minutes, with nothing else to show.
@@ -128,6 +128,7 @@ impl Dispatcher {
             stored.read_whole();
         }
         let urls = stored.finished.saturating_add(stored.all_queued());
+        let last_seq = stored.last_seq;
         let back = (stored.read_back, stored.whole);
         tracing::info!(
             domains = stored.queues.len(),
@@ -143,7 +144,7 @@ impl Dispatcher {
             );
             resume::read_back(&frontier, back, |d| self.state.resume(d)).await?;
         }
-        Ok((urls > 0).then_some(urls))
+        Ok((urls > 0).then_some(Stored { urls, last_seq }))
     }
 
     /// A batch (or the end) of the background read of stored URLs. At the
