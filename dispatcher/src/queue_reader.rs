@@ -2,17 +2,27 @@
 //! windows (see `crate::frontier`), off the dispatch path: the dispatcher
 //! sends [`Refill`]s and gets each one back with what the store holds, or
 //! with why it could not be read (the frontier then asks again later).
-//! The refills waiting when a read starts go to the store as one query
-//! (up to [`BATCH`] domains; see `pages` for why and how it is split).
-//! It also looks up the URLs a rejoining supervisor holds that may be
-//! queued only in the store ([`crate::frontier::Adoption::look_up`]).
+//! Each refill is one query for one domain: a range of the `{domain, seq}`
+//! index, which on a sharded store goes to the one shard holding the
+//! domain. It also looks up the URLs a rejoining supervisor holds that may
+//! be queued only in the store ([`crate::frontier::Adoption::look_up`]).
+//!
+//! Why not several domains in one query (`$in` on the domain, as this
+//! reader did until 2026-11-27): MongoDB answers that with one range per
+//! domain too, but nx-27017 tests `$in` on each document (with MongoDB's
+//! array semantics), which no index answers, so each such read walked the
+//! whole index: 2.1 s at a million stored URLs, and a crawl past the
+//! memory budget leased 320–640 URLs/s (`scripts/bench-dispatcher.sh
+//! --urls 1000000` with a budget of 100,000), against 6,485 with one `$eq`
+//! query per domain. On MongoDB a query per domain costs one more round
+//! trip per domain, well under a millisecond on a local network.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bson::{doc, RawDocumentBuf};
+use bson::{doc, RawDocument, RawDocumentBuf};
 use futures::TryStreamExt;
 use shared::docs::{FrontierDoc, UrlState};
 use shared::store::{self, Stores};
@@ -22,26 +32,17 @@ use tokio::task::JoinSet;
 
 use crate::frontier::{ReadPage, Refill, Stored, SupId};
 
-mod pages;
-
-/// Reads at once. Each one fills up to [`BATCH`] windows, so two keep
-/// the windows full on a store that answers in milliseconds (MongoDB: an
-/// index range per domain). More would not help a store that answers each
-/// by scanning the frontier: nx-27017 runs them one at a time, and with 8
-/// of 100 domains each queued behind the seen-set's scan at 1 million
-/// stored URLs, each waited past its deadline, was asked again, and
-/// nothing was read for minutes.
+/// Tasks reading at once, each reading the refills it took one by one.
+/// nx-27017 serves one request at a time, so more would only queue there;
+/// on MongoDB two keep thousands of windows a second coming.
 const CONCURRENT: usize = 2;
-/// Longest a read of the queues may take. Longer than one ordinary
-/// operation's deadline (`store::OP_TIMEOUT`, 30 s): on a store that scans
-/// the frontier for each read, a read waits for the one before it, and
-/// each scan grows with the frontier (nx-27017: 2 s at 1 million stored
-/// URLs; at 10 million the start-up summary's two scans took 53.5 s). A
-/// read given up on is still scanned by such a store, and asking again
-/// while it runs only queues more behind it.
+/// Longest a read of a domain's queue may take. Longer than one ordinary
+/// operation's deadline (`store::OP_TIMEOUT`, 30 s): on a store that serves
+/// one request at a time, a read waits for every request before it, and a
+/// read given up on is still served by such a store, so asking again only
+/// queues more behind it.
 const READ_DEADLINE: Duration = Duration::from_secs(300);
-/// Most domains one read asks for (see `pages`): at the default window of
-/// 256, at most 25,600 URLs in one answer.
+/// Most requests one task takes at once.
 const BATCH: usize = 100;
 /// Reads asked for and not answered that keep the reader busy: those
 /// under way and a round's worth waiting (see `crate::state`).
@@ -106,8 +107,8 @@ async fn run(
         tokio::select! {
             r = rx.recv(), if reads.len() < CONCURRENT => {
                 let Some(first) = r else { break };
-                // With the requests waiting behind it, one read: one query
-                // for all the refills, after the (rare) look-ups.
+                // With the requests waiting behind it, one task: the (rare)
+                // look-ups, then the refills.
                 let (mut refills, mut held) = (Vec::new(), Vec::new());
                 let mut next = Some(first);
                 while let Some(r) = next {
@@ -151,38 +152,13 @@ async fn look_up_answer(
     }
 }
 
-/// Answers every one of `refills`: one batched query for all of them,
-/// then again for those its answer did not settle (it was cut at the
-/// limit). Should a batch settle none of them (one domain's URLs below its
-/// own range, still queued in the store while leased, took the whole
-/// limit), the rest are read one by one, as a single refill is.
+/// Answers every one of `refills`, one query each.
 async fn read_all(
     frontier: &mongodb::Collection<FrontierDoc>,
-    mut refills: Vec<Refill>,
+    refills: Vec<Refill>,
     timing: &TimingLog,
 ) -> Vec<Answer> {
     let mut answers = Vec::with_capacity(refills.len());
-    while refills.len() > 1 {
-        let pages = match read_batch(frontier, &refills, timing).await {
-            Ok(pages) => pages,
-            Err(e) => {
-                answers.extend(refills.drain(..).map(|r| Answer::Read(r, Err(e.clone()))));
-                return answers;
-            }
-        };
-        let asked = refills.len();
-        let mut unsettled = Vec::new();
-        for (r, page) in refills.into_iter().zip(pages) {
-            match page {
-                Some(page) => answers.push(Answer::Read(r, Ok(page))),
-                None => unsettled.push(r),
-            }
-        }
-        refills = unsettled;
-        if refills.len() == asked {
-            break;
-        }
-    }
     for r in refills {
         let res = read(frontier, &r, timing).await;
         answers.push(Answer::Read(r, res));
@@ -199,7 +175,30 @@ async fn read(
     timing: &TimingLog,
 ) -> Result<ReadPage, String> {
     let docs = find_sorted(frontier, one_domain(r), r.limit, timing).await?;
-    Ok(pages::page_of(docs.iter().map(|d| &**d), r.limit))
+    Ok(page_of(docs.iter().map(|d| &**d), r.limit))
+}
+
+/// Decodes each document on its own: a malformed one is skipped with a
+/// warning, and still moves the queue past it (`last_seq`).
+fn page_of<'a>(docs: impl ExactSizeIterator<Item = &'a RawDocument>, limit: usize) -> ReadPage {
+    let mut page = ReadPage {
+        urls: Vec::with_capacity(docs.len()),
+        full: docs.len() >= limit,
+        last_seq: 0,
+    };
+    for raw in docs {
+        let seq = FrontierDoc::raw_seq(raw).unwrap_or(0);
+        page.last_seq = page.last_seq.max(seq);
+        match bson::from_slice::<FrontierDoc>(raw.as_bytes()) {
+            Ok(d) => page.urls.push(Stored {
+                url: d.url,
+                depth: d.depth.clamp(0, i32::from(u16::MAX)) as u16,
+                seq: d.seq,
+            }),
+            Err(e) => tracing::warn!(document = ?raw, error = %e, "skipping a malformed frontier entry"),
+        }
+    }
+    page
 }
 
 /// The filter of [`read`]. The domain is matched with `$eq`, not as a
@@ -214,29 +213,6 @@ fn one_domain(r: &Refill) -> bson::Document {
         FrontierDoc::SEQ: {"$gt": r.after, "$lte": r.upto},
         FrontierDoc::STATE: UrlState::Queued.as_str(),
     }
-}
-
-/// Several domains' queues in one query (see `pages`): `$in` on the
-/// domain, which on MongoDB is one range of the `{domain, seq}` index per
-/// domain, walked in index order, and on a sharded store goes only to the
-/// shards that hold them. One page per refill, or `None` for those the
-/// answer did not settle.
-async fn read_batch(
-    frontier: &mongodb::Collection<FrontierDoc>,
-    refills: &[Refill],
-    timing: &TimingLog,
-) -> Result<Vec<Option<ReadPage>>, String> {
-    let domains: Vec<&str> = refills.iter().map(|r| r.domain.as_str()).collect();
-    let after = refills.iter().map(|r| r.after).min().unwrap_or(0);
-    let upto = refills.iter().map(|r| r.upto).max().unwrap_or(0);
-    let limit = refills.iter().fold(0usize, |n, r| n.saturating_add(r.limit));
-    let filter = doc! {
-        FrontierDoc::DOMAIN: {"$in": domains},
-        FrontierDoc::SEQ: {"$gt": after, "$lte": upto},
-        FrontierDoc::STATE: UrlState::Queued.as_str(),
-    };
-    let docs = find_sorted(frontier, filter, limit, timing).await?;
-    Ok(pages::split(refills, &docs, docs.len() >= limit))
 }
 
 /// The frontier documents `filter` matches, by domain and `seq`, at most
@@ -289,7 +265,7 @@ async fn look_up(
         Some(Err(e)) => return Err(e.to_string()),
         None => return Err("no answer in time".to_string()),
     };
-    let page = pages::page_of(docs.iter().map(|d| &**d), usize::MAX);
+    let page = page_of(docs.iter().map(|d| &**d), usize::MAX);
     Ok(page
         .urls
         .into_iter()
@@ -312,5 +288,15 @@ mod tests {
             f.get_document(FrontierDoc::SEQ).ok(),
             Some(&doc! {"$gt": 3i64, "$lte": 9i64})
         );
+    }
+
+    #[test]
+    fn malformed_documents_are_skipped_but_move_the_queue_on() {
+        let good = bson::rawdoc! {"_id": "http://a.test/1", "domain": "a.test", "depth": 1, "state": "queued", "seq": 1_i64};
+        let bad = bson::rawdoc! {"_id": "http://a.test/4", "domain": "a.test", "depth": "deep", "seq": 4_i64};
+        let page = page_of([&*good, &*bad].into_iter(), 10);
+        let seqs: Vec<i64> = page.urls.iter().map(|u| u.seq).collect();
+        assert_eq!((seqs, page.full, page.last_seq), (vec![1], false, 4));
+        assert!(page_of([&*good, &*bad].into_iter(), 2).full);
     }
 }

@@ -2,7 +2,8 @@
 //! real ZeroMQ sockets, with the cluster secret), a real store, and a
 //! memory budget so small that most of each domain's queue lives in the
 //! store: every admitted URL is leased exactly once and finished, and the
-//! stored frontier says so; the queues are read several domains at a time. (What `scripts/bench-dispatcher.sh` times.)
+//! stored frontier says so; each read of the stored queues is one domain's,
+//! at most a window. (What `scripts/bench-dispatcher.sh` times.)
 //! Once more with `--seen-check store`, where repeated links the dispatcher
 //! cannot vouch for are inserted again and the store's unique index keeps
 //! the first copy.
@@ -26,7 +27,7 @@ struct Run {
     seqs: Vec<i64>,
     /// The most URLs one read of the stored queues returned (the
     /// dispatcher's timing log): above a window (8), one query read
-    /// several domains' queues.
+    /// several domains' queues, or past a domain's window.
     largest_read: u64,
 }
 
@@ -54,10 +55,10 @@ async fn every_admitted_url_is_leased_once_and_finished_with_queues_in_the_store
     assert_eq!((stored, done), (URLS, URLS));
     let distinct: std::collections::BTreeSet<i64> = seqs.iter().copied().collect();
     assert_eq!((seqs.len(), distinct.len()), (URLS as usize, URLS as usize));
-    // And the queues were read several domains at a time.
+    // The queues were read from the store, a window of one domain at a time.
     assert!(
-        largest_read > 8,
-        "no read returned more than one window: {largest_read}"
+        (1..=8).contains(&largest_read),
+        "the largest read of the stored queues returned {largest_read} URLs"
     );
 }
 
