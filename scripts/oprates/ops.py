@@ -34,6 +34,7 @@ OP_ORDER = (
     "frontier_insert",
     "domain_flush",
     "frontier_read",
+    "seen_scan",
 )
 
 # Steps that wait rather than work (Op::is_wait). Trend leaves them out of
@@ -54,7 +55,8 @@ WAIT_OPS = frozenset({
 DELIBERATE_WAITS = frozenset({"politeness_wait"})
 
 # Operations that log one line per batch with `"n": items` (absent = 1).
-BATCH_OPS = frozenset({"store", "frontier_insert", "dispatch", "report", "domain_flush", "frontier_read"})
+BATCH_OPS = frozenset({"store", "frontier_insert", "dispatch", "report", "domain_flush", "frontier_read",
+                       "seen_scan"})
 
 # The bottleneck report's lease-time breakdown: the time URLs spend in each
 # step between their lease and their result, charged to the resource that

@@ -54,10 +54,14 @@ pub enum Op {
     /// Dispatcher: reading a domain's next queued URLs from the store
     /// into its window.
     FrontierRead,
+    /// Dispatcher: after a restart, reading a page of the stored URLs into
+    /// the seen-set (or the whole collection at once, when pages cannot
+    /// order every stored entry).
+    SeenScan,
 }
 
 impl Op {
-    pub const ALL: [Op; 17] = [
+    pub const ALL: [Op; 18] = [
         Op::QueueWait,
         Op::Dispatch,
         Op::StartWait,
@@ -75,6 +79,7 @@ impl Op {
         Op::FrontierInsert,
         Op::DomainFlush,
         Op::FrontierRead,
+        Op::SeenScan,
     ];
 
     pub fn name(self) -> &'static str {
@@ -96,6 +101,7 @@ impl Op {
             Op::FrontierInsert => "frontier_insert",
             Op::DomainFlush => "domain_flush",
             Op::FrontierRead => "frontier_read",
+            Op::SeenScan => "seen_scan",
         }
     }
 
@@ -119,6 +125,7 @@ impl Op {
             Op::FrontierInsert => "crawler_frontier_insert_duration_seconds",
             Op::DomainFlush => "crawler_domain_flush_duration_seconds",
             Op::FrontierRead => "crawler_frontier_read_duration_seconds",
+            Op::SeenScan => "crawler_seen_scan_duration_seconds",
         }
     }
 
@@ -156,6 +163,7 @@ impl Op {
             Op::FrontierInsert => "Work: writing one batch of frontier changes to the store.",
             Op::DomainFlush => "Work: writing the last-crawled times of the domains a child paced since its last flush.",
             Op::FrontierRead => "Work: reading a domain's next queued URLs from the store into the dispatcher's window.",
+            Op::SeenScan => "Work: after a restart, reading a page of the stored URLs into the dispatcher's seen-set.",
         }
     }
 }

@@ -174,17 +174,132 @@ async fn crawl(extra: &[&str]) -> Run {
 
 /// The largest `n` of the `frontier_read` lines in the timing logs.
 fn largest_read(logs: &std::path::Path) -> u64 {
-    let mut largest = 0;
+    timed(logs, "frontier_read").into_iter().max().unwrap_or(0)
+}
+
+/// The `n` of each line of `op` in the timing logs.
+fn timed(logs: &std::path::Path, op: &str) -> Vec<u64> {
+    let mut ns = Vec::new();
     for entry in std::fs::read_dir(logs).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
         for line in text.lines() {
             let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
                 continue;
             };
-            if v["op"] == "frontier_read" {
-                largest = largest.max(v["n"].as_u64().unwrap_or(0));
+            if v["op"] == op {
+                ns.push(v["n"].as_u64().unwrap_or(0));
             }
         }
     }
-    largest
+    ns
+}
+
+/// Stored URLs of the restart test, over [`DOMAINS`] domains; 1% queued.
+const STORED: u64 = 10_000;
+
+/// A dispatcher started on a stored frontier (written by `frontier_fill`,
+/// as a crawl stopped midway leaves it) reads every stored URL into its
+/// seen-set in pages of the `{domain, seq}` index: the pages hold each
+/// stored entry once (a page that skipped entries would leave the count
+/// short, and the whole collection would be read again on top), and the
+/// crawl then leases only what was queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_reads_the_stored_urls_into_the_seen_set_in_pages() {
+    let store = StoreServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let crawl_id = shared::store::CrawlId::default().to_string();
+    let fill = tokio::process::Command::new(bin("frontier_fill").unwrap())
+        .args(["--mongo-uri", &store.uri, "--crawl-id", &crawl_id])
+        .args(["--urls", &STORED.to_string(), "--domains", &DOMAINS.to_string()])
+        .args(["--queued-share", "0.01"])
+        .output();
+    let fill = tokio::time::timeout(Duration::from_secs(120), fill)
+        .await
+        .expect("frontier_fill did not finish")
+        .unwrap();
+    assert!(fill.status.success(), "frontier_fill: {fill:?}");
+    let queued = STORED / 100;
+
+    let seeds: Vec<String> = (0..DOMAINS).map(|i| format!("http://d{i}.test/")).collect();
+    let seeds_file = write_lines(dir.path(), "seeds.txt", &seeds).unwrap();
+    let mut spec = ClusterSpec::new(&store.uri, &seeds_file);
+    spec.supervisors = 0;
+    spec.min_supervisors = Some(2);
+    let logs = dir.path().join("timing");
+    spec.timing_dir = Some(logs.clone());
+    let debug = format!("127.0.0.1:{}", crawl_tests::harness::free_port());
+    spec.dispatcher_args = args(&[
+        "--max-pages",
+        &(2 * STORED).to_string(),
+        "--max-depth",
+        "1000",
+        "--progress-secs",
+        "0",
+        "--debug-addr",
+        &debug,
+    ]);
+    let crawl = spawn_crawl(&spec).await.unwrap();
+    // No supervisor has joined yet, so nothing is crawled while the stored
+    // URLs are read: the pages must find each of them, and nothing else.
+    let http = shared::http_client::builder().no_proxy().build().unwrap();
+    let metrics = format!("{}/metrics", crawl.debug_url().unwrap());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let seen = match http.get(&metrics).timeout(Duration::from_secs(5)).send().await {
+            Ok(resp) => resp.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        let seen: u64 = seen
+            .lines()
+            .find_map(|l| l.strip_prefix("crawler_frontier_seen "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map_or(0, |v| v as u64);
+        if seen >= STORED {
+            assert_eq!(seen, STORED, "the seen-set holds URLs the store does not");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the seen-set holds {seen} of the {STORED} stored URLs after 120 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let load = tokio::process::Command::new(bin("dispatcher_load").unwrap())
+        .args(["--dispatcher", crawl.endpoint()])
+        .args([
+            "--supervisors",
+            "2",
+            "--domains",
+            &DOMAINS.to_string(),
+            "--links",
+            "0",
+        ])
+        .args(["--max-secs", "120"])
+        .env(shared::cluster_auth::SECRET_ENV, &spec.cluster_secret)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(140), load)
+        .await
+        .expect("dispatcher_load did not finish")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "dispatcher_load: {stdout}");
+    let report: serde_json::Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .expect("a JSON report");
+    let run = crawl.wait(Duration::from_secs(60)).await.unwrap();
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    // Only the queued URLs were leased: the seeds, stored and crawled
+    // before, were known.
+    assert_eq!(report["leases_received"], queued, "{report}");
+    assert_eq!(run.summary["fetched"], queued, "{}", run.summary);
+    let pages = timed(&logs, "seen_scan");
+    assert_eq!(
+        pages.iter().sum::<u64>(),
+        STORED,
+        "the reads of stored URLs for the seen-set returned {pages:?}"
+    );
+    assert!(pages.len() >= 3, "{STORED} stored URLs in {} pages", pages.len());
 }

@@ -109,7 +109,11 @@ impl Dispatcher {
         );
         if let Some(stored) = scan {
             // Only now: not in the way of the seeds' reads and writes.
-            self.seen_scan = Some(resume::scan_seen(self.stores.frontier(), stored));
+            self.seen_scan = Some(resume::scan_seen(
+                self.stores.frontier(),
+                stored,
+                self.timing.clone(),
+            ));
         }
         Ok(())
     }

@@ -22,13 +22,14 @@
 //! written by hand or by an older version), one read of the whole
 //! collection follows, which finds every entry whatever its shape.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bson::{doc, RawBsonRef, RawDocumentBuf};
 use futures::TryStreamExt;
 use mongodb::Collection;
 use shared::docs::FrontierDoc;
 use shared::store::{self, READ_BATCH};
+use shared::timing::{Op, TimingLog};
 use tokio::sync::mpsc;
 
 /// What the background scan of stored URLs sends.
@@ -87,12 +88,17 @@ impl Drop for SeenScanTask {
 /// pages, and then, only if the pages did not count every entry of
 /// `stored`, in one read of the whole collection. A failed or stalled
 /// read is asked for again after a pause (sending a URL twice is
-/// harmless); until `Done` the seen-set defers to the store.
-pub(crate) fn scan_seen(frontier: Collection<FrontierDoc>, stored: Stored) -> SeenScanTask {
+/// harmless); until `Done` the seen-set defers to the store. Each page,
+/// and the whole read, is timed as [`Op::SeenScan`].
+pub(crate) fn scan_seen(
+    frontier: Collection<FrontierDoc>,
+    stored: Stored,
+    timing: TimingLog,
+) -> SeenScanTask {
     let (tx, rx) = mpsc::channel(4);
     let task = tokio::spawn(async move {
-        if in_pages(&frontier, stored, &tx).await.is_none() && !tx.is_closed() {
-            whole(&frontier, stored.urls, &tx).await;
+        if in_pages(&frontier, stored, &tx, &timing).await.is_none() && !tx.is_closed() {
+            whole(&frontier, stored.urls, &tx, &timing).await;
         }
     });
     SeenScanTask {
@@ -110,6 +116,7 @@ async fn in_pages(
     frontier: &Collection<FrontierDoc>,
     stored: Stored,
     tx: &mpsc::Sender<SeenScan>,
+    timing: &TimingLog,
 ) -> Option<()> {
     if stored.last_seq <= 0 {
         return None;
@@ -118,6 +125,7 @@ async fn in_pages(
     let mut pages = Pages::new(stored.last_seq, PAGE);
     let mut backoff = store::Backoff::default();
     while let Some(filter) = pages.next_filter() {
+        let start = Instant::now();
         let query = async {
             let cursor = raw
                 .find(filter)
@@ -128,7 +136,13 @@ async fn in_pages(
                 .await?;
             cursor.try_collect::<Vec<RawDocumentBuf>>().await
         };
-        let docs = match tokio::time::timeout(STALL, query).await {
+        let answer = tokio::time::timeout(STALL, query).await;
+        let (outcome, n) = match &answer {
+            Ok(Ok(docs)) => ("ok", docs.len()),
+            _ => ("error", 0),
+        };
+        timing.record_batch(Op::SeenScan, start.elapsed(), outcome, n);
+        let docs = match answer {
             Ok(Ok(docs)) => docs,
             failed if !tx.is_closed() => {
                 let why = match failed {
@@ -259,10 +273,22 @@ impl Pages {
 /// that opened it closed) with a last, empty batch rather than an error,
 /// and a seen-set declared whole without every stored URL would admit some
 /// of them again.
-async fn whole(frontier: &Collection<FrontierDoc>, stored: u64, tx: &mpsc::Sender<SeenScan>) {
+async fn whole(
+    frontier: &Collection<FrontierDoc>,
+    stored: u64,
+    tx: &mpsc::Sender<SeenScan>,
+    timing: &TimingLog,
+) {
     let mut backoff = store::Backoff::default();
     loop {
-        match whole_once(frontier, tx).await {
+        let start = Instant::now();
+        let res = whole_once(frontier, tx).await;
+        let (outcome, n) = match &res {
+            Ok(n) => ("ok", usize::try_from(*n).unwrap_or(usize::MAX)),
+            Err(_) => ("error", 0),
+        };
+        timing.record_batch(Op::SeenScan, start.elapsed(), outcome, n);
+        match res {
             Ok(n) if n < stored => {
                 let why = format!("the store ended the read after {n} of at least {stored} URLs");
                 backoff.note(WHAT, &why).await
