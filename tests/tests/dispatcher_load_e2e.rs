@@ -11,7 +11,9 @@
 use std::time::Duration;
 
 use bson::doc;
-use crawl_tests::harness::{args, bin, crawl_coll, spawn_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{
+    args, bin, crawl_coll, spawn_crawl, write_lines, ClusterSpec, CrawlRun, RunningCrawl, StoreServer,
+};
 
 const URLS: u64 = 3000;
 const DOMAINS: u64 = 40;
@@ -119,34 +121,21 @@ async fn crawl(extra: &[&str]) -> Run {
     ]);
     spec.dispatcher_args.extend(args(extra));
     let crawl = spawn_crawl(&spec).await.unwrap();
-    let load = tokio::process::Command::new(bin("dispatcher_load").unwrap())
-        .args(["--dispatcher", crawl.endpoint()])
-        .args(["--supervisors", &SUPERVISORS.to_string()])
-        .args([
+    let (report, run) = load(
+        crawl,
+        &spec,
+        &[
+            "--supervisors",
+            &SUPERVISORS.to_string(),
             "--domains",
             &DOMAINS.to_string(),
             "--capacity",
             "64",
             "--links",
             "10",
-        ])
-        .args(["--max-secs", "300"])
-        .env(shared::cluster_auth::SECRET_ENV, &spec.cluster_secret)
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(320), load)
-        .await
-        .expect("dispatcher_load did not finish")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "dispatcher_load: {stdout}");
-    let report: serde_json::Value = stdout
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .expect("a JSON report");
-    let run = crawl.wait(Duration::from_secs(60)).await.unwrap();
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+        ],
+    )
+    .await;
     let db = store.client().await.unwrap().database("crawler");
     let frontier = db.collection::<bson::Document>(&crawl_coll(shared::store::FRONTIER));
     let stored = frontier.count_documents(doc! {}).await.unwrap();
@@ -170,6 +159,32 @@ async fn crawl(extra: &[&str]) -> Run {
         seqs,
         largest_read: largest_read(&logs),
     }
+}
+
+/// Runs `dispatcher_load` with `load_args` against `crawl` to the crawl's
+/// end: its report, and the crawl's (the dispatcher succeeded).
+async fn load(crawl: RunningCrawl, spec: &ClusterSpec, load_args: &[&str]) -> (serde_json::Value, CrawlRun) {
+    let load = tokio::process::Command::new(bin("dispatcher_load").unwrap())
+        .args(["--dispatcher", crawl.endpoint()])
+        .args(load_args)
+        .args(["--max-secs", "300"])
+        .env(shared::cluster_auth::SECRET_ENV, &spec.cluster_secret)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(320), load)
+        .await
+        .expect("dispatcher_load did not finish")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "dispatcher_load: {stdout}");
+    let report: serde_json::Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .expect("a JSON report");
+    let run = crawl.wait(Duration::from_secs(60)).await.unwrap();
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    (report, run)
 }
 
 /// The largest `n` of the `frontier_read` lines in the timing logs.
@@ -264,33 +279,19 @@ async fn a_restart_reads_the_stored_urls_into_the_seen_set_in_pages() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let load = tokio::process::Command::new(bin("dispatcher_load").unwrap())
-        .args(["--dispatcher", crawl.endpoint()])
-        .args([
+    let (report, run) = load(
+        crawl,
+        &spec,
+        &[
             "--supervisors",
             "2",
             "--domains",
             &DOMAINS.to_string(),
             "--links",
             "0",
-        ])
-        .args(["--max-secs", "120"])
-        .env(shared::cluster_auth::SECRET_ENV, &spec.cluster_secret)
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(140), load)
-        .await
-        .expect("dispatcher_load did not finish")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "dispatcher_load: {stdout}");
-    let report: serde_json::Value = stdout
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .expect("a JSON report");
-    let run = crawl.wait(Duration::from_secs(60)).await.unwrap();
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+        ],
+    )
+    .await;
     // Only the queued URLs were leased: the seeds, stored and crawled
     // before, were known.
     assert_eq!(report["leases_received"], queued, "{report}");
