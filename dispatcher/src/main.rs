@@ -282,7 +282,8 @@ impl Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    shared::alloc::tune();
+    // Not `shared::alloc::tune()`: see there why the dispatcher keeps
+    // mimalloc's own purge delay.
     shared::logging::init(ROLE);
     let config::Parsed { args, settings } = config::parse(std::env::args_os().collect())?;
     let key = args

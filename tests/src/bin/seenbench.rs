@@ -119,7 +119,8 @@ fn run(set: &mut dyn Seen, args: &Args) -> serde_json::Value {
 }
 
 fn main() {
-    shared::alloc::tune();
+    // As the dispatcher, which holds the seen-set: mimalloc's own purge
+    // delay (see `shared::alloc`).
     let args = Args::parse();
     let mut result = match args.set {
         Set::Hash48 => run(&mut HashSet48::new(), &args),
