@@ -10,8 +10,8 @@
 //! one document per domain with queued URLs and one per state.
 //!
 //! The seen-set (`crate::seen`) still needs a hash of every stored URL.
-//! It is read in the background ([`scan_seen`], `_id`s only) while the
-//! crawl runs; until it is whole, a URL whose hash is not known yet is
+//! It is read in the background ([`scan_seen`], in pages along the
+//! `{domain, seq}` index) while the crawl runs; until it is whole, a URL whose hash is not known yet is
 //! unsure rather than new, so the store's unique index decides, as for
 //! a hash collision (`SeenSet::rebuilding`). No URL is crawled twice or
 //! dropped while the scan runs; it only costs one `_id` query per write
