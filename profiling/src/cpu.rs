@@ -93,6 +93,13 @@ where
     tokio::task::spawn_blocking(move || {
         let report = guard.report().build();
         drop(guard);
+        // Symbolising parsed the binary's debug info into a cache that
+        // `backtrace` keeps for the life of the process: one profile left an
+        // idle dispatcher 320 MiB bigger for good (27 to 347 MiB of RSS, 256
+        // of it heap). The report holds its names already, so the cache goes;
+        // the next profile parses the debug info again (about a second).
+        backtrace::clear_symbol_cache();
+        shared::alloc::release_free_memory();
         let out = render(&report?);
         drop(slot);
         out

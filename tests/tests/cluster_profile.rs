@@ -285,6 +285,23 @@ async fn scrape(http: &reqwest::Client, addr: &str) -> Exposition {
         .unwrap_or_else(|e| panic!("/metrics of {addr} is not Prometheus text: {e}\n{text}"))
 }
 
+/// The process's resident file-backed memory (`RssFile`), in KiB: what it
+/// has mapped of files, its own binary's debug info among them while that is
+/// parsed for symbols.
+fn rss_file_kib(pid: u64) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("RssFile:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no RssFile for pid {pid}"))
+}
+
+/// More file-backed memory than a profile may leave a process holding: a
+/// symboliser that keeps the binary's debug info mapped keeps about 64 MiB
+/// (the dispatcher's; the cache also held about 250 MiB of heap).
+const SYMBOLS_KEPT_KIB: u64 = 32 * 1024;
+
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -353,6 +370,8 @@ async fn cluster_profile_pprof_and_metrics_during_a_crawl() {
     let results_before = total(&before, "crawler_dispatcher_results_total");
     let metrics_at = Instant::now();
 
+    let rss_file_before: Vec<u64> = procs.iter().map(|p| rss_file_kib(p.pid)).collect();
+
     // (a) The cluster flamegraph command.
     // CLUSTER_PROFILE_OUT=DIR keeps the flamegraphs for a look.
     let out = std::env::var_os("CLUSTER_PROFILE_OUT")
@@ -373,6 +392,14 @@ async fn cluster_profile_pprof_and_metrics_during_a_crawl() {
         output.status
     );
     assert!(output.status.success(), "cluster-profile failed");
+    // Every process was profiled, and let go of its symbols afterwards.
+    for (p, before) in procs.iter().zip(rss_file_before) {
+        let after = rss_file_kib(p.pid);
+        assert!(
+            after < before + SYMBOLS_KEPT_KIB,
+            "{p:?} holds {after} KiB of file-backed memory after a profile, {before} before: the symbols' debug info was kept"
+        );
+    }
     assert!(
         stdout.contains("cluster.svg"),
         "summary names cluster.svg: {stdout}"
