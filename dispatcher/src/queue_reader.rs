@@ -118,25 +118,37 @@ async fn run(
                     }
                     next = if refills.len() + held.len() < BATCH { rx.try_recv().ok() } else { None };
                 }
+                let out = Answers { tx: answers.clone(), pending: pending.clone() };
                 let (frontier, timing) = (frontier.clone(), timing.clone());
                 reads.spawn(async move {
-                    let mut answers = Vec::with_capacity(held.len() + refills.len());
                     for (sup, h) in held {
-                        answers.push(look_up_answer(&frontier, sup, h).await);
+                        out.send(look_up_answer(&frontier, sup, h).await);
                     }
-                    answers.extend(read_all(&frontier, refills, &timing).await);
-                    answers
+                    for r in refills {
+                        let res = read(&frontier, &r, &timing).await;
+                        out.send(Answer::Read(r, res));
+                    }
                 });
             }
-            Some(done) = reads.join_next() => {
-                for answer in done.into_iter().flatten() {
-                    if let Answer::Read(..) = answer {
-                        pending.fetch_sub(1, Ordering::Relaxed);
-                    }
-                    let _ = answers.send(answer);
-                }
-            }
+            Some(_) = reads.join_next() => {}
         }
+    }
+}
+
+/// Where a reading task sends each answer as soon as it has it: a window
+/// read first in a batch of [`BATCH`] does not wait for the other reads
+/// (on nx-27017, a few milliseconds each).
+struct Answers {
+    tx: mpsc::UnboundedSender<Answer>,
+    pending: Arc<AtomicUsize>,
+}
+
+impl Answers {
+    fn send(&self, answer: Answer) {
+        if let Answer::Read(..) = answer {
+            self.pending.fetch_sub(1, Ordering::Relaxed);
+        }
+        let _ = self.tx.send(answer);
     }
 }
 
@@ -150,20 +162,6 @@ async fn look_up_answer(
         asked: held.len(),
         found: look_up(frontier, held).await,
     }
-}
-
-/// Answers every one of `refills`, one query each.
-async fn read_all(
-    frontier: &mongodb::Collection<FrontierDoc>,
-    refills: Vec<Refill>,
-    timing: &TimingLog,
-) -> Vec<Answer> {
-    let mut answers = Vec::with_capacity(refills.len());
-    for r in refills {
-        let res = read(frontier, &r, timing).await;
-        answers.push(Answer::Read(r, res));
-    }
-    answers
 }
 
 /// The queued URLs of `r.domain` with a `seq` in `(r.after, r.upto]`,
