@@ -143,7 +143,12 @@ async fn in_pages(
         };
         timing.record_batch(Op::SeenScan, start.elapsed(), outcome, n);
         let docs = match answer {
-            Ok(Ok(docs)) => docs,
+            Ok(Ok(docs)) => {
+                // Each failure waits longer, but only since the last page
+                // read: a blink an hour ago says nothing about the store now.
+                backoff = store::Backoff::default();
+                docs
+            }
             failed if !tx.is_closed() => {
                 let why = match failed {
                     Ok(Err(e)) => e.to_string(),
