@@ -214,7 +214,7 @@ impl Dispatcher {
                     depth,
                     seq,
                     confirm,
-                } => self.writer.insert(&url, &domain, depth, seq, confirm),
+                } => self.writer.insert(url, domain, depth, seq, confirm),
                 Effect::Mark { url, state, failure } => self.writer.mark(url, state, failure),
                 Effect::Read(r) => self.reader.read(r),
                 Effect::LookUp(s, held) => self.reader.look_up(s, held),

@@ -76,12 +76,13 @@ impl FrontierWriter {
 
     /// Writes a newly admitted URL; `seq` must be higher than any inserted
     /// before. With `confirm`, says whether the store took it (a URL stored
-    /// before stays as it was: the unique `_id` index).
-    pub fn insert(&self, url: &str, domain: &str, depth: u16, seq: i64, confirm: bool) {
+    /// before stays as it was: the unique `_id` index). Takes the strings
+    /// the state machine made for it, so they are not copied again.
+    pub fn insert(&self, url: String, domain: String, depth: u16, seq: i64, confirm: bool) {
         self.backlog.fetch_add(1, Ordering::Relaxed);
         let doc = FrontierDoc {
-            url: url.to_string(),
-            domain: domain.to_string(),
+            url,
+            domain,
             depth: i32::from(depth),
             state: UrlState::Queued,
             failure: None,
