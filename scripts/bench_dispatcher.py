@@ -14,6 +14,8 @@ Prints a JSON object on stdout (a summary on stderr):
 - [urls_per_s]: leases out plus results in, per second of the crawl, as
   dispatcher_load counted them; [dispatcher_cpu_secs] and
   [dispatcher_cores]: the dispatcher's CPU over the crawl;
+  [urls_per_cpu_s]: leases out plus results in per dispatcher CPU second
+  (the rate one core would keep up were the store not the limit);
   [store_cpu_secs], [load_cpu_secs]: the store's and the load generator's
   (the dispatcher's rivals for the machine's cores).
 - [bytes_per_known_url]: dispatcher VmRSS over the URLs it knows (its
@@ -63,16 +65,20 @@ def cpu_secs(pid):
         return None
 
 
-def gauge(debug, name):
-    """A gauge from the dispatcher's /metrics, or None."""
+def gauges(debug, *names):
+    """Gauges from one read of the dispatcher's /metrics (None where
+    missing): one read per sample, as rendering costs the dispatcher CPU
+    this bench counts."""
+    found = dict.fromkeys(names)
     try:
         with urllib.request.urlopen(f"http://{debug}/metrics", timeout=2) as r:
             for line in r.read().decode().splitlines():
-                if line.startswith(name + " "):
-                    return float(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
+                name, _, value = line.partition(" ")
+                if name in found:
+                    found[name] = float(value.split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    return [found[n] for n in names]
 
 
 def accepts(port):
@@ -161,7 +167,8 @@ def main():
             next_mark, last_mark = 10_000, None
             t0 = time.time()
             while d.poll() is None:
-                rss, seen, c = rss_kib(d.pid), gauge(debug, "crawler_frontier_seen"), cpu_secs(d.pid)
+                seen, domains = gauges(debug, "crawler_frontier_seen", "crawler_frontier_domains")
+                rss, c = rss_kib(d.pid), cpu_secs(d.pid)
                 if rss and seen:
                     peak = max(peak, rss)
                     samples.append((round(time.time() - t0, 1), round(rss / 1024, 1), int(seen)))
@@ -174,7 +181,7 @@ def main():
                         last_mark = (rss, seen)
                         next_mark *= 10
                 cpu = c if c is not None else cpu
-                peak_domains = max(peak_domains, gauge(debug, "crawler_frontier_domains") or 0)
+                peak_domains = max(peak_domains, domains or 0)
                 for name, pid in (("store", store_pid), ("load", load.pid)):
                     c = cpu_secs(pid)
                     others[name] = c if c is not None else others.get(name, 0.0)
@@ -187,6 +194,9 @@ def main():
             result["dispatcher_cpu_secs"] = round(cpu, 1)
             secs = result["load"]["seconds"] if result["load"] else None
             result["dispatcher_cores"] = round(cpu / secs, 2) if secs else None
+            # What one core would do were the store not the limit.
+            events = (result["load"]["leases_received"] + result["load"]["results_sent"]) if result["load"] else 0
+            result["urls_per_cpu_s"] = round(events / cpu) if cpu else None
             # Who else worked meanwhile: on 2 cores, the load generator and the
             # store share the machine with the dispatcher.
             result["store_cpu_secs"] = round(others.get("store", store_cpu0) - store_cpu0, 1)
@@ -263,7 +273,8 @@ def main():
         subprocess.call([os.path.join(ROOT, "scripts", "store.sh"), "stop", store_dir])
     print(json.dumps(result, indent=1))
     print(f"dispatcher: {result.get('urls_per_s')} URLs/s (leases out + results in), "
-          f"{result.get('dispatcher_cpu_secs')} CPU s ({result.get('dispatcher_cores')} cores); "
+          f"{result.get('dispatcher_cpu_secs')} CPU s ({result.get('dispatcher_cores')} cores, "
+          f"{result.get('urls_per_cpu_s')} URLs per CPU s); "
           f"bytes per known URL {result.get('bytes_per_known_url')} "
           f"(marginal {result.get('bytes_per_known_url_marginal')}); peak RSS {result.get('peak_rss_mib')} MiB; "
           f"start-up on {result.get('urls')} stored URLs {result.get('startup_s')} s ({kind}; CPU s: dispatcher "
