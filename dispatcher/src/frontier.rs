@@ -569,8 +569,11 @@ impl Frontier {
     /// with how long (ms) each URL waited in its queue
     /// (those queued with a known time).
     pub fn take_timed(&mut self, sup: SupId, n: usize, now_ms: u64) -> (Vec<WorkItem>, Vec<u64>) {
-        let mut out = Vec::with_capacity(n.min(1024));
-        let mut waits = Vec::with_capacity(n.min(1024));
+        // Not sized to `n`: most calls (one per supervisor with credit, at
+        // every dispatch) find nothing ready, and a buffer for `n` items
+        // cost 2% of the dispatcher's CPU past its memory budget.
+        let mut out = Vec::new();
+        let mut waits = Vec::new();
         while out.len() < n {
             let Some(id) = self.sups.get_mut(sup).and_then(|s| s.ready.pop_front()) else {
                 break;
