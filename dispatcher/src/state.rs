@@ -21,7 +21,7 @@ use shared::timing::{Op, TimingLog};
 use shared::urls;
 
 use crate::breaker::{self, BreakerConfig, Breakers, Trip};
-use crate::frontier::{Frontier, LeaseRefusal, Refill, SupId};
+use crate::frontier::{Frontier, LeaseRefusal, Leased, Refill, SupId};
 use crate::queue_reader::{self, Answer};
 use crate::refusals::{Reason, Refusals};
 use crate::resume::StoredFrontier;
@@ -443,7 +443,7 @@ impl<C> CrawlState<C> {
     /// Records results from supervisor `s`: only those for leases issued
     /// to `s`; what a result is about (URL, domain, depth) comes from the
     /// lease record, not from the message. The rest is dropped and counted.
-    pub(crate) fn results(&mut self, s: SupId, results: Vec<CrawlResult>, now_ms: u64) {
+    pub(crate) fn results<S: AsRef<str>>(&mut self, s: SupId, results: Vec<CrawlResult<S>>, now_ms: u64) {
         if !self.is_live(s) {
             return;
         }
@@ -453,7 +453,7 @@ impl<C> CrawlState<C> {
                 self.timing.record(Op::ResultWait, wait, "ok", None, None);
             }
             // Ends the lease (and frees its credit) if it is `s`'s.
-            let leased = match self.frontier.complete_for(s, r.lease, &r.url) {
+            let leased = match self.frontier.complete_for(s, r.lease, r.url.as_ref()) {
                 Ok(leased) => leased,
                 Err(why) => {
                     let (reason, what) = match why {
@@ -468,36 +468,30 @@ impl<C> CrawlState<C> {
                     continue;
                 }
             };
-            let r = CrawlResult {
-                url: leased.url,
-                domain: leased.domain,
-                depth: leased.depth,
-                ..r
-            };
             self.members[s].results += 1;
             self.stats.record(&r.outcome);
             if breaker::is_error(&r.outcome).is_some() {
                 self.stats.counts.error_outcomes += 1;
             }
-            if let Some(trip) = self.breakers.record(&r.domain, &r.outcome, now_ms) {
-                self.trip(&r.domain, trip, now_ms);
+            if let Some(trip) = self.breakers.record(&leased.domain, &r.outcome, now_ms) {
+                self.trip(&leased.domain, trip, now_ms);
             }
             // Links first: the writer stores in order, so a URL is marked
             // finished only after its links are in the stored frontier, and
             // a dispatcher killed in between re-crawls the page rather than
             // losing its links.
             for link in &r.outlinks {
-                self.offer(link, r.depth.saturating_add(1), now_ms);
+                self.offer(link.as_ref(), leased.depth.saturating_add(1), now_ms);
             }
             let (state, failure) = match &r.outcome {
                 Outcome::Fetched { .. } => (Some(UrlState::Done), None),
                 Outcome::Disallowed => (Some(UrlState::Disallowed), None),
-                Outcome::Failed { kind, .. } => (self.retry_or_fail(&r, *kind, now_ms), Some(*kind)),
+                Outcome::Failed { kind, .. } => (self.retry_or_fail(&leased, *kind, now_ms), Some(*kind)),
             };
             if let Some(state) = state {
-                self.attempts.remove(&r.url);
+                self.attempts.remove(&leased.url);
                 self.effects.push(Effect::Mark {
-                    url: r.url,
+                    url: leased.url,
                     state,
                     failure,
                 });
@@ -506,7 +500,7 @@ impl<C> CrawlState<C> {
     }
 
     /// Retryable failures go back in the queue after a pause, a few times.
-    fn retry_or_fail(&mut self, r: &CrawlResult, kind: FailureKind, now_ms: u64) -> Option<UrlState> {
+    fn retry_or_fail(&mut self, r: &Leased, kind: FailureKind, now_ms: u64) -> Option<UrlState> {
         let attempts = self.attempts.entry(r.url.clone()).or_insert(0);
         *attempts = attempts.saturating_add(1);
         if *attempts < kind.max_attempts() {

@@ -246,7 +246,7 @@ impl DispatcherLink {
             {
                 let payload = protocol::encode(m);
                 let (counter, tag) = session.seal(&payload);
-                protocol::encode(&ToDispatcher::Sealed {
+                protocol::encode::<ToDispatcher>(&ToDispatcher::Sealed {
                     counter,
                     tag,
                     payload,

@@ -74,7 +74,7 @@ impl Peer {
             (Some(session), m) if !matches!(m, ToDispatcher::Hello { .. } | ToDispatcher::Join { .. }) => {
                 let payload = protocol::encode(m);
                 let (counter, tag) = session.seal(&payload);
-                protocol::encode(&ToDispatcher::Sealed {
+                protocol::encode::<ToDispatcher>(&ToDispatcher::Sealed {
                     counter,
                     tag,
                     payload,

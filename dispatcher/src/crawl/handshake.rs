@@ -19,29 +19,30 @@ impl Dispatcher {
     /// Opens a sealed message from `identity` (admitted as `s`) with the
     /// keys of its connection: the inner message, or None (refused and
     /// counted, no answer: it may be injected) when the seal does not hold.
-    pub(super) fn open(
+    /// The inner message borrows its strings from `payload`.
+    pub(super) fn open<'p>(
         &mut self,
         s: SupId,
         identity: &Bytes,
         counter: u64,
         tag: &Proof,
-        payload: &[u8],
-    ) -> Option<ToDispatcher> {
-        let who = short_id(identity);
+        payload: &'p [u8],
+    ) -> Option<ToDispatcher<&'p str>> {
         let m = self.state.member_mut(s)?;
         if let Err(e) = m.conn.session.open(counter, tag, payload) {
             let reason = match e {
                 SealError::BadTag => Reason::BadSeal,
                 SealError::Replayed => Reason::Replayed,
             };
-            let id = m.id.clone();
+            let (id, who) = (m.id.clone(), short_id(identity));
             self.refusals.refuse(reason, 1, || {
                 format!("a message on supervisor {id}'s connection (peer {who}) whose seal does not hold ({}); dropped", e.as_str())
             });
             return None;
         }
-        match protocol::decode::<ToDispatcher>(payload) {
+        match protocol::decode::<ToDispatcher<&str>>(payload) {
             Ok(ToDispatcher::Sealed { .. }) | Err(_) => {
+                let who = short_id(identity);
                 self.refusals.refuse(Reason::Undecodable, 1, || {
                     format!("a sealed message from peer {who} holds no message")
                 });
@@ -134,6 +135,7 @@ impl Dispatcher {
         let conn = Conn {
             identity: identity.clone(),
             session: admitted.session(&self.key),
+            results: metrics::counter!("crawler_supervisor_results_total", "supervisor" => id.clone()),
         };
         self.state.join(conn, id, capacity, holding, now_ms());
         let policy = self.policy.clone();
