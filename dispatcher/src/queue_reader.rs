@@ -187,13 +187,18 @@ fn page_of<'a>(docs: impl ExactSizeIterator<Item = &'a RawDocument>, limit: usiz
     for raw in docs {
         let seq = FrontierDoc::raw_seq(raw).unwrap_or(0);
         page.last_seq = page.last_seq.max(seq);
-        match bson::from_slice::<FrontierDoc>(raw.as_bytes()) {
-            Ok(d) => page.urls.push(Stored {
-                url: d.url,
-                depth: d.depth.clamp(0, i32::from(u16::MAX)) as u16,
-                seq: d.seq,
+        // Only the fields a window needs, read in place: decoding whole
+        // documents was about a quarter of the window reader's CPU.
+        let url = raw.get_str(FrontierDoc::URL).ok();
+        match (url, FrontierDoc::raw_int(raw, FrontierDoc::DEPTH)) {
+            (Some(url), Some(depth)) => page.urls.push(Stored {
+                url: url.to_string(),
+                depth: depth.clamp(0, i64::from(u16::MAX)) as u16,
+                seq,
             }),
-            Err(e) => tracing::warn!(document = ?raw, error = %e, "skipping a malformed frontier entry"),
+            _ => {
+                tracing::warn!(document = ?raw, "skipping a malformed frontier entry (no string _id or integer depth)")
+            }
         }
     }
     page

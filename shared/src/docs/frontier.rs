@@ -51,12 +51,21 @@ impl FrontierDoc {
     /// The `seq` of a raw frontier document, without decoding the rest
     /// (nx-27017 hands small 64-bit numbers back as 32-bit ones).
     pub fn raw_seq(raw: &bson::RawDocument) -> Option<i64> {
-        match raw.get(Self::SEQ).ok()?? {
+        Self::raw_int(raw, Self::SEQ)
+    }
+
+    /// An integer field of a raw frontier document, whichever width the
+    /// store used.
+    pub fn raw_int(raw: &bson::RawDocument, field: &str) -> Option<i64> {
+        match raw.get(field).ok()?? {
             bson::RawBsonRef::Int64(n) => Some(n),
             bson::RawBsonRef::Int32(n) => Some(i64::from(n)),
             _ => None,
         }
     }
+
+    pub const URL: &'static str = "_id";
+    pub const DEPTH: &'static str = "depth";
 
     pub const STATE: &'static str = "state";
     pub const FAILURE: &'static str = "failure";
