@@ -42,7 +42,11 @@ With --stored-urls N there is no crawl: tests/src/bin/frontier_fill.rs
 writes a frontier of N URLs straight into the store (half of them still
 queued, over --domains domains, as a crawl stopped midway leaves it;
 [fill_s]), and only the start-up is timed: the way to time it on 10
-million URLs without crawling them first.
+million URLs without crawling them first. With --store-dir DIR (a store
+started by `scripts/store.sh start DIR --persist`, left running) the fill
+is done once and kept (DIR/bench-dispatcher-fill.json says what it wrote),
+so the start-up can be timed again, build against build, without writing
+10 million URLs each time (about 35 minutes on nx-27017).
 """
 import argparse, json, os, secrets, signal, socket, subprocess, sys, tempfile, time, urllib.request
 
@@ -110,11 +114,18 @@ def main():
     ap.add_argument("--after-restart", type=int, default=20_000,
                     help="results the load generator sends the restarted dispatcher (0: none)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory and print it")
+    ap.add_argument("--store-dir", help="use the running store of `scripts/store.sh start DIR --persist`; "
+                                        "with --stored-urls, fill it once and reuse the fill")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="crawler-bench-dispatcher-")
-    store_dir = os.path.join(work, "store")
-    uri = subprocess.check_output([os.path.join(ROOT, "scripts", "store.sh"), "start", store_dir], text=True).strip()
+    if args.store_dir:
+        store_dir = os.path.abspath(args.store_dir)
+        uri = open(os.path.join(store_dir, "uri")).read().strip()
+    else:
+        store_dir = os.path.join(work, "store")
+        uri = subprocess.check_output([os.path.join(ROOT, "scripts", "store.sh"), "start", store_dir],
+                                      text=True).strip()
     kind = open(os.path.join(store_dir, "kind")).read().strip()
     store_pid = int(open(os.path.join(store_dir, "pid")).read())
     procs = []
@@ -140,7 +151,14 @@ def main():
             procs.append(p)
             return p, port, f"127.0.0.1:{debug_port}"
 
-        if args.stored_urls:
+        kept_fill = os.path.join(store_dir, "bench-dispatcher-fill.json") if args.store_dir else None
+        if args.stored_urls and kept_fill and os.path.exists(kept_fill):
+            # 1. The frontier an earlier run wrote into this store.
+            filled = json.load(open(kept_fill))
+            if filled["urls"] != args.stored_urls or filled["domains"] != args.domains:
+                raise SystemExit(f"{store_dir} holds a fill of {filled}; use another --store-dir")
+            result.update(urls=filled["urls"], fill_s="kept", stored_queued=filled["queued"])
+        elif args.stored_urls:
             # 1. A frontier written straight into the store.
             fill = subprocess.run([os.path.join(BIN, "frontier_fill"), "--mongo-uri", uri, "--crawl-id", CRAWL_ID,
                                    "--urls", str(args.stored_urls), "--domains", str(args.domains),
@@ -149,6 +167,9 @@ def main():
                                   text=True, check=True)
             filled = json.loads(fill.stdout.strip().splitlines()[-1])
             result.update(urls=filled["urls"], fill_s=filled["seconds"], stored_queued=filled["queued"])
+            if kept_fill:
+                with open(kept_fill, "w") as f:
+                    json.dump(filled, f)
         else:
             # 1. The crawl.
             d, port, debug = dispatcher("crawl", args.urls)
@@ -270,7 +291,8 @@ def main():
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        subprocess.call([os.path.join(ROOT, "scripts", "store.sh"), "stop", store_dir])
+        if not args.store_dir:
+            subprocess.call([os.path.join(ROOT, "scripts", "store.sh"), "stop", store_dir])
     print(json.dumps(result, indent=1))
     print(f"dispatcher: {result.get('urls_per_s')} URLs/s (leases out + results in), "
           f"{result.get('dispatcher_cpu_secs')} CPU s ({result.get('dispatcher_cores')} cores, "

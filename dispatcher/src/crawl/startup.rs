@@ -126,7 +126,7 @@ impl Dispatcher {
         let frontier = self.stores.frontier();
         let started = Instant::now();
         // Said first: on a big frontier it takes minutes, with nothing else to show.
-        tracing::info!("summarising the stored frontier (two scans of it inside the store)");
+        tracing::info!("summarising the stored frontier (scans of it inside the store)");
         let mut stored = resume::summarize(&frontier).await?;
         if self.state.queues_fit(&stored) {
             stored.read_whole();
