@@ -200,38 +200,52 @@ async fn groups(
 /// The stored frontier, read side by side (nothing writes the frontier
 /// before start-up ends, and a store with more than one core, mongod but
 /// not nx-27017, which serves one request at a time, runs them at once):
-/// the queued URLs grouped by domain ([`queues`]); how many entries have a
-/// `seq` and the highest ([`sequenced`]); and the collection's count of
-/// documents, which stores keep without a scan.
+/// the queued URLs grouped by domain ([`queues`]); how many entries are
+/// shaped to be in a queue (a string domain and a positive `seq`) and the
+/// highest `seq` ([`sequenced`]); and the collection's count of documents,
+/// which stores keep without a scan.
 ///
-/// When every entry has a `seq` and every queued one is in a queue (so the
-/// collection's count equals the entries with a `seq`), the finished URLs
-/// are those entries less the queued ones, and nothing is read back. That
-/// is every frontier this version wrote. Otherwise (entries written by hand
-/// or by an older version, a domain that is not a string, or a count the
-/// store keeps loosely: MongoDB's after a crash, or with orphaned documents
-/// on a sharded cluster) the entries are grouped by state as well, and
-/// those in no queue are read back. The grouping by state is what the
-/// first two replace: a `$group` with a key costs nx-27017 far more than
-/// one without (on a million stored URLs, 2.8 s against 1.0 s).
+/// When every document is shaped to be in a queue and every queued one is
+/// in one, the finished URLs are those entries less the queued ones, and
+/// nothing is read back: every frontier this version wrote. Otherwise
+/// (entries written by hand or by an older version; or a count the store
+/// keeps loosely: MongoDB's after a crash, orphaned documents on a sharded
+/// cluster; or no count at all) the entries are grouped by state as well,
+/// and those in no queue are read back.
+///
+/// Why not group by state every time: that is a scan of every document,
+/// and the count of entries in a queue's shape needs only the `{domain,
+/// seq}` index. At 10 million stored URLs on nx-27017, 2.3–2.8 s against
+/// 31 s for the grouping by state (and 15–17 s for the same count without
+/// the condition on the domain, which no index answers).
 pub(crate) async fn summarize(frontier: &Collection<FrontierDoc>) -> anyhow::Result<StoredFrontier> {
     let count = async {
         match store::deadline(frontier.estimated_document_count()).await {
-            Some(r) => Ok(r?),
-            None => anyhow::bail!("the store did not count the frontier's documents in time"),
+            Some(Ok(n)) => Ok(Some(n)),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "the store did not count the frontier's documents");
+                Ok(None)
+            }
+            None => {
+                tracing::warn!("the store did not count the frontier's documents in time");
+                Ok(None)
+            }
         }
     };
     let (documents, sequenced, (queues, outside)) =
         futures::try_join!(count, sequenced(frontier), queues(frontier))?;
-    let queues = match without_states(documents, &sequenced, queues, outside) {
-        Ok(s) => return Ok(s),
-        Err(queues) => queues,
+    let queues = match documents {
+        Some(d) => match without_states(d, &sequenced, queues, outside) {
+            Ok(s) => return Ok(s),
+            Err(queues) => queues,
+        },
+        None => queues,
     };
     tracing::info!(
         documents,
-        with_seq = sequenced.count,
+        in_queue_shape = sequenced.count,
         queued_outside_queues = outside,
-        "some stored entries are in no queue (from an older version, or written by hand): grouping the frontier by state as well"
+        "some stored entries may be in no queue (from an older version, or written by hand), or the store's count is loose: grouping the frontier by state as well"
     );
     let mut by_state = Vec::new();
     groups(
@@ -243,10 +257,11 @@ pub(crate) async fn summarize(frontier: &Collection<FrontierDoc>) -> anyhow::Res
     Ok(from_groups(&by_state, queues))
 }
 
-/// The summary from the queues and the counts alone, when every entry has
-/// a `seq` (`documents` counts no more than `sequenced`) and every queued
-/// one is in a queue: then the finished URLs are the entries with a `seq`
-/// less the queued ones. Otherwise the queues back, for [`from_groups`].
+/// The summary from the queues and the counts alone, when every document
+/// is shaped to be in a queue (`documents` counts no more than
+/// `sequenced`) and every queued one is in a queue: then the finished URLs
+/// are those entries less the queued ones. Otherwise the queues back, for
+/// [`from_groups`].
 fn without_states(
     documents: u64,
     sequenced: &Sequenced,
@@ -265,7 +280,8 @@ fn without_states(
     Ok(s)
 }
 
-/// Entries with a positive `seq`: how many, and the highest `seq`.
+/// Entries shaped to be in a queue (a string domain and a positive
+/// `seq`): how many, and the highest `seq`.
 #[derive(Debug, Default, PartialEq)]
 struct Sequenced {
     count: u64,
@@ -276,7 +292,13 @@ async fn sequenced(frontier: &Collection<FrontierDoc>) -> anyhow::Result<Sequenc
     let mut s = Sequenced::default();
     groups(
         frontier,
-        pipeline(doc! {FrontierDoc::SEQ: {"$gt": 0}}, None, Bounds::Highest),
+        // Both conditions on the `{domain, seq}` index, which then answers
+        // alone (`$gte: ""`: every string, and only strings).
+        pipeline(
+            doc! {FrontierDoc::DOMAIN: {"$gte": ""}, FrontierDoc::SEQ: {"$gt": 0}},
+            None,
+            Bounds::Highest,
+        ),
         |g| {
             s.count = s.count.saturating_add(g.count);
             s.last_seq = s.last_seq.max(g.max.unwrap_or(0));
