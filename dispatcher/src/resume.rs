@@ -290,20 +290,10 @@ struct Sequenced {
 
 async fn sequenced(frontier: &Collection<FrontierDoc>) -> anyhow::Result<Sequenced> {
     let mut s = Sequenced::default();
-    groups(
-        frontier,
-        // Both conditions on the `{domain, seq}` index, which then answers
-        // alone (`$gte: ""`: every string, and only strings).
-        pipeline(
-            doc! {FrontierDoc::DOMAIN: {"$gte": ""}, FrontierDoc::SEQ: {"$gt": 0}},
-            None,
-            Bounds::Highest,
-        ),
-        |g| {
-            s.count = s.count.saturating_add(g.count);
-            s.last_seq = s.last_seq.max(g.max.unwrap_or(0));
-        },
-    )
+    groups(frontier, pipeline(in_a_queue(), None, Bounds::Highest), |g| {
+        s.count = s.count.saturating_add(g.count);
+        s.last_seq = s.last_seq.max(g.max.unwrap_or(0));
+    })
     .await?;
     Ok(s)
 }
@@ -314,9 +304,9 @@ async fn sequenced(frontier: &Collection<FrontierDoc>) -> anyhow::Result<Sequenc
 async fn queues(frontier: &Collection<FrontierDoc>) -> anyhow::Result<(Vec<StoredQueue>, u64)> {
     let mut queues = Vec::new();
     let mut outside = 0u64;
-    // Not `in_a_queue()` whole: a `$type` test makes nx-27017 judge every
-    // document in Python (300,000 URLs: 7.5 s against 1.3–2.1 s). A group
-    // whose domain is not a string is left out of `queues` below instead.
+    // Not `in_a_queue()` whole: a group whose domain is not a string is
+    // counted as `outside` below, so that the states are grouped and such
+    // entries read back.
     let queued_by_seq = doc! {FrontierDoc::STATE: UrlState::Queued.as_str(), FrontierDoc::SEQ: {"$gt": 0}};
     groups(
         frontier,
@@ -344,12 +334,16 @@ async fn queues(frontier: &Collection<FrontierDoc>) -> anyhow::Result<(Vec<Store
     Ok((queues, outside))
 }
 
-/// What a queued entry needs to be read by `seq` with its domain's queue
-/// (what [`summarize`] puts in `queues`); [`read_back`] reads the rest one
-/// by one (`$nor`, not `$not`, which nx-27017 does not implement), so that
-/// every queued entry is counted in exactly one of the two.
+/// What an entry needs to be read by `seq` with its domain's queue (what
+/// [`summarize`] puts in `queues`, and counts in [`sequenced`]): a string
+/// domain and a positive `seq`. [`read_back`] reads the rest one by one
+/// (`$nor`, not `$not`, which nx-27017 does not implement), so that every
+/// queued entry is counted in exactly one of the two. `$gte: ""` is every
+/// string and only strings, and, unlike a `$type` test (which nx-27017
+/// judges in Python), both conditions are on the `{domain, seq}` index,
+/// which then answers alone.
 fn in_a_queue() -> bson::Document {
-    doc! {FrontierDoc::SEQ: {"$gt": 0}, FrontierDoc::DOMAIN: {"$type": "string"}}
+    doc! {FrontierDoc::DOMAIN: {"$gte": ""}, FrontierDoc::SEQ: {"$gt": 0}}
 }
 
 /// The summary from the per-state groups (state, count, highest `seq`) and
