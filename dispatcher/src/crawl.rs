@@ -72,12 +72,13 @@ pub async fn run(args: Args, settings: serde_json::Value, key: ClusterKey) -> an
 
     let stores = Stores::connect(&args.store, ROLE, args.crawl_id.clone()).await?;
     stores.ping().await?;
-    // Before the collections grow, and before their indexes (the
-    // frontier's shard key is its queue index).
+    // The indexes first: the frontier's shard key is a prefix of its queue
+    // index, which mongos then shards by instead of building an index of
+    // the shard key alone. Sharding before the collections grow.
+    stores.ensure_indexes().await?;
     if shared::sharding::shard_collections(&stores).await? {
         tracing::info!("the primary store is a mongos: this crawl's pages and frontier are sharded");
     }
-    stores.ensure_indexes().await?;
 
     let (reader, mut read) = QueueReader::spawn(&stores, timing.clone());
     let (writer, mut confirmations) = FrontierWriter::spawn(stores.clone(), timing.clone());

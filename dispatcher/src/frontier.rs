@@ -11,7 +11,7 @@
 //! never has more than `max_inflight_per_domain` URLs out at once, so one
 //! big or slow domain cannot crowd out the others.
 //!
-//! Queues live in the store (`<crawl>__frontier`, read by `{domain, seq}`).
+//! Queues live in the store (`<crawl>__frontier`, read by `{domain, seq, state}`).
 //! Memory holds at most `budget` queued URLs; past that, each domain keeps
 //! a window of at most `window` URLs (URLFrontier and BUbiNG's workbench
 //! keep the same shape), and only a bounded set of domains keep one

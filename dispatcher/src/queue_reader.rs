@@ -2,8 +2,8 @@
 //! windows (see `crate::frontier`), off the dispatch path: the dispatcher
 //! sends [`Refill`]s and gets each one back with what the store holds, or
 //! with why it could not be read (the frontier then asks again later).
-//! Each refill is one query for one domain: a range of the `{domain, seq}`
-//! index, which on a sharded store goes to the one shard holding the
+//! Each refill is one query for one domain: a range of the `{domain, seq,
+//! state}` index, which on a sharded store goes to the one shard holding the
 //! domain. It also looks up the URLs a rejoining supervisor holds that may
 //! be queued only in the store ([`crate::frontier::Adoption::look_up`]).
 //!
@@ -165,8 +165,10 @@ async fn look_up_answer(
 }
 
 /// The queued URLs of `r.domain` with a `seq` in `(r.after, r.upto]`,
-/// in `seq` order: one range of the `{domain, seq}` index. The query
-/// carries the domain, so on a sharded store it goes to one shard.
+/// in `seq` order: one range of the `{domain, seq, state}` index, whose
+/// finished entries are passed over in the index, without reading their
+/// documents. The query carries the domain, so on a sharded store it goes
+/// to one shard.
 async fn read(
     frontier: &mongodb::Collection<FrontierDoc>,
     r: &Refill,
@@ -208,7 +210,7 @@ fn page_of<'a>(docs: impl ExactSizeIterator<Item = &'a RawDocument>, limit: usiz
 /// bare value: the same query and plan on MongoDB, but nx-27017 (on
 /// SQLite) reads a bare value with MongoDB's array semantics, as "equal,
 /// or an array holding it", which no index answers, and walks its whole
-/// `{domain, seq}` index; with `$eq` it seeks the domain's range (29.6 ms
+/// queue index; with `$eq` it seeks the domain's range (29.6 ms
 /// against 0.7 ms at 20,000 stored URLs, and the gap grows with them).
 fn one_domain(r: &Refill) -> bson::Document {
     doc! {

@@ -12,7 +12,7 @@
 //!
 //! The seen-set (`crate::seen`) still needs a hash of every stored URL.
 //! It is read in the background ([`scan_seen`], in pages along the
-//! `{domain, seq}` index) while the crawl runs; until it is whole, a URL whose hash is not known yet is
+//! `{domain, seq, state}` index) while the crawl runs; until it is whole, a URL whose hash is not known yet is
 //! unsure rather than new, so the store's unique index decides, as for
 //! a hash collision (`SeenSet::rebuilding`). No URL is crawled twice or
 //! dropped while the scan runs; it only costs one `_id` query per write
@@ -53,9 +53,11 @@ pub(crate) struct StoredQueue {
     pub(crate) domain: String,
     /// Queued URLs.
     pub(crate) count: u64,
-    /// The lowest and highest `seq` among them.
+    /// The lowest `seq` among them. Not the highest: the frontier's
+    /// highest ([`StoredFrontier::last_seq`]) bounds every domain's reads
+    /// as well, and asking for it made the grouping on nx-27017 fetch
+    /// every document (see [`Bounds`]).
     pub(crate) first_seq: i64,
-    pub(crate) last_seq: i64,
 }
 
 /// What dispatching needs to know of a stored frontier.
@@ -136,15 +138,21 @@ fn group(raw: &RawDocument) -> Option<Group<'_>> {
     })
 }
 
-/// Which `seq` bounds a group carries. The per-state groups need only the
-/// highest (the next `seq` to hand out), the queues both. Each bound is one
-/// more accumulator that nx-27017 evaluates per document: grouping 1 million
-/// URLs by state took 1.50 s with the count alone, 2.56 s with the highest
-/// `seq`, 3.07 s with both (medians of 5).
+/// Which `seq` bound a group carries: the counts of the whole frontier
+/// and the per-state groups need the highest (the next `seq` to hand out),
+/// the queues the lowest (where each one's reads start).
+///
+/// Never both for the queues. nx-27017 turns the grouping into SQL whose
+/// domain column SQLite reads from the document, not the index, on every
+/// row where a `$min` or `$max` changes (a "bare column" of the group).
+/// Along the index, in `seq` order, the lowest changes once per domain but
+/// the highest on every row: at 10 million stored URLs, half queued, the
+/// grouping took 22–28 s with the highest `seq` and 1.4–2.2 s without
+/// (SQLite 3.40, the same SQL on the kept file).
 #[derive(Clone, Copy)]
 enum Bounds {
     Highest,
-    Both,
+    Lowest,
 }
 
 /// Counts and `seq` bounds of documents grouped by `field` (all in one
@@ -157,11 +165,11 @@ fn pipeline(filter: bson::Document, field: Option<&str>, bounds: Bounds) -> Vec<
     let mut group = doc! {
         "_id": field.map(|f| format!("${f}")),
         "n": {"$sum": 1},
-        "hi": {"$max": &seq},
     };
-    if let Bounds::Both = bounds {
-        group.insert("lo", doc! {"$min": seq});
-    }
+    match bounds {
+        Bounds::Highest => group.insert("hi", doc! {"$max": seq}),
+        Bounds::Lowest => group.insert("lo", doc! {"$min": seq}),
+    };
     vec![doc! {"$match": filter}, doc! {"$group": group}]
 }
 
@@ -215,7 +223,7 @@ async fn groups(
 ///
 /// Why not group by state every time: that is a scan of every document,
 /// and the count of entries in a queue's shape needs only the `{domain,
-/// seq}` index. At 10 million stored URLs on nx-27017, 2.3–2.8 s against
+/// seq, state}` index. At 10 million stored URLs on nx-27017, 2.3–2.8 s against
 /// 31 s for the grouping by state (and 15–17 s for the same count without
 /// the condition on the domain, which no index answers).
 pub(crate) async fn summarize(frontier: &Collection<FrontierDoc>) -> anyhow::Result<StoredFrontier> {
@@ -298,32 +306,32 @@ async fn sequenced(frontier: &Collection<FrontierDoc>) -> anyhow::Result<Sequenc
     Ok(s)
 }
 
-/// The queued URLs with a `seq`, grouped by domain; and how many of them
-/// are in no queue (a domain that is not a string, a `seq` that is not an
-/// integer), which are read back instead.
+/// The queued URLs in a queue's shape, grouped by domain; and how many of
+/// them are in groups that cannot be read as a queue (a `seq` that is not
+/// an integer), which are counted in neither set.
+///
+/// Queued entries in no queue's shape (a domain that is not a string, no
+/// positive `seq`) are in no group: they make the collection's count
+/// exceed [`sequenced`]'s, so the states are grouped too and those
+/// entries read back.
+///
+/// Every condition is on the `{domain, seq, state}` index, which answers
+/// the grouping alone (the condition on the domain lets mongod and
+/// nx-27017 seek it rather than scan the collection).
 async fn queues(frontier: &Collection<FrontierDoc>) -> anyhow::Result<(Vec<StoredQueue>, u64)> {
     let mut queues = Vec::new();
     let mut outside = 0u64;
-    // Not `in_a_queue()` whole: a group whose domain is not a string is
-    // counted as `outside` below, so that the states are grouped and such
-    // entries read back.
-    let queued_by_seq = doc! {FrontierDoc::STATE: UrlState::Queued.as_str(), FrontierDoc::SEQ: {"$gt": 0}};
+    let mut queued = in_a_queue();
+    queued.insert(FrontierDoc::STATE, UrlState::Queued.as_str());
     groups(
         frontier,
-        pipeline(queued_by_seq, Some(FrontierDoc::DOMAIN), Bounds::Both),
-        |g| match (g.key, g.min, g.max) {
-            (Some(domain), Some(first_seq), Some(last_seq)) if first_seq > 0 => queues.push(StoredQueue {
+        pipeline(queued, Some(FrontierDoc::DOMAIN), Bounds::Lowest),
+        |g| match (g.key, g.min) {
+            (Some(domain), Some(first_seq)) if first_seq > 0 => queues.push(StoredQueue {
                 domain: domain.to_string(),
                 count: g.count,
                 first_seq,
-                last_seq,
             }),
-            (None, ..) => {
-                // A domain that is not a string: read back (see `in_a_queue`).
-                outside = outside.saturating_add(g.count);
-                tracing::warn!(group = ?g, "queued URLs without a domain in the stored frontier")
-            }
-            // A `seq` that is not an integer: counted, but in neither set.
             _ => {
                 outside = outside.saturating_add(g.count);
                 tracing::warn!(group = ?g, "queued URLs with a malformed seq in the stored frontier are not resumed")
@@ -340,7 +348,7 @@ async fn queues(frontier: &Collection<FrontierDoc>) -> anyhow::Result<(Vec<Store
 /// (`$nor`, not `$not`, which nx-27017 does not implement), so that every
 /// queued entry is counted in exactly one of the two. `$gte: ""` is every
 /// string and only strings, and, unlike a `$type` test (which nx-27017
-/// judges in Python), both conditions are on the `{domain, seq}` index,
+/// judges in Python), both conditions are on the `{domain, seq, state}` index,
 /// which then answers alone.
 fn in_a_queue() -> bson::Document {
     doc! {FrontierDoc::DOMAIN: {"$gte": ""}, FrontierDoc::SEQ: {"$gt": 0}}
@@ -414,12 +422,11 @@ pub(crate) async fn read_back(
 mod tests {
     use super::*;
 
-    fn q(domain: &str, count: u64, first_seq: i64, last_seq: i64) -> StoredQueue {
+    fn q(domain: &str, count: u64, first_seq: i64) -> StoredQueue {
         StoredQueue {
             domain: domain.into(),
             count,
             first_seq,
-            last_seq,
         }
     }
 
@@ -449,12 +456,12 @@ mod tests {
             (Some("failed".to_string()), 2, Some(12)),
             (Some("queued".to_string()), 5, Some(55)),
         ];
-        let s = from_groups(&by_state, vec![q("a.test", 3, 41, 55), q("b.test", 2, 44, 50)]);
+        let s = from_groups(&by_state, vec![q("a.test", 3, 41), q("b.test", 2, 44)]);
         assert_eq!(
             s,
             StoredFrontier {
                 finished: 12,
-                queues: vec![q("a.test", 3, 41, 55), q("b.test", 2, 44, 50)],
+                queues: vec![q("a.test", 3, 41), q("b.test", 2, 44)],
                 last_seq: 55,
                 read_back: 0,
                 whole: false,
@@ -468,7 +475,7 @@ mod tests {
             count: 17,
             last_seq: 60,
         };
-        let queues = vec![q("a.test", 3, 41, 55), q("b.test", 2, 44, 50)];
+        let queues = vec![q("a.test", 3, 41), q("b.test", 2, 44)];
         let s = without_states(17, &sequenced, queues.clone(), 0);
         // The same summary as grouping by state gives (see the test above,
         // whose store holds the same entries), but for the highest `seq`
@@ -503,7 +510,7 @@ mod tests {
     fn queued_entries_missing_from_the_queues_are_read_back() {
         // 5 queued, but only 4 have a seq (one was stored by an old version).
         let by_state = vec![(Some("queued".to_string()), 5, Some(9))];
-        let s = from_groups(&by_state, vec![q("a.test", 4, 1, 9)]);
+        let s = from_groups(&by_state, vec![q("a.test", 4, 1)]);
         assert_eq!((s.queued(), s.read_back), (4, 1));
         assert!(!s.is_empty());
         assert!(from_groups(&[], vec![]).is_empty());

@@ -293,9 +293,12 @@ impl<C> CrawlState<C> {
         if !s.is_empty() {
             self.seen.rebuilding(stored.saturating_add(s.read_back));
         }
+        // Each domain's reads go up to the frontier's highest `seq` (the
+        // summary does not give each domain's own): no entry of the domain
+        // lies between the two, so the reads find the same URLs.
         for q in s.queues {
             self.frontier
-                .resume_spilled(&q.domain, q.count, q.first_seq, q.last_seq);
+                .resume_spilled(&q.domain, q.count, q.first_seq, s.last_seq);
         }
     }
 

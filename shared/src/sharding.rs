@@ -7,8 +7,10 @@
 //!   URL (`pages get`, the exchange's duplicate check) goes to one shard.
 //! - `<crawl>__frontier` by `{domain: 1, seq: 1}`: a domain's queue lives
 //!   in one range, and the dispatcher's window reads, which carry the
-//!   domain, go to one shard. The shard key's index is the queue index
-//!   `Stores::ensure_indexes` makes anyway.
+//!   domain, go to one shard. The shard key is a prefix of the queue
+//!   index `{domain, seq, state}` that `Stores::ensure_indexes` makes
+//!   first, so no index of its own is built. `state` is not in the key: it
+//!   changes when a URL is finished, and a shard key's value should not.
 //!
 //! What is not targeted: frontier state changes are `update_many` by `_id`
 //! (the URL), so mongos sends each batch to every shard; the resume scan

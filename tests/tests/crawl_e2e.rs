@@ -243,6 +243,30 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         .unwrap();
     assert_eq!(flipped.modified_count, 1);
 
+    // The store as an earlier version left it: the queue index was
+    // `{domain, seq}`. The second run builds `{domain, seq, state}` and
+    // drops the old one, and resumes through the new one.
+    let old_index = bson::doc! {"domain": 1, "seq": 1};
+    let new_index = shared::store::queue_index();
+    let index_keys = || async {
+        let mut keys = Vec::new();
+        let mut cursor = frontier_coll.list_indexes().await.unwrap();
+        while let Some(i) = futures::TryStreamExt::try_next(&mut cursor).await.unwrap() {
+            keys.push((i.keys.clone(), i.options.and_then(|o| o.name).unwrap_or_default()));
+        }
+        keys
+    };
+    let (_, new_name) = index_keys()
+        .await
+        .into_iter()
+        .find(|(k, _)| *k == new_index)
+        .expect("the first run made the queue index");
+    frontier_coll.drop_index(new_name).await.unwrap();
+    frontier_coll
+        .create_index(mongodb::IndexModel::builder().keys(old_index.clone()).build())
+        .await
+        .unwrap();
+
     // A memory budget below the 3 queued entries: start-up reads back only
     // those in no stored queue (here all three), not every queued URL.
     let mut small = spec.clone();
@@ -274,6 +298,9 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         .unwrap()
         .unwrap();
     assert_eq!(entry.get_str("state"), Ok("done"), "{entry}");
+    let keys: Vec<bson::Document> = index_keys().await.into_iter().map(|(k, _)| k).collect();
+    assert!(keys.contains(&new_index), "indexes: {keys:?}");
+    assert!(!keys.contains(&old_index), "the old queue index stayed: {keys:?}");
     let frontier_of_c1 = all_docs(&db, &c1_coll(shared::store::FRONTIER)).await.unwrap();
     for m in [&malformed_frontier, &malformed_with_seq] {
         assert!(

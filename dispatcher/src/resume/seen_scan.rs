@@ -1,5 +1,5 @@
 //! The background read of every stored URL for the seen-set after a
-//! restart (see `crate::resume`), in pages of the `{domain, seq}` index.
+//! restart (see `crate::resume`), in pages of the `{domain, seq, state}` index (its `{domain, seq}` prefix).
 //!
 //! Why pages rather than one cursor: nx-27017 answers a query's first
 //! batch only once it has loaded every document the query matches, and it

@@ -365,10 +365,8 @@ impl Sim {
                 domain: domain.clone(),
                 count: 0,
                 first_seq: seq,
-                last_seq: seq,
             });
             q.count += 1;
-            q.last_seq = seq;
         }
         summary.queues = queues.into_values().collect();
         if self.st.queues_fit(&summary) {

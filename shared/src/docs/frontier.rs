@@ -1,7 +1,7 @@
 //! `<crawl>__frontier`: every URL the crawl admitted, and where it stands.
 //! Written by the dispatcher (inserted `queued`, later marked). It is also
 //! the queue: the dispatcher keeps only a window of each domain's queued
-//! URLs in memory and reads the next ones by `{domain, seq}` (see
+//! URLs in memory and reads the next ones by `{domain, seq, state}` (see
 //! `dispatcher::frontier`). (Documents stored before crawls had collections of
 //! their own carry a `crawl_id`, which is ignored.)
 
