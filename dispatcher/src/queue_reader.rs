@@ -220,8 +220,20 @@ fn one_domain(r: &Refill) -> bson::Document {
     }
 }
 
-/// The frontier documents `filter` matches, by domain and `seq`, at most
-/// `limit`; timed as one frontier read.
+/// The order of a read of one domain's queue: by `seq` alone, not by
+/// domain and `seq`. The two are the same order when the filter names one
+/// domain, and mongod takes either from the queue index, but SQLite
+/// (nx-27017) does not see that a domain given by `=` is constant in
+/// `ORDER BY domain, seq`: it fetched every queued entry of the domain past
+/// the read's start and sorted them before taking the first `limit` (at 10
+/// million stored URLs, 500 queued a domain, a read of 32 took 1.72 ms,
+/// against 0.19 ms in `seq` order, which it reads off the index).
+fn by_seq() -> bson::Document {
+    doc! {FrontierDoc::SEQ: 1}
+}
+
+/// The frontier documents `filter` (one domain's) matches, in `seq`
+/// order, at most `limit`; timed as one frontier read.
 async fn find_sorted(
     frontier: &mongodb::Collection<FrontierDoc>,
     filter: bson::Document,
@@ -233,7 +245,7 @@ async fn find_sorted(
         let cursor = frontier
             .clone_with_type::<RawDocumentBuf>()
             .find(filter)
-            .sort(doc! {FrontierDoc::DOMAIN: 1, FrontierDoc::SEQ: 1})
+            .sort(by_seq())
             .limit(i64::try_from(limit).unwrap_or(i64::MAX))
             .await?;
         cursor.try_collect::<Vec<RawDocumentBuf>>().await

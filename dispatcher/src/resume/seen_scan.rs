@@ -124,12 +124,12 @@ async fn in_pages(
     let raw = frontier.clone_with_type::<RawDocumentBuf>();
     let mut pages = Pages::new(stored.last_seq, PAGE);
     let mut backoff = store::Backoff::default();
-    while let Some(filter) = pages.next_filter() {
+    while let Some(Page { filter, sort }) = pages.next_page() {
         let start = Instant::now();
         let query = async {
             let cursor = raw
                 .find(filter)
-                .sort(doc! {FrontierDoc::DOMAIN: 1, FrontierDoc::SEQ: 1})
+                .sort(sort)
                 .projection(doc! {"_id": 1, FrontierDoc::DOMAIN: 1, FrontierDoc::SEQ: 1})
                 .limit(i64::try_from(PAGE).unwrap_or(i64::MAX))
                 .batch_size(u32::try_from(PAGE).unwrap_or(READ_BATCH))
@@ -191,6 +191,13 @@ async fn in_pages(
 #[derive(Debug, PartialEq, Eq)]
 struct Stuck;
 
+/// One page's query: which entries, in which order.
+#[derive(Debug, PartialEq)]
+struct Page {
+    filter: bson::Document,
+    sort: bson::Document,
+}
+
 /// Where the paged read stands, apart from the store: which page to ask
 /// for next, and how many of the entries the summary counted were read.
 #[derive(Debug)]
@@ -219,24 +226,34 @@ impl Pages {
         }
     }
 
-    /// The filter of the next page (sorted by domain and `seq`), or `None`
-    /// when every page was read. The domain is matched with `$eq` (see
+    /// The next page to read (in domain and `seq` order), or `None` when
+    /// every page was read. The domain is matched with `$eq` (see
     /// `queue_reader::one_domain`), and `$gte ""` rather than nothing
-    /// starts at the first domain with a range nx-27017 seeks too.
-    fn next_filter(&self) -> Option<bson::Document> {
+    /// starts at the first domain with a range nx-27017 seeks too. Within
+    /// one domain the sort is by `seq` alone, for the reason
+    /// `queue_reader::by_seq` gives.
+    fn next_page(&self) -> Option<Page> {
         if self.done {
             return None;
         }
+        let across = || doc! {FrontierDoc::DOMAIN: 1, FrontierDoc::SEQ: 1};
         Some(match &self.at {
-            None => doc! {FrontierDoc::DOMAIN: {"$gte": ""}},
-            Some((domain, seq)) if self.in_domain => {
-                doc! {FrontierDoc::DOMAIN: {"$eq": domain}, FrontierDoc::SEQ: {"$gt": seq}}
-            }
-            Some((domain, _)) => doc! {FrontierDoc::DOMAIN: {"$gt": domain}},
+            None => Page {
+                filter: doc! {FrontierDoc::DOMAIN: {"$gte": ""}},
+                sort: across(),
+            },
+            Some((domain, seq)) if self.in_domain => Page {
+                filter: doc! {FrontierDoc::DOMAIN: {"$eq": domain}, FrontierDoc::SEQ: {"$gt": seq}},
+                sort: doc! {FrontierDoc::SEQ: 1},
+            },
+            Some((domain, _)) => Page {
+                filter: doc! {FrontierDoc::DOMAIN: {"$gt": domain}},
+                sort: across(),
+            },
         })
     }
 
-    /// Takes the answer to [`Pages::next_filter`]: the URLs it holds.
+    /// Takes the answer to [`Pages::next_page`]: the URLs it holds.
     fn take(&mut self, docs: &[RawDocumentBuf]) -> Result<Vec<String>, Stuck> {
         let mut urls = Vec::with_capacity(docs.len());
         let mut last = None;
@@ -399,10 +416,10 @@ mod tests {
         let mut pages = Pages::new(last_seq, page);
         let mut urls = Vec::new();
         let mut asked = 0;
-        while let Some(f) = pages.next_filter() {
+        while let Some(p) = pages.next_page() {
             asked += 1;
             assert!(asked < 10_000, "the pages never end");
-            urls.extend(pages.take(&answer(store, &f, page)).unwrap());
+            urls.extend(pages.take(&answer(store, &p.filter, page)).unwrap());
         }
         (urls, pages)
     }
@@ -467,15 +484,27 @@ mod tests {
     #[test]
     fn page_filters_seek_the_domain_then_the_domains_after_it() {
         let mut pages = Pages::new(10, 2);
-        assert_eq!(pages.next_filter(), Some(doc! {"domain": {"$gte": ""}}));
-        pages.take(&[entry("a.test", 1), entry("a.test", 4)]).unwrap();
+        let across = doc! {"domain": 1, "seq": 1};
+        let page = |filter, sort| Some(Page { filter, sort });
         assert_eq!(
-            pages.next_filter(),
-            Some(doc! {"domain": {"$eq": "a.test"}, "seq": {"$gt": 4_i64}})
+            pages.next_page(),
+            page(doc! {"domain": {"$gte": ""}}, across.clone())
+        );
+        pages.take(&[entry("a.test", 1), entry("a.test", 4)]).unwrap();
+        // Within the domain, by `seq` alone (see `queue_reader::by_seq`).
+        assert_eq!(
+            pages.next_page(),
+            page(
+                doc! {"domain": {"$eq": "a.test"}, "seq": {"$gt": 4_i64}},
+                doc! {"seq": 1}
+            )
         );
         pages.take(&[entry("a.test", 7)]).unwrap();
-        assert_eq!(pages.next_filter(), Some(doc! {"domain": {"$gt": "a.test"}}));
+        assert_eq!(
+            pages.next_page(),
+            page(doc! {"domain": {"$gt": "a.test"}}, across)
+        );
         pages.take(&[entry("b.test", 2)]).unwrap();
-        assert_eq!(pages.next_filter(), None);
+        assert_eq!(pages.next_page(), None);
     }
 }
