@@ -96,6 +96,24 @@ class TrendSlowdownTest(unittest.TestCase):
     def test_slowdown_without_gauges_is_kept(self):
         self.check_parse_named(gauges=False)
 
+    def test_a_steady_growth_outranks_a_bigger_jump(self):
+        """parse grows steadily (about 2.5x between the thirds); fetch, which
+        shares the child's threads with it, jumps 6x in the last quarter (as
+        in a real crawl whose parse slowed: fetch 4.26x, r2 0.50, against
+        parse 4.10x, r2 1.00). The cause is the steady one."""
+        c = Crawl()
+        for i in range(60):
+            c.add(1, pages=60, parse_ms=1 + 0.05 * i, fetch_ms=1 if i < 45 else 6)
+        with tempfile.TemporaryDirectory() as d:
+            t = trend_json(c.write(d))
+        worst = t["worst_latency_growth"]
+        fetch = t["ops"]["fetch"]
+        self.assertEqual(worst["op"], "parse", fetch)
+        # Not for want of a bigger growth elsewhere, nor of one that costs time.
+        self.assertGreater(fetch["latency_growth"], 2 * worst["factor"])
+        self.assertGreater(fetch["added_load"], worst["added_load"])
+        self.assertLess(fetch["p50_fit_r2"], 0.8)
+
     def test_growing_store_is_named_as_in_the_end_to_end_test(self):
         """The synthetic log of tests/tests/timing_trend.rs, in short: two
         nodes, steady fetch, store growing 1 → 21 ms, politeness_wait growing
