@@ -24,15 +24,12 @@
 
 use bson::{doc, Document};
 
-use crate::store::{Stores, FRONTIER, PAGES};
+use crate::store::{queue_order, Stores, FRONTIER, PAGES};
 
 /// `(namespace, shard key)` of each collection the dispatcher shards.
 pub fn shard_keys(stores: &Stores) -> Vec<(String, Document)> {
     let ns = |kind: &str| format!("{}.{}", stores.primary.name(), stores.crawl().collection(kind));
-    vec![
-        (ns(PAGES), doc! {"_id": "hashed"}),
-        (ns(FRONTIER), doc! {"domain": 1, "seq": 1}),
-    ]
+    vec![(ns(PAGES), doc! {"_id": "hashed"}), (ns(FRONTIER), queue_order())]
 }
 
 /// Shards the crawl's collections when the primary store is a `mongos`

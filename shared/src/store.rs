@@ -150,7 +150,7 @@ impl Stores {
     /// the name mongod would give.
     async fn drop_old_queue_index(&self) {
         use futures::TryStreamExt;
-        let old = doc! {FrontierDoc::DOMAIN: 1, FrontierDoc::SEQ: 1};
+        let old = queue_order();
         let frontier = self.frontier();
         let listed = async {
             frontier
@@ -240,10 +240,19 @@ pub async fn decode_each<T: serde::de::DeserializeOwned + Send + Sync>(
     Ok(())
 }
 
-/// The frontier's queue index: a domain's queued URLs in `seq` order (see
-/// [`Stores::ensure_indexes`]).
+/// A domain's queue in `seq` order, `{domain: 1, seq: 1}`: the frontier's
+/// shard key (see `sharding`), the prefix of [`queue_index`], and the
+/// whole queue index of earlier versions.
+pub fn queue_order() -> Document {
+    doc! {FrontierDoc::DOMAIN: 1, FrontierDoc::SEQ: 1}
+}
+
+/// The frontier's queue index, [`queue_order`] then `state`: a domain's
+/// queued URLs in `seq` order (see [`Stores::ensure_indexes`]).
 pub fn queue_index() -> Document {
-    doc! {FrontierDoc::DOMAIN: 1, FrontierDoc::SEQ: 1, FrontierDoc::STATE: 1}
+    let mut keys = queue_order();
+    keys.insert(FrontierDoc::STATE, 1);
+    keys
 }
 
 /// Whether two index key documents name the same fields in the same order
@@ -372,7 +381,9 @@ mod tests {
 
     #[test]
     fn the_old_queue_index_is_found_by_its_keys_whatever_their_number_type() {
-        let old = doc! {"domain": 1, "seq": 1};
+        let old = queue_order();
+        assert_eq!(old, doc! {"domain": 1, "seq": 1});
+        assert_eq!(queue_index(), doc! {"domain": 1, "seq": 1, "state": 1});
         assert!(same_keys(&doc! {"domain": 1_i64, "seq": 1.0}, &old));
         // The new index, another order, another direction: not the old one.
         assert!(!same_keys(&queue_index(), &old));

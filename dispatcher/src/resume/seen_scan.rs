@@ -236,7 +236,7 @@ impl Pages {
         if self.done {
             return None;
         }
-        let across = || doc! {FrontierDoc::DOMAIN: 1, FrontierDoc::SEQ: 1};
+        let across = store::queue_order;
         Some(match &self.at {
             None => Page {
                 filter: doc! {FrontierDoc::DOMAIN: {"$gte": ""}},
