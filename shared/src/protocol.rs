@@ -17,8 +17,9 @@ pub use crate::failure::FailureKind;
 
 /// Bumped whenever a message changes shape; peers with another version are refused.
 /// 6: the introduction is a challenge–response on the cluster secret
-/// (see [`crate::cluster_auth`]).
-pub const PROTOCOL_VERSION: u32 = 7;
+/// (see [`crate::cluster_auth`]). 8: a sealed message's tag is keyed
+/// BLAKE3, not HMAC-SHA256.
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// One URL to crawl, leased to whoever holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
