@@ -244,7 +244,7 @@ impl Pages {
             },
             Some((domain, seq)) if self.in_domain => Page {
                 filter: doc! {FrontierDoc::DOMAIN: {"$eq": domain}, FrontierDoc::SEQ: {"$gt": seq}},
-                sort: doc! {FrontierDoc::SEQ: 1},
+                sort: crate::queue_reader::by_seq(),
             },
             Some((domain, _)) => Page {
                 filter: doc! {FrontierDoc::DOMAIN: {"$gt": domain}},
