@@ -284,7 +284,11 @@ impl Args {
 fn main() -> anyhow::Result<()> {
     // Not `shared::alloc::tune()`: see there why the dispatcher keeps
     // mimalloc's own purge delay.
+    let huge_pages = shared::alloc::without_huge_pages();
     shared::logging::init(ROLE);
+    if let Err(e) = huge_pages {
+        tracing::warn!(error = %e, "could not turn transparent huge pages off; memory use will be higher");
+    }
     let config::Parsed { args, settings } = config::parse(std::env::args_os().collect())?;
     let key = args
         .cluster
