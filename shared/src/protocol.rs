@@ -276,9 +276,13 @@ pub const MAX_MESSAGE_BYTES: u64 = 64 * 1024 * 1024;
 /// dispatcher restart left at least 8 MiB held for it (20 connections
 /// that each carried one 8 MiB message held 341 MiB, against 27 MiB
 /// with messages of 256 KiB; the README has how it was measured). At
-/// 256 KiB a message still carries about a hundred results of realistic
-/// pages (dozens of links each), so the per-message cost stays negligible.
-pub const RESULTS_MESSAGE_BYTES: u64 = 256 * 1024;
+/// 256 KiB, 50 supervisors still left 21 MB of read buffers held in the
+/// dispatcher (a heap profile), a fifth of its memory at a million known
+/// URLs; at 64 KiB a message still carries about 25 results of realistic
+/// pages (dozens of links each), and sealing, framing and decoding cost a
+/// few microseconds a message, against the tens that its results take to
+/// admit.
+pub const RESULTS_MESSAGE_BYTES: u64 = 64 * 1024;
 
 /// Encoded size of a message (what [`encode`] would produce).
 pub fn encoded_len<T: Serialize>(msg: &T) -> u64 {
@@ -421,11 +425,11 @@ mod tests {
 
     #[test]
     fn results_are_split_under_the_message_target() {
-        // 40 results of ~100 KB each: no batch over the target, order kept.
+        // 40 results of ~25 KB each: no batch over the target, order kept.
         let results: Vec<_> = (0..40u64)
             .map(|i| CrawlResult {
                 lease: i,
-                ..result_with_links(100)
+                ..result_with_links(25)
             })
             .collect();
         let batches = split_results(results);
