@@ -68,12 +68,12 @@ pub fn release_free_memory() {
 ///
 /// mimalloc asks for huge pages on its arena (`madvise(MADV_HUGEPAGE)`,
 /// which Debian's default THP mode, `madvise`, honours), and a huge page
-/// is 2 MiB resident as soon as any byte of it is touched. The dispatcher
-/// spreads its many small, long-lived allocations (windows, the seen-set,
-/// per-connection buffers) over the arena, so most of its huge pages were
-/// largely empty: 49–52 MiB of anonymous memory resident at start-up with
-/// 10,000 domains against 18–28 MiB without them, and 159 against 120
-/// bytes a known URL at the million mark (README, "The dispatcher alone"). Call first thing in
+/// is 2 MiB resident as soon as any byte of it is touched. The
+/// dispatcher's heap is mostly small allocations made and freed at
+/// different times, so its huge pages were largely empty: 49–52 MiB of
+/// anonymous memory resident at start-up with 10,000 domains against
+/// 18–28 MiB without them, and 159 against 120 bytes a known URL at the
+/// million mark (README, "The dispatcher alone"). Call first thing in
 /// `main`: it applies to memory touched from then on, and children
 /// inherit it.
 pub fn without_huge_pages() -> std::io::Result<()> {

@@ -277,11 +277,10 @@ pub const MAX_MESSAGE_BYTES: u64 = 64 * 1024 * 1024;
 /// that each carried one 8 MiB message held 341 MiB, against 27 MiB
 /// with messages of 256 KiB; the README has how it was measured). At
 /// 256 KiB, 50 supervisors still left 21 MB of read buffers held in the
-/// dispatcher (a heap profile), a fifth of its memory at a million known
-/// URLs; at 64 KiB a message still carries about 25 results of realistic
-/// pages (dozens of links each), and sealing, framing and decoding cost a
-/// few microseconds a message, against the tens that its results take to
-/// admit.
+/// dispatcher (a heap profile at a million known URLs: over a quarter of
+/// its heap). At 64 KiB a message still carries about 25 results of
+/// realistic pages (dozens of links each): the realistic bench crawled
+/// as fast as with 256 KiB (README, "The dispatcher alone").
 pub const RESULTS_MESSAGE_BYTES: u64 = 64 * 1024;
 
 /// Encoded size of a message (what [`encode`] would produce).
