@@ -177,6 +177,7 @@ impl Dispatcher {
             seen_check: args.seen_check,
             seen_recent_urls: args.seen_recent_urls,
             breaker: args.breaker(),
+            max_write_backlog: crate::state::MAX_WRITE_BACKLOG,
         };
         Dispatcher {
             policy: args.policy(),

@@ -27,6 +27,7 @@ use crate::refusals::{Reason, Refusals};
 use crate::resume::StoredFrontier;
 use crate::seen::{Seen, SeenCheck, SeenSet};
 use crate::stats::{FinishReason, Stats};
+use write_gate::WriteGate;
 
 /// Pause before a retry, times the attempt number.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
@@ -35,11 +36,9 @@ const MAX_BATCH: usize = 512;
 /// Frontier writes the store may be behind before no more URLs are leased
 /// (each result brings more writes): bounds the dispatcher's memory when
 /// the store is slower than the crawl. Ten of the writer's batches keep it
-/// busy; more only sit in memory (about 200 bytes each, and results of
-/// leases already out still add theirs past the mark). At 100,000 they
-/// held about 20 MB, a tenth of the dispatcher's memory at a million known
-/// URLs on a store that cannot keep up. The lower mark's gain was within
-/// the benchmarks' noise (README, "The dispatcher alone").
+/// busy; more only sit in memory (about 200 bytes each). Past it, leases
+/// are counted against the writes they will bring (`state/write_gate.rs`),
+/// as results of leases already out used to add theirs past the mark.
 pub(crate) const MAX_WRITE_BACKLOG: usize = 10 * crate::persist::BATCH;
 /// Store reads of domains' queues asked for at once (see `queue_reader`).
 const READS_PER_TICK: usize = 64;
@@ -78,6 +77,9 @@ pub(crate) struct Settings {
     pub(crate) seen_check: SeenCheck,
     /// With `SeenCheck::Store`: URLs kept whole to answer without the store.
     pub(crate) seen_recent_urls: usize,
+    /// Frontier writes waiting past which leases are counted against the
+    /// writes they will bring ([`MAX_WRITE_BACKLOG`]; tests: fewer).
+    pub(crate) max_write_backlog: usize,
 }
 
 /// A stored frontier entry as start-up reads it (`shared::docs::FrontierDoc`
@@ -183,10 +185,15 @@ pub(crate) struct CrawlState<C> {
     /// (due ms, url, domain, depth) waiting for a retry.
     delayed: Vec<(u64, String, String, u16)>,
     started_dispatching: bool,
-    /// The frontier writer was more than [`MAX_WRITE_BACKLOG`] writes
-    /// behind at the last [`CrawlState::dispatch`]: no URL is leased and no
-    /// queue is read until it catches up.
+    /// The frontier writer was more than [`Settings::max_write_backlog`]
+    /// writes behind at the last [`CrawlState::dispatch`]: no URL is
+    /// leased and no queue is read until it catches up.
     writer_behind: bool,
+    /// How many URLs may be leased while the writer is behind.
+    write_gate: WriteGate,
+    /// The member the next [`CrawlState::dispatch`] starts with, so that
+    /// when the gate lets only a few URLs out, each member gets its turn.
+    next_member: usize,
     /// Reads of queues asked for and not answered: the reader's count at
     /// the last tick, plus those asked for since, less those answered.
     reads_pending: usize,
@@ -207,6 +214,7 @@ pub(crate) struct CrawlState<C> {
 
 impl<C> CrawlState<C> {
     pub(crate) fn new(settings: Settings, timing: TimingLog, now_ms: u64) -> Self {
+        let write_gate = WriteGate::new(settings.max_write_backlog);
         CrawlState {
             frontier: Frontier::new(settings.max_inflight_per_domain, settings.lease_ms, now_ms << 12)
                 .with_window(settings.window, settings.memory_urls)
@@ -223,6 +231,8 @@ impl<C> CrawlState<C> {
             delayed: Vec::new(),
             started_dispatching: false,
             writer_behind: false,
+            write_gate,
+            next_member: 0,
             reads_pending: 0,
             stopping: false,
             stats: Stats::new(),
@@ -450,6 +460,7 @@ impl<C> CrawlState<C> {
         if !self.is_live(s) {
             return;
         }
+        let (effects_before, mut accepted) = (self.effects.len(), 0);
         for r in results {
             if r.sent_ms != 0 {
                 let wait = Duration::from_millis(now_ms.saturating_sub(r.sent_ms));
@@ -471,6 +482,7 @@ impl<C> CrawlState<C> {
                     continue;
                 }
             };
+            accepted += 1;
             self.members[s].results += 1;
             self.stats.record(&r.outcome);
             if breaker::is_error(&r.outcome).is_some() {
@@ -500,6 +512,11 @@ impl<C> CrawlState<C> {
                 });
             }
         }
+        let writes = self.effects[effects_before..]
+            .iter()
+            .filter(|e| matches!(e, Effect::Insert { .. } | Effect::Mark { .. }))
+            .count();
+        self.write_gate.observe(accepted, writes);
     }
 
     /// Retryable failures go back in the queue after a pause, a few times.
@@ -627,10 +644,11 @@ impl<C> CrawlState<C> {
     }
 
     /// Leases URLs to every live supervisor with credit left, once the
-    /// expected supervisors have joined, and while the frontier writer is
-    /// less than [`MAX_WRITE_BACKLOG`] writes behind.
+    /// expected supervisors have joined, and as far as the writes the
+    /// leases will bring fit once the frontier writer is behind (see
+    /// `state/write_gate.rs`).
     pub(crate) fn dispatch(&mut self, now_ms: u64, write_backlog: usize) {
-        self.writer_behind = write_backlog > MAX_WRITE_BACKLOG;
+        self.writer_behind = write_backlog > self.settings.max_write_backlog;
         if !self.started_dispatching {
             let live = self.members.iter().filter(|m| m.live).count();
             if live < self.settings.min_supervisors.max(1) {
@@ -645,11 +663,14 @@ impl<C> CrawlState<C> {
             // keeps cutting it short may never finish.
             self.offer_waiting_seeds(now_ms);
         }
-        if self.writer_behind {
-            // Resumed by a later tick once the writer has caught up.
-            return;
-        }
-        for s in 0..self.members.len() {
+        let mut room = self.write_gate.room(write_backlog, self.frontier.in_flight());
+        let (n, start) = (self.members.len(), self.next_member);
+        for i in 0..n {
+            if room == 0 {
+                // Resumed by a later dispatch as the writer catches up.
+                return;
+            }
+            let s = (start + i) % n;
             if !self.members[s].live {
                 continue;
             }
@@ -657,10 +678,14 @@ impl<C> CrawlState<C> {
             if credit == 0 {
                 continue;
             }
-            let (items, waits) = self.frontier.take_timed(s, credit.min(MAX_BATCH), now_ms);
+            let (items, waits) = self
+                .frontier
+                .take_timed(s, credit.min(MAX_BATCH).min(room), now_ms);
             if items.is_empty() {
                 continue;
             }
+            room = room.saturating_sub(items.len());
+            self.next_member = (s + 1) % n;
             for wait in waits {
                 self.timing
                     .record(Op::QueueWait, Duration::from_millis(wait), "ok", None, None);
@@ -787,3 +812,4 @@ mod members;
 #[cfg(test)]
 #[path = "state/tests.rs"]
 mod tests;
+mod write_gate;
