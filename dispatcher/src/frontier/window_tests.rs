@@ -610,3 +610,32 @@ fn past_the_budget_a_bounded_set_of_domains_holds_windows_and_the_rest_take_turn
     let first_end = (2..10).map(last).min().flatten();
     assert!(last_start < first_end, "{last_start:?} {first_end:?}");
 }
+
+#[test]
+fn domains_that_took_slots_under_the_budget_grow_no_window_past_it() {
+    // 40 domains take a slot each with one URL, under a budget of 40;
+    // the bound is 10. Their next URLs wait in the store: grown to the
+    // floor (4), the 40 windows held 160 URLs.
+    let mut f = Frontier::new(2, 1000, 1)
+        .with_window(64, 40)
+        .with_active_bound(10);
+    f.start_assigning();
+    let s = f.add_supervisor();
+    let mut store = FakeStore::default();
+    let mut seq = 0;
+    for round in 0..20 {
+        for d in 0..40 {
+            seq += 1;
+            let (domain, url) = (format!("d{d}"), format!("http://d{d}/{round}"));
+            store.write(seq, &url, &domain);
+            f.admit(url, &domain, 0, seq, 0);
+        }
+    }
+    assert_eq!(f.active_domains(), 40);
+    assert_eq!(f.queued() - f.spilled(), 40);
+    // Crawled to the end, each URL once; windows drain, and from then on
+    // no more than 10 domains hold one.
+    let leased = crawl(&mut f, &mut store, &[s]);
+    assert_eq!(leased.len(), 800);
+    assert!(leased.values().all(|&n| n == 1));
+}
