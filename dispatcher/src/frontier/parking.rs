@@ -17,10 +17,12 @@
 //! meanwhile is counted in the store like any other that spills, and the
 //! read that follows its turn finds it.
 //!
-//! Turns: while domains wait, an active domain whose window empties gives
-//! its slot back instead of reading its next window, and waits behind
-//! them. So every domain with work gets a window in turn, and one big or
-//! slow domain cannot keep a slot for the whole crawl.
+//! Turns: while domains wait, or more hold a slot than the bound, an
+//! active domain's new URLs go to the store (`window_takes`), and once its
+//! window empties it gives its slot back instead of reading its next
+//! window, and waits behind them. So every domain with work gets a window
+//! in turn, and one big or slow domain cannot keep a slot for the whole
+//! crawl.
 //!
 //! Slots never come before correctness: a URL that must be in memory (a
 //! lease that ended without a result, an unconfirmed URL behind the
