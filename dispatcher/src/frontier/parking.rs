@@ -17,12 +17,12 @@
 //! meanwhile is counted in the store like any other that spills, and the
 //! read that follows its turn finds it.
 //!
-//! Turns: while domains wait, or more hold a slot than the bound, an
-//! active domain's new URLs go to the store (`window_takes`), and once its
-//! window empties it gives its slot back instead of reading its next
-//! window, and waits behind them. So every domain with work gets a window
-//! in turn, and one big or slow domain cannot keep a slot for the whole
-//! crawl.
+//! Turns: while domains wait, an active domain whose window empties gives
+//! its slot back instead of reading its next window, and waits behind
+//! them. So every domain with work gets a window in turn, and one big or
+//! slow domain cannot keep a slot for the whole crawl. While more domains
+//! hold a slot than the bound (they took theirs under the budget), new
+//! URLs go to the store (`window_takes`), so that windows drain.
 //!
 //! Slots never come before correctness: a URL that must be in memory (a
 //! lease that ended without a result, an unconfirmed URL behind the
@@ -92,8 +92,13 @@ impl Frontier {
     /// (they took theirs while memory was under the budget, or for a lease
     /// that came back).
     pub(super) fn turn_over(&self) -> bool {
-        let bound = self.bound_now();
-        (!self.parked.is_empty() && self.active >= bound) || self.active > bound
+        (!self.parked.is_empty() && self.active >= self.bound_now()) || self.over_bound()
+    }
+
+    /// More domains hold a slot than the bound (they took theirs while
+    /// memory was under the budget, or for a lease that came back).
+    pub(super) fn over_bound(&self) -> bool {
+        self.active > self.bound_now()
     }
 
     /// Domain `id` waits for a slot, behind those parked before it.

@@ -116,18 +116,18 @@ impl Frontier {
 
     /// Whether a new URL of domain `id` goes into its window rather than
     /// the store: none of the domain's URLs waits in the store, and memory
-    /// is under the budget, or the window has room and a slot and the
-    /// active domains' turns are not over (for [`Frontier::admit`] and
+    /// is under the budget, or the window has room and a slot and no more
+    /// domains hold a slot than the bound (for [`Frontier::admit`] and
     /// [`Frontier::confirmed`]). Without the last: on the 1M dispatcher
     /// bench, the 10,000 seeds' domains all took slots under the budget
     /// (100,000), then each grew its window to the floor (32), and memory
-    /// held 257,000 URLs until the end; now their windows drain and the
-    /// domains take turns (see `parking`).
+    /// held 257,000 URLs until the end; now their windows drain, the
+    /// domains give their slots back and take turns (see `parking`).
     pub(super) fn window_takes(&self, id: u32) -> bool {
         let d = &self.domains[id as usize];
         d.spilled == 0
             && (!self.short()
-                || (d.queue.len() < self.window_now() && self.may_hold_window(id) && !self.turn_over()))
+                || (d.queue.len() < self.window_now() && self.may_hold_window(id) && !self.over_bound()))
     }
 
     /// The window a domain keeps once memory is at the budget: `window`,
