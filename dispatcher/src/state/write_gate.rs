@@ -55,7 +55,8 @@ impl WriteGate {
     }
 
     /// URLs that may be leased now, with `backlog` writes waiting and
-    /// `out` URLs leased and not reported.
+    /// `out` URLs leased and not reported. Shuts or opens the gate first,
+    /// from `backlog`: call it once a dispatch.
     pub(crate) fn room(&mut self, backlog: usize, out: usize) -> usize {
         self.shut = if self.shut {
             backlog >= self.max / 10
