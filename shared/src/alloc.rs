@@ -73,9 +73,9 @@ pub fn release_free_memory() {
 /// different times, so its huge pages were largely empty: 49–52 MiB of
 /// anonymous memory resident at start-up with 10,000 domains against
 /// 18–28 MiB without them, and 159 against 120 bytes a known URL at the
-/// million mark (scripts/scale-measurements.md, "The dispatcher alone"). Call first thing in
-/// `main`: it applies to memory touched from then on, and children
-/// inherit it.
+/// million mark (scripts/scale-measurements.md, "The dispatcher
+/// alone"). Call first thing in `main`: it applies to memory touched from
+/// then on, and children inherit it.
 pub fn without_huge_pages() -> std::io::Result<()> {
     // SAFETY: PR_SET_THP_DISABLE takes integers only and changes no memory
     // of this process, only how the kernel backs it from now on.

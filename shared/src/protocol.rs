@@ -280,7 +280,8 @@ pub const MAX_MESSAGE_BYTES: u64 = 64 * 1024 * 1024;
 /// dispatcher (a heap profile at a million known URLs: over a quarter of
 /// its heap). At 64 KiB a message still carries about 25 results of
 /// realistic pages (dozens of links each): the realistic bench crawled
-/// as fast as with 256 KiB (scripts/scale-measurements.md, "The dispatcher alone").
+/// as fast as with 256 KiB (scripts/scale-measurements.md, "The
+/// dispatcher alone").
 pub const RESULTS_MESSAGE_BYTES: u64 = 64 * 1024;
 
 /// Encoded size of a message (what [`encode`] would produce).

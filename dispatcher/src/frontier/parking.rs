@@ -88,9 +88,7 @@ impl Frontier {
     }
 
     /// An active domain's turn is over when its window empties: parked
-    /// domains wait for its slot, or more domains hold one than the bound
-    /// (they took theirs while memory was under the budget, or for a lease
-    /// that came back).
+    /// domains wait for its slot, or `over_bound`.
     pub(super) fn turn_over(&self) -> bool {
         (!self.parked.is_empty() && self.active >= self.bound_now()) || self.over_bound()
     }
