@@ -100,6 +100,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     times.spawn_flusher(timing.clone());
     let ctx = Arc::new(pipeline::Ctx {
         http: http::Http::new(&policy, overrides)?,
+        canonical: pipeline::canonicalizer(&policy),
         robots: robots::RobotsSource {
             stores: stores.clone(),
             policy: policy.clone(),

@@ -10,6 +10,10 @@
 //! target back to the dispatcher as an outlink, so that domain's owner
 //! paces it. A URL, or a redirect hop, whose host is an internal address
 //! fails as `blocked_address` before anything is requested.
+//!
+//! Links and cross-domain redirect targets leave the child canonical
+//! (`shared::canonical`, the policy's rules); same-domain redirect hops are
+//! followed as the server wrote them.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -18,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use bson::DateTime;
 use futures::FutureExt;
+use shared::canonical::Canonicalizer;
 use shared::docs::{PageDoc, Skipped};
 use shared::extract::{extract, ExtractOptions};
 use shared::page_body;
@@ -36,6 +41,8 @@ use crate::robots::{RobotsEntry, RobotsSource};
 /// Everything a domain task needs, shared by all of them.
 pub struct Ctx {
     pub policy: Arc<CrawlPolicy>,
+    /// The policy's canonical URL rules, compiled once (see [`canonicalizer`]).
+    pub canonical: Canonicalizer,
     pub http: Http,
     pub robots: RobotsSource,
     pub times: DomainTimes,
@@ -46,6 +53,16 @@ pub struct Ctx {
     pub timing: TimingLog,
     /// Fetches in progress across all domains of this child.
     pub fetch_slots: Semaphore,
+}
+
+/// Compiles the policy's canonical URL rules. The dispatcher checks them
+/// before it sends them, so a list that does not compile is a bug there:
+/// the child logs it and keeps links as resolved rather than stopping.
+pub fn canonicalizer(policy: &CrawlPolicy) -> Canonicalizer {
+    policy.canonical.compile().unwrap_or_else(|e| {
+        tracing::error!(error = %e, "BUG: the crawl policy's canonical URL rules do not compile; links are kept as resolved");
+        Canonicalizer::none()
+    })
 }
 
 /// What the child knows about one domain it owns.
@@ -291,6 +308,9 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
                 if domain_of(&target) != item.domain {
                     return cross_domain_redirect(ctx, item, &current, &resp, target);
                 }
+                // A same-domain hop is followed literally, never made
+                // canonical: a server that sends `/p` to `/p;jsessionid=X`
+                // would send the stripped URL back there, a loop.
                 if hops.contains(&target) {
                     return failed(
                         item,
@@ -426,7 +446,11 @@ fn http_version(v: reqwest::Version) -> &'static str {
     }
 }
 
-fn cross_domain_redirect(ctx: &Ctx, item: &WorkItem, current: &Url, resp: &Fetched, target: Url) -> Done {
+/// Ends the crawl of `item` at a redirect to another domain: its target,
+/// made canonical like any link, goes back to the dispatcher as the one
+/// outlink, for that domain's owner to crawl.
+fn cross_domain_redirect(ctx: &Ctx, item: &WorkItem, current: &Url, resp: &Fetched, mut target: Url) -> Done {
+    ctx.canonical.apply(&mut target);
     let mut d = base_page(item, ctx, current, resp);
     d.redirect_to = Some(target.to_string());
     d.outlinks = Some(1);
@@ -463,6 +487,7 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
         let options = ExtractOptions {
             skip_nofollow: ctx.policy.skip_nofollow,
             max_links: ctx.policy.max_outlinks_per_page as usize,
+            canonical: Some(&ctx.canonical),
         };
         let f = extract(&resp.body, final_url, encoding, options);
         crate::fault::slow_parse();
@@ -491,4 +516,21 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
     }
     let outcome = fetched(final_url, item, &resp);
     Done::Page(Box::new(d), result(item, outcome, outlinks))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rule_list_that_does_not_compile_keeps_links_as_resolved() {
+        let mut policy = crate::robots::tests::policy();
+        let mut u = Url::parse("http://a.test/p?sid=1").unwrap();
+        assert!(canonicalizer(&policy).apply(&mut u));
+        assert_eq!(u.as_str(), "http://a.test/p");
+        policy.canonical.strip_params.push("*".into());
+        let mut u = Url::parse("http://a.test/p?sid=1").unwrap();
+        assert!(!canonicalizer(&policy).apply(&mut u));
+        assert_eq!(u.as_str(), "http://a.test/p?sid=1");
+    }
 }

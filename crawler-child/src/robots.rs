@@ -244,6 +244,7 @@ pub(crate) mod tests {
             child_concurrency: 8,
             allow_private_networks: false,
             keep_non_html_bodies: false,
+            canonical: Default::default(),
         }
     }
 

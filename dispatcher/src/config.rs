@@ -223,7 +223,7 @@ mod tests {
         let parsed = parse(argv(&["--config", p, "--max-depth", "7", "--seeds", "c.txt"])).expect("parses");
         assert_eq!(parsed.args.crawl_id.as_str(), "from-file");
         assert_eq!(parsed.args.min_delay_ms, 250);
-        assert_eq!(parsed.args.scope, crate::Scope::Any);
+        assert_eq!(parsed.args.scope, crate::admission::ScopeKind::Any);
         assert!(parsed.args.skip_nofollow);
         // The command line wins; lists add up.
         assert_eq!(parsed.args.max_depth, 7);

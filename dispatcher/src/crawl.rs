@@ -32,7 +32,7 @@ use crate::queue_reader::{self, QueueReader};
 use crate::refusals::{Reason, Refusals};
 use crate::resume::SeenScanTask;
 use crate::state::{CrawlState, Effect, Settings};
-use crate::{Args, Scope, ROLE};
+use crate::{Args, ROLE};
 
 mod handshake;
 mod startup;
@@ -83,7 +83,7 @@ pub async fn run(args: Args, settings: serde_json::Value, key: ClusterKey) -> an
     let (reader, mut read) = QueueReader::spawn(&stores, timing.clone());
     let (writer, mut confirmations) = FrontierWriter::spawn(stores.clone(), timing.clone());
     let io = Io { writer, reader };
-    let mut d = Dispatcher::new(&args, stores.clone(), view, timing, admin_rx, key, io);
+    let mut d = Dispatcher::new(&args, stores.clone(), view, timing, admin_rx, key, io)?;
     d.load(&args).await?;
 
     // Bound only now: a supervisor connecting while a big frontier loads
@@ -152,6 +152,11 @@ struct Dispatcher {
     seen_scan: Option<SeenScanTask>,
 }
 
+/// How long a crawl with nothing left waits for the read of its stored
+/// URLs (see [`Dispatcher::reading_stored_urls`]): the read of 10 million
+/// takes minutes on nx-27017.
+const STORED_URLS_PATIENCE: Duration = Duration::from_secs(30 * 60);
+
 impl Dispatcher {
     fn new(
         args: &Args,
@@ -161,11 +166,12 @@ impl Dispatcher {
         admin: mpsc::Receiver<AdminCmd>,
         key: ClusterKey,
         io: Io,
-    ) -> Self {
+    ) -> anyhow::Result<Self> {
         let settings = Settings {
             max_depth: args.max_depth,
             max_pages: args.max_pages,
-            scope_to_seeds: args.scope == Scope::Seeds,
+            admission: args.admission(),
+            canonical: args.canonical(),
             min_supervisors: args.min_supervisors.max(1),
             heartbeat_timeout_ms: args.heartbeat_timeout_secs.saturating_mul(1000),
             max_inflight_per_domain: args.max_inflight_per_domain,
@@ -179,9 +185,10 @@ impl Dispatcher {
             breaker: args.breaker(),
             max_write_backlog: crate::state::MAX_WRITE_BACKLOG,
         };
-        Dispatcher {
+        let state = CrawlState::new(settings, timing.clone(), now_ms()).map_err(anyhow::Error::msg)?;
+        Ok(Dispatcher {
             policy: args.policy(),
-            state: CrawlState::new(settings, timing.clone(), now_ms()),
+            state,
             writer: io.writer,
             reader: io.reader,
             stores,
@@ -195,7 +202,7 @@ impl Dispatcher {
             challenges: Challenges::new(PROTOCOL_VERSION, CHALLENGE_TTL, MAX_PENDING_CHALLENGES),
             refusals: Refusals::default(),
             seen_scan: None,
-        }
+        })
     }
 
     /// Carries out what the state machine asked for, in order.
@@ -220,6 +227,14 @@ impl Dispatcher {
                     seq,
                     confirm,
                 } => self.writer.insert(url, domain, depth, seq, confirm),
+                Effect::Defer {
+                    url,
+                    domain,
+                    depth,
+                    seq,
+                    why,
+                } => self.writer.defer(url, domain, depth, seq, why),
+                Effect::Requeue { url, seq } => self.writer.requeue(url, seq),
                 Effect::Mark { url, state, failure } => self.writer.mark(url, state, failure),
                 Effect::Read(r) => self.reader.read(r),
                 Effect::LookUp(s, held) => self.reader.look_up(s, held),
@@ -235,6 +250,17 @@ impl Dispatcher {
             }
         }
         Ok(())
+    }
+
+    /// A resumed crawl with nothing left to crawl waits for the read of
+    /// its stored URLs to end: deferred URLs that this run's larger
+    /// budgets let in are found there (`CrawlState::seen_rebuilt`). Not
+    /// for ever: a store that keeps cutting that read short must not keep
+    /// a finished crawl from ending.
+    fn reading_stored_urls(&self) -> bool {
+        self.seen_scan
+            .as_ref()
+            .is_some_and(|s| s.started.elapsed() < STORED_URLS_PATIENCE)
     }
 
     /// Leases what can be leased now.
@@ -268,7 +294,7 @@ impl Dispatcher {
         let mut monitor = Monitor::new();
         let stop = shared::shutdown::signalled();
         tokio::pin!(stop);
-        while !self.state.done() {
+        while !self.state.done() || self.reading_stored_urls() {
             tokio::select! {
                 msg = inbox.recv() => {
                     let Some((identity, payload)) = msg else { bail!("ZeroMQ socket closed") };

@@ -4,6 +4,7 @@
 //! the crawl when nothing is queued or in flight.
 
 mod admin;
+mod admission;
 mod breaker;
 mod cluster;
 mod config;
@@ -21,7 +22,8 @@ mod stats;
 
 use std::path::PathBuf;
 
-use clap::{Parser, ValueEnum};
+use admission::ScopeKind;
+use clap::Parser;
 use seen::SeenCheck;
 use shared::cli::{ClusterArgs, ObsArgs, StoreArgs};
 use shared::protocol::CrawlPolicy;
@@ -36,14 +38,6 @@ pub(crate) const DEFAULT_USER_AGENT: &str = "synthcrawler/0.1 (+https://example.
 /// allocations; see crawler-child/src/main.rs).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Scope {
-    /// Only the domains of the seeds.
-    Seeds,
-    /// Anything linked.
-    Any,
-}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -68,8 +62,59 @@ pub struct Args {
     /// Stop admitting URLs after this many (0 = no limit).
     #[arg(long, default_value_t = 0)]
     pub max_pages: u64,
-    #[arg(long, value_enum, default_value_t = Scope::Seeds)]
-    pub scope: Scope,
+    /// Where the crawl may go: the seeds' hosts and ports (`seeds`), the
+    /// seeds' sites, their registered domains with every subdomain, from
+    /// the Public Suffix List (`site`), or anywhere (`any`).
+    #[arg(long, value_enum, default_value_t = ScopeKind::Seeds)]
+    pub scope: ScopeKind,
+    /// Refuse URLs this regular expression matches (repeatable; each
+    /// rule's refusals are counted in the summary's `refused_by_rule`).
+    #[arg(long)]
+    pub deny_url: Vec<String>,
+    /// Crawl only URLs that one of these regular expressions matches
+    /// (repeatable); within --scope, never beyond it.
+    #[arg(long)]
+    pub allow_url: Vec<String>,
+    /// Refuse URLs under this SURT prefix: `http://(com,example,ads,` is
+    /// ads.example.com and its subdomains over http, `(com,example,` any
+    /// scheme (repeatable).
+    #[arg(long)]
+    pub deny_surt: Vec<String>,
+    /// Crawl only URLs under one of these SURT prefixes (repeatable),
+    /// within --scope.
+    #[arg(long)]
+    pub allow_surt: Vec<String>,
+    /// Most URLs admitted per domain (host and port), 0 for no limit.
+    /// Those past it are stored as deferred (a later run with a larger
+    /// budget crawls them) and counted as `over_domain_budget`. Why 10,000:
+    /// see shared/src/limits.rs.
+    #[arg(long, default_value_t = shared::limits::DEFAULT_MAX_PAGES_PER_DOMAIN)]
+    pub max_pages_per_domain: u32,
+    /// Most distinct queries admitted per path of a domain (a calendar or
+    /// a faceted search is one path with endless queries), 0 for no
+    /// limit; past it as for --max-pages-per-domain (`over_query_budget`).
+    #[arg(long, default_value_t = shared::limits::DEFAULT_MAX_QUERY_VARIANTS)]
+    pub max_query_variants: u32,
+    /// Refuse URLs whose path has more segments than this (0: no limit;
+    /// Heritrix's default).
+    #[arg(long, default_value_t = admission::PathTraps::DEFAULT.max_segments)]
+    pub max_path_segments: usize,
+    /// Refuse URLs whose path repeats a run of segments more than this
+    /// many times in a row (`/a/b/a/b/a/b/`), or has one segment more than
+    /// once beyond it (0: no limit; Heritrix's default).
+    #[arg(long, default_value_t = admission::PathTraps::DEFAULT.max_repeats)]
+    pub max_path_repeats: usize,
+    /// Parameters removed from links' queries and path parameters before
+    /// the seen-check (comma-separated or repeated; `name*` is a prefix,
+    /// case does not matter; `none` removes none). The default is the
+    /// session ids and tracking parameters in shared/src/canonical.rs
+    /// (`sid`, `jsessionid`, `phpsessid`, `utm_*`, `fbclid`, ...).
+    #[arg(long, value_delimiter = ',')]
+    pub strip_params: Vec<String>,
+    /// Keep links' query parameters in the order pages write them (they
+    /// are sorted by default, so `?a=1&b=2` and `?b=2&a=1` are one URL).
+    #[arg(long)]
+    pub keep_query_order: bool,
     /// Do not hand out work until this many supervisors have joined, so
     /// domains spread over all of them.
     #[arg(long, default_value_t = 1)]
@@ -258,6 +303,38 @@ impl Args {
         self.forget_idle_domains_ms.max(gap.saturating_add(2_000))
     }
 
+    /// The canonical URL rules (`--strip-params`, `--keep-query-order`).
+    fn canonical(&self) -> shared::canonical::CanonicalRules {
+        let strip_params = match self.strip_params.as_slice() {
+            [] => shared::canonical::CanonicalRules::default().strip_params,
+            [none] if none.eq_ignore_ascii_case("none") => Vec::new(),
+            given => given.to_vec(),
+        };
+        shared::canonical::CanonicalRules {
+            strip_params,
+            sort_query: !self.keep_query_order,
+        }
+    }
+
+    /// Scope, operator rules, trap rules and budgets.
+    fn admission(&self) -> admission::AdmissionSettings {
+        admission::AdmissionSettings {
+            scope: self.scope,
+            rules: admission::RuleSpecs {
+                allow_url: self.allow_url.clone(),
+                deny_url: self.deny_url.clone(),
+                allow_surt: self.allow_surt.clone(),
+                deny_surt: self.deny_surt.clone(),
+            },
+            traps: admission::PathTraps {
+                max_segments: self.max_path_segments,
+                max_repeats: self.max_path_repeats,
+            },
+            max_pages_per_domain: self.max_pages_per_domain,
+            max_query_variants: self.max_query_variants,
+        }
+    }
+
     fn policy(&self) -> CrawlPolicy {
         CrawlPolicy {
             crawl_id: self.crawl_id.to_string(),
@@ -277,6 +354,7 @@ impl Args {
             child_concurrency: self.child_concurrency,
             allow_private_networks: self.allow_private_networks,
             keep_non_html_bodies: self.keep_non_html_bodies,
+            canonical: self.canonical(),
         }
     }
 }
@@ -290,6 +368,11 @@ fn main() -> anyhow::Result<()> {
         tracing::warn!(error = %e, "could not turn transparent huge pages off; memory use will be higher");
     }
     let config::Parsed { args, settings } = config::parse(std::env::args_os().collect())?;
+    // Bad rules are refused before anything is started or stored.
+    admission::Admission::new(&args.admission()).map_err(anyhow::Error::msg)?;
+    args.canonical()
+        .compile()
+        .map_err(|e| anyhow::anyhow!("--strip-params: {e}"))?;
     let key = args
         .cluster
         .key(std::env::var_os(shared::cluster_auth::SECRET_ENV))?;

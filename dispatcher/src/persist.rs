@@ -7,7 +7,10 @@
 //! ignored). A restarted dispatcher reads this collection back to resume,
 //! and domains' queues are read from it (see `crate::frontier`): the
 //! writer says how far its inserts are written ([`FrontierWriter::durable`]),
-//! so nothing is read before it is there.
+//! so nothing is read before it is there. A URL found over a budget is
+//! inserted `deferred` (with the budget it was over) instead of queued,
+//! and one a later run takes up again is turned back into a queued entry
+//! with a new `seq` ([`FrontierWriter::requeue`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
@@ -16,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, RawDocumentBuf};
 use futures::TryStreamExt;
-use shared::docs::{FrontierDoc, UrlState};
+use shared::docs::{Deferral, FrontierDoc, UrlState};
 use shared::failure::FailureKind;
 use shared::store::{self, Backoff, Stores};
 use shared::store_write;
@@ -32,6 +35,8 @@ enum Cmd {
     /// took it (an unsure URL, see `crate::seen`).
     Insert(FrontierDoc, bool),
     Mark(String, UrlState, Option<FailureKind>),
+    /// A deferred URL queued again, with its new `seq`.
+    Requeue(String, i64),
     Flush(oneshot::Sender<()>),
 }
 
@@ -86,9 +91,34 @@ impl FrontierWriter {
             depth: i32::from(depth),
             state: UrlState::Queued,
             failure: None,
+            deferred: None,
             seq,
         };
         let _ = self.tx.send(Cmd::Insert(doc, confirm));
+    }
+
+    /// Writes a URL found over a budget: stored `deferred`, not queued,
+    /// so that it is known (not found again) and a later run with a larger
+    /// budget can take it up. Its `seq` is in the same order as inserts'.
+    pub fn defer(&self, url: String, domain: String, depth: u16, seq: i64, why: Deferral) {
+        self.backlog.fetch_add(1, Ordering::Relaxed);
+        let doc = FrontierDoc {
+            url,
+            domain,
+            depth: i32::from(depth),
+            state: UrlState::Deferred,
+            failure: None,
+            deferred: Some(why),
+            seq,
+        };
+        let _ = self.tx.send(Cmd::Insert(doc, false));
+    }
+
+    /// Queues a deferred URL again under a new `seq` (higher than any
+    /// inserted before), written before `durable` covers that `seq`.
+    pub fn requeue(&self, url: String, seq: i64) {
+        self.backlog.fetch_add(1, Ordering::Relaxed);
+        let _ = self.tx.send(Cmd::Requeue(url, seq));
     }
 
     /// Every URL inserted with a `seq` up to this one is written (or was
@@ -123,6 +153,7 @@ async fn run(
     let frontier = stores.frontier();
     let mut inserts = Vec::new();
     let mut marks: Vec<Mark> = Vec::new();
+    let mut requeues: Vec<(String, i64)> = Vec::new();
     let mut flushed = Vec::new();
     let mut unsure: Vec<(String, i64)> = Vec::new();
     while let Some(cmd) = rx.recv().await {
@@ -137,9 +168,10 @@ async fn run(
                     inserts.push(d);
                 }
                 Cmd::Mark(url, s, failure) => marks.push((url, s, failure)),
+                Cmd::Requeue(url, seq) => requeues.push((url, seq)),
                 Cmd::Flush(done) => flushed.push(done),
             }
-            if !flushed.is_empty() || inserts.len() + marks.len() >= BATCH {
+            if !flushed.is_empty() || inserts.len() + marks.len() + requeues.len() >= BATCH {
                 break;
             }
             if let Ok(Some(cmd)) = tokio::time::timeout_at(deadline, rx.recv()).await {
@@ -148,8 +180,14 @@ async fn run(
         }
         // Inserts arrive in `seq` order, and a batch is written before
         // the next is taken.
-        let last = inserts.last().map(|d| d.seq);
-        let written = inserts.len() + marks.len();
+        let last = inserts
+            .last()
+            .map(|d| d.seq)
+            .into_iter()
+            .chain(requeues.iter().map(|r| r.1))
+            .max();
+        let written = inserts.len() + marks.len() + requeues.len();
+        write_requeues(&frontier, &mut requeues, &timing).await;
         write_inserts(&frontier, &mut inserts, &timing).await;
         if !unsure.is_empty() {
             let _ = confirm_tx.send(confirm(&frontier, &mut unsure, &timing).await);
@@ -246,6 +284,36 @@ async fn write_inserts(
         tracing::error!(url, error = %why, "the store refused a frontier entry; it will not be resumed");
     }
     docs.clear();
+}
+
+/// Deferred URLs queued again: one update each (each has its own `seq`).
+/// Rare (a run whose budgets grew takes up what earlier runs deferred),
+/// so not batched.
+async fn write_requeues(
+    frontier: &mongodb::Collection<FrontierDoc>,
+    requeues: &mut Vec<(String, i64)>,
+    timing: &TimingLog,
+) {
+    for (url, seq) in requeues.drain(..) {
+        let set = doc! {"$set": {FrontierDoc::STATE: UrlState::Queued.as_str(), FrontierDoc::SEQ: seq},
+        "$unset": {FrontierDoc::DEFERRED: ""}};
+        let mut backoff = Backoff::default();
+        loop {
+            let start = Instant::now();
+            let res = store::deadline(frontier.update_one(doc! {"_id": &url}, set.clone())).await;
+            let outcome = if matches!(res, Some(Ok(_))) { "ok" } else { "error" };
+            timing.record_batch(Op::FrontierInsert, start.elapsed(), outcome, 1);
+            match res {
+                Some(Ok(_)) => break,
+                Some(Err(e)) => backoff.wait("queueing a deferred URL again", &e).await,
+                None => {
+                    backoff
+                        .note("queueing a deferred URL again", "no answer in time")
+                        .await
+                }
+            }
+        }
+    }
 }
 
 /// A URL, its final state and, when it failed, why.

@@ -45,7 +45,7 @@ use crate::state::Resumed;
 
 mod seen_scan;
 
-pub(crate) use seen_scan::{scan_seen, SeenScan, SeenScanTask, Stored};
+pub(crate) use seen_scan::{scan_seen, ScannedUrl, SeenScan, SeenScanTask, Stored};
 
 /// One domain's queue as the store holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]

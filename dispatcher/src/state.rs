@@ -12,19 +12,21 @@
 //! of connections. Membership (joining, adoption, leaving, heartbeats) is
 //! in `state/members.rs`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Duration;
 
-use shared::docs::UrlState;
+use shared::canonical::{CanonicalRules, Canonicalizer};
+use shared::docs::{Deferral, UrlState};
 use shared::protocol::{CrawlResult, FailureKind, Outcome, ToSupervisor};
 use shared::timing::{Op, TimingLog};
 use shared::urls;
 
+use crate::admission::{Admission, AdmissionSettings, Over, Refusal};
 use crate::breaker::{self, BreakerConfig, Breakers, Trip};
 use crate::frontier::{Frontier, LeaseRefusal, Leased, Refill, SupId};
 use crate::queue_reader::{self, Answer};
 use crate::refusals::{Reason, Refusals};
-use crate::resume::StoredFrontier;
+use crate::resume::{ScannedUrl, StoredFrontier};
 use crate::seen::{Seen, SeenCheck, SeenSet};
 use crate::stats::{FinishReason, Stats};
 use write_gate::WriteGate;
@@ -56,8 +58,11 @@ pub(crate) struct Settings {
     pub(crate) max_depth: u16,
     /// 0: no limit.
     pub(crate) max_pages: u64,
-    /// Only the seeds' domains are crawled.
-    pub(crate) scope_to_seeds: bool,
+    /// Where the crawl may go, trap rules and budgets.
+    pub(crate) admission: AdmissionSettings,
+    /// How links are made canonical before the seen-check (the children
+    /// do it first; the dispatcher's word is the last).
+    pub(crate) canonical: CanonicalRules,
     /// Supervisors to wait for before the first lease.
     pub(crate) min_supervisors: usize,
     pub(crate) heartbeat_timeout_ms: u64,
@@ -120,6 +125,17 @@ pub(crate) enum Effect {
         state: UrlState,
         failure: Option<FailureKind>,
     },
+    /// A URL over a budget, for the stored frontier as deferred (known,
+    /// not crawled; a later run with a larger budget takes it up).
+    Defer {
+        url: String,
+        domain: String,
+        depth: u16,
+        seq: i64,
+        why: Deferral,
+    },
+    /// A deferred URL queued again under a new `seq`.
+    Requeue { url: String, seq: i64 },
     /// Read the next URLs of a domain's queue from the store; the answer
     /// comes back as [`CrawlState::read_answered`].
     Read(Refill),
@@ -177,8 +193,13 @@ pub(crate) struct CrawlState<C> {
     members: Vec<Member<C>>,
     /// The next admitted URL's place in its domain's queue (`FrontierDoc::seq`).
     next_seq: i64,
-    /// Domains in scope (with `scope_to_seeds`).
-    scope: Option<HashSet<String>>,
+    /// Scope, rules, trap rules and budgets.
+    admission: Admission,
+    canonical: Canonicalizer,
+    /// Deferred URLs the stored frontier holds that a larger budget may
+    /// take up, once every stored URL is counted ([`CrawlState::seen_rebuilt`]):
+    /// (URL, domain, depth).
+    deferred_stored: Vec<(String, String, u16)>,
     admitted: u64,
     /// Failed attempts so far, by URL, while retries are left.
     attempts: HashMap<String, u32>,
@@ -213,14 +234,18 @@ pub(crate) struct CrawlState<C> {
 }
 
 impl<C> CrawlState<C> {
-    pub(crate) fn new(settings: Settings, timing: TimingLog, now_ms: u64) -> Self {
+    /// The state of a new crawl; an error names a bad allow/deny rule or
+    /// canonical rule.
+    pub(crate) fn new(settings: Settings, timing: TimingLog, now_ms: u64) -> Result<Self, String> {
         let write_gate = WriteGate::new(settings.max_write_backlog);
-        CrawlState {
+        Ok(CrawlState {
             frontier: Frontier::new(settings.max_inflight_per_domain, settings.lease_ms, now_ms << 12)
                 .with_window(settings.window, settings.memory_urls)
                 .with_active_bound(settings.active_domains)
                 .with_forgetting(settings.forget_idle_domains_ms),
-            scope: settings.scope_to_seeds.then(HashSet::new),
+            admission: Admission::new(&settings.admission)?,
+            canonical: settings.canonical.compile()?,
+            deferred_stored: Vec::new(),
             seen: SeenSet::new(settings.seen_check, settings.seen_recent_urls),
             breakers: Breakers::new(settings.breaker),
             settings,
@@ -242,7 +267,7 @@ impl<C> CrawlState<C> {
             unsure: HashMap::new(),
             timing,
             effects: Vec::new(),
-        }
+        })
     }
 
     /// The seen-set to use (tests: one whose hashes collide).
@@ -319,24 +344,60 @@ impl<C> CrawlState<C> {
         self.frontier.fits(s.all_queued())
     }
 
-    /// Stored URLs read in for the seen-set.
-    pub(crate) fn seen_stored(&mut self, urls: &[String]) {
+    /// Stored URLs read in for the seen-set; each but the deferred ones
+    /// counts against its budgets as when it was admitted. A deferred one
+    /// that is not over its budget already is kept to be taken up once
+    /// every stored URL is counted (counts only grow, so one over its
+    /// budget now stays over).
+    pub(crate) fn seen_stored(&mut self, urls: Vec<ScannedUrl>) {
         for u in urls {
-            self.seen.insert_stored(u);
+            self.seen.insert_stored(&u.url);
+            match u.deferred {
+                None => self.admission.count_stored(&u.url),
+                Some((domain, depth)) => {
+                    if self.admission.over_budget(&u.url).is_none() {
+                        self.deferred_stored.push((u.url, domain, depth));
+                    }
+                }
+            }
         }
     }
 
-    /// Every stored URL was read in: the seen-set judges alone again, and
-    /// the seeds that waited for it are offered.
+    /// Every stored URL was read in: the seen-set judges alone again, the
+    /// seeds that waited for it are offered, and deferred URLs that the
+    /// budgets now let in are queued again.
     pub(crate) fn seen_rebuilt(&mut self, now_ms: u64) {
         self.seen.rebuilt();
         self.offer_waiting_seeds(now_ms);
+        self.take_up_deferred(now_ms);
+    }
+
+    /// Queues again the deferred URLs this run's rules let in (its budget
+    /// is larger than the run's that deferred them), each under a new
+    /// `seq`, in the order they were stored. The others stay deferred.
+    fn take_up_deferred(&mut self, now_ms: u64) {
+        for (url, domain, depth) in std::mem::take(&mut self.deferred_stored) {
+            let Ok(parsed) = urls::parse(&url) else {
+                continue;
+            };
+            let Ok(key) = self.admission.judge(&parsed, &domain) else {
+                continue;
+            };
+            self.admission.count(&key);
+            self.admitted += 1;
+            self.stats.counts.deferred_taken_up += 1;
+            let seq = self.next_seq;
+            self.next_seq = seq.saturating_add(1);
+            self.frontier.admit(url.clone(), &domain, depth, seq, now_ms);
+            self.effects.push(Effect::Requeue { url, seq });
+        }
     }
 
     /// The read of stored URLs ended early: the seen-set stays unsure of
     /// every URL it has not met, so the store judges each, and the seeds
     /// that waited are offered that way.
     pub(crate) fn seen_scan_failed(&mut self, now_ms: u64) {
+        self.deferred_stored.clear();
         self.offer_waiting_seeds(now_ms);
     }
 
@@ -362,11 +423,10 @@ impl<C> CrawlState<C> {
     /// seed, in the frontier writer's way just as the resumed crawl starts
     /// (200,000 seeds: about 17 s of nx-27017's time).
     pub(crate) fn seed(&mut self, seeds: &[String], now_ms: u64) {
-        if let Some(scope) = &mut self.scope {
-            for s in seeds {
-                if let Ok(u) = urls::parse(s) {
-                    scope.insert(urls::domain_of(&u));
-                }
+        for s in seeds {
+            if let Ok(mut u) = urls::parse(s) {
+                self.canonical.apply(&mut u);
+                self.admission.seed(&u, &urls::domain_of(&u));
             }
         }
         if !self.seen.is_complete() {
@@ -396,19 +456,35 @@ impl<C> CrawlState<C> {
             self.stats.counts.over_page_limit += 1;
             return;
         }
-        let seen = self.seen.check(url);
+        let mut seen = self.seen.check(url);
         if seen == Seen::Known {
             return;
         }
-        let Ok(parsed) = urls::parse(url) else {
+        let Ok(mut parsed) = urls::parse(url) else {
             self.stats.counts.bad_links += 1;
             return;
         };
-        let domain = urls::domain_of(&parsed);
-        if self.scope.as_ref().is_some_and(|s| !s.contains(&domain)) {
-            self.stats.counts.out_of_scope += 1;
-            return;
+        // Children send canonical links; one that is not (an older child,
+        // a peer that lies) is judged by its canonical form.
+        if self.canonical.apply(&mut parsed) {
+            self.stats.counts.canonicalized += 1;
+            seen = self.seen.check(parsed.as_str());
+            if seen == Seen::Known {
+                return;
+            }
         }
+        let domain = urls::domain_of(&parsed);
+        let key = match self.admission.judge(&parsed, &domain) {
+            Ok(key) => key,
+            Err(refusal) => {
+                self.refused(refusal);
+                if let Refusal::Over(over) = refusal {
+                    self.defer(String::from(parsed), domain, depth, over);
+                }
+                return;
+            }
+        };
+        self.admission.count(&key);
         let url = String::from(parsed);
         self.admitted += 1;
         let seq = self.next_seq;
@@ -429,6 +505,45 @@ impl<C> CrawlState<C> {
             depth,
             seq,
             confirm,
+        });
+    }
+
+    /// Counts a refusal by its reason (and deny rules by rule).
+    fn refused(&mut self, refusal: Refusal) {
+        let reason = refusal.reason();
+        metrics::counter!("crawler_links_refused_total", "reason" => reason).increment(1);
+        let counts = &mut self.stats.counts;
+        match refusal {
+            Refusal::OutOfScope => counts.out_of_scope += 1,
+            Refusal::Denied(i) => {
+                *counts.refused.entry(reason).or_default() += 1;
+                let rule = self.admission.deny_label(i);
+                match counts.refused_by_rule.get_mut(rule) {
+                    Some(n) => *n += 1,
+                    None => {
+                        counts.refused_by_rule.insert(rule.to_string(), 1);
+                    }
+                }
+            }
+            _ => *counts.refused.entry(reason).or_default() += 1,
+        }
+    }
+
+    /// Stores a URL found over a budget as deferred: known from now on,
+    /// not crawled, and taken up by a later run whose budget is larger.
+    fn defer(&mut self, url: String, domain: String, depth: u16, over: Over) {
+        let seq = self.next_seq;
+        self.next_seq = seq.saturating_add(1);
+        let why = match over {
+            Over::Domain => Deferral::DomainBudget,
+            Over::QueryVariants => Deferral::QueryBudget,
+        };
+        self.effects.push(Effect::Defer {
+            url,
+            domain,
+            depth,
+            seq,
+            why,
         });
     }
 
@@ -514,7 +629,12 @@ impl<C> CrawlState<C> {
         }
         let writes = self.effects[effects_before..]
             .iter()
-            .filter(|e| matches!(e, Effect::Insert { .. } | Effect::Mark { .. }))
+            .filter(|e| {
+                matches!(
+                    e,
+                    Effect::Insert { .. } | Effect::Mark { .. } | Effect::Defer { .. }
+                )
+            })
             .count();
         self.write_gate.observe(accepted, writes);
     }
@@ -719,7 +839,9 @@ impl<C> CrawlState<C> {
 
     /// Nothing queued, out, waiting for a retry, or seeds waiting. Only once the expected
     /// supervisors have joined, so each of them is told to stop, even when
-    /// a resumed crawl finds nothing left to do.
+    /// a resumed crawl finds nothing left to do. (The shell also waits, for
+    /// a while, for the stored URLs to be read in: deferred URLs a larger
+    /// budget lets in are found there; see `crawl.rs`.)
     pub(crate) fn done(&self) -> bool {
         self.started_dispatching
             && self.frontier.is_idle()

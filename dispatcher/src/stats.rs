@@ -19,6 +19,17 @@ pub struct Counts {
     pub error_outcomes: u64,
     pub new_urls: u64,
     pub out_of_scope: u64,
+    /// New links not admitted, by reason: operator rules, trap rules and
+    /// budgets (`crate::admission`; out of scope is `out_of_scope`).
+    pub refused: BTreeMap<&'static str, u64>,
+    /// Links deny rules refused, by rule (`deny-url:PATTERN`, `deny-surt:PREFIX`).
+    pub refused_by_rule: BTreeMap<String, u64>,
+    /// Links that reached the dispatcher in another form than their
+    /// canonical one (children send canonical links: this stays 0 unless
+    /// one is older or misbehaves).
+    pub canonicalized: u64,
+    /// Deferred URLs of earlier runs this run queued (its budgets grew).
+    pub deferred_taken_up: u64,
     pub too_deep: u64,
     pub over_page_limit: u64,
     pub bad_links: u64,

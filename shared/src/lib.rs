@@ -1,16 +1,17 @@
 //! Code shared by the dispatcher, the supervisors and the crawler children.
 //!
-//! Each module holds one concept: the wire protocol, URL rules, which
-//! addresses may be fetched, link and feature extraction, store access,
-//! host-name overrides, command-line settings common to all processes, the
-//! per-operation timing log, the diagnostics log (`logging`), where HTTP
-//! clients are built (`http_client`), the HELP text of every metric, and
-//! the compact set of 64-bit hashes behind the dispatcher's seen-set
-//! (`hash_set48`).
+//! Each module holds one concept: the wire protocol, URL rules, canonical
+//! URLs (`canonical`), which addresses may be fetched, link and feature
+//! extraction, store access, host-name overrides, command-line settings
+//! common to all processes, the per-operation timing log, the diagnostics
+//! log (`logging`), where HTTP clients are built (`http_client`), the HELP
+//! text of every metric, and the compact set of 64-bit hashes behind the
+//! dispatcher's seen-set (`hash_set48`).
 
 pub mod address_policy;
 pub mod alloc;
 pub mod body_dict;
+pub mod canonical;
 pub mod cli;
 pub mod cluster_auth;
 pub mod crawl_id;
@@ -22,6 +23,7 @@ pub mod failure;
 pub mod framing;
 pub mod hash_set48;
 pub mod http_client;
+pub mod limits;
 pub mod logging;
 pub mod metric_help;
 pub mod page_body;

@@ -221,6 +221,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Fetched pages recorded but not parsed, by reason (content_type: not HTML).",
     ),
     (
+        "crawler_links_refused_total",
+        Kind::Counter,
+        "New links the dispatcher did not admit, by reason: out_of_scope, denied_by_rule and not_allowed_by_rule (the operator's --deny/--allow rules), too_many_segments and repeated_segments (path traps), over_domain_budget and over_query_budget (stored as deferred, for a later run with a larger budget).",
+    ),
+    (
         "crawler_links_dropped_total",
         Kind::Counter,
         "Links found on pages and not followed, by reason (a URL rule, or over the per-page cap).",

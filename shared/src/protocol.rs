@@ -18,8 +18,9 @@ pub use crate::failure::FailureKind;
 /// Bumped whenever a message changes shape; peers with another version are refused.
 /// 6: the introduction is a challenge–response on the cluster secret
 /// (see [`crate::cluster_auth`]). 8: a sealed message's tag is keyed
-/// BLAKE3, not HMAC-SHA256.
-pub const PROTOCOL_VERSION: u32 = 8;
+/// BLAKE3, not HMAC-SHA256. 9: the crawl policy carries the canonical URL
+/// rules.
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// One URL to crawl, leased to whoever holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -128,6 +129,11 @@ pub struct CrawlPolicy {
     /// feeds), compressed, for a faithful archive. Off by default: a crawl
     /// for text would fill the store with media it never reads.
     pub keep_non_html_bodies: bool,
+    /// How links are made canonical (session ids, tracking parameters and
+    /// userinfo removed; see [`crate::canonical`]). In the policy so every
+    /// child turns one page's many spellings into the same URL: the
+    /// dispatcher de-duplicates on what the children send.
+    pub canonical: crate::canonical::CanonicalRules,
 }
 
 /// Where a process serves `/debug/pprof` and `/metrics`.

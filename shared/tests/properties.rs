@@ -14,10 +14,11 @@ use shared::protocol::{self, CrawlResult, Outcome, ToChild, ToDispatcher, ToSupe
 use shared::urls::{self, MAX_URL_LEN};
 use url::Url;
 
-fn options() -> ExtractOptions {
+fn options() -> ExtractOptions<'static> {
     ExtractOptions {
         skip_nofollow: false,
         max_links: 50,
+        canonical: None,
     }
 }
 

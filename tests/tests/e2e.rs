@@ -23,3 +23,4 @@ mod fault_e2e;
 mod forget_e2e;
 mod hostile_e2e;
 mod politeness_gap_e2e;
+mod traps_e2e;

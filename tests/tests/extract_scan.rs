@@ -9,15 +9,16 @@ use crawl_tests::web::{hostile, SyntheticWeb, WebSpec};
 use shared::extract::{extract, extract_fast, extract_reference, ExtractOptions};
 use url::Url;
 
-fn options(skip_nofollow: bool) -> ExtractOptions {
+fn options(skip_nofollow: bool) -> ExtractOptions<'static> {
     ExtractOptions {
         skip_nofollow,
         max_links: 0,
+        canonical: None,
     }
 }
 
 /// Compares both extractors on `html`; returns whether the scanner took it.
-fn agree(html: &[u8], page: &Url, opts: ExtractOptions) -> bool {
+fn agree(html: &[u8], page: &Url, opts: ExtractOptions<'_>) -> bool {
     let reference = extract_reference(html, page, None, opts);
     assert_eq!(extract(html, page, None, opts), {
         // `extract` is the scanner, else `lol_html`: the same either way.

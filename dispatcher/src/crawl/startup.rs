@@ -156,7 +156,7 @@ impl Dispatcher {
     /// effects for the caller to apply).
     pub(super) fn on_seen_scan(&mut self, msg: Option<SeenScan>) {
         match msg {
-            Some(SeenScan::Urls(urls)) => self.state.seen_stored(&urls),
+            Some(SeenScan::Urls(urls)) => self.state.seen_stored(urls),
             Some(SeenScan::Done) => {
                 self.state.seen_rebuilt(now_ms());
                 let secs = self

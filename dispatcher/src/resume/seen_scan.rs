@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use bson::{doc, RawBsonRef, RawDocumentBuf};
 use futures::TryStreamExt;
 use mongodb::Collection;
-use shared::docs::FrontierDoc;
+use shared::docs::{FrontierDoc, UrlState};
 use shared::store::{self, READ_BATCH};
 use shared::timing::{Op, TimingLog};
 use tokio::sync::mpsc;
@@ -35,9 +35,39 @@ use tokio::sync::mpsc;
 /// What the background scan of stored URLs sends.
 pub(crate) enum SeenScan {
     /// Stored URLs (a batch).
-    Urls(Vec<String>),
+    Urls(Vec<ScannedUrl>),
     /// Every stored URL was sent.
     Done,
+}
+
+/// A stored URL, as the seen-set and the budgets need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ScannedUrl {
+    pub(crate) url: String,
+    /// For a deferred entry (found over a budget): its domain and depth,
+    /// should this run's budget take it up.
+    pub(crate) deferred: Option<(String, u16)>,
+}
+
+/// The fields [`scanned`] reads.
+fn projection() -> bson::Document {
+    doc! {"_id": 1, FrontierDoc::DOMAIN: 1, FrontierDoc::SEQ: 1, FrontierDoc::STATE: 1, FrontierDoc::DEPTH: 1}
+}
+
+/// The stored URL of a frontier entry, if its `_id` is a string.
+fn scanned(raw: &RawDocumentBuf) -> Option<ScannedUrl> {
+    let Ok(Some(RawBsonRef::String(url))) = raw.get("_id") else {
+        return None;
+    };
+    let deferred = (raw.get_str(FrontierDoc::STATE).ok() == Some(UrlState::Deferred.as_str())).then(|| {
+        let domain = raw.get_str(FrontierDoc::DOMAIN).unwrap_or_default().to_string();
+        let depth = FrontierDoc::raw_int(raw, FrontierDoc::DEPTH).unwrap_or(0);
+        (domain, depth.clamp(0, i64::from(u16::MAX)) as u16)
+    });
+    Some(ScannedUrl {
+        url: url.to_string(),
+        deferred,
+    })
 }
 
 /// What the summary found in the store, which the scan must read.
@@ -130,7 +160,7 @@ async fn in_pages(
             let cursor = raw
                 .find(filter)
                 .sort(sort)
-                .projection(doc! {"_id": 1, FrontierDoc::DOMAIN: 1, FrontierDoc::SEQ: 1})
+                .projection(projection())
                 .limit(i64::try_from(PAGE).unwrap_or(i64::MAX))
                 .batch_size(u32::try_from(PAGE).unwrap_or(READ_BATCH))
                 .await?;
@@ -254,13 +284,11 @@ impl Pages {
     }
 
     /// Takes the answer to [`Pages::next_page`]: the URLs it holds.
-    fn take(&mut self, docs: &[RawDocumentBuf]) -> Result<Vec<String>, Stuck> {
+    fn take(&mut self, docs: &[RawDocumentBuf]) -> Result<Vec<ScannedUrl>, Stuck> {
         let mut urls = Vec::with_capacity(docs.len());
         let mut last = None;
         for raw in docs {
-            if let Ok(Some(RawBsonRef::String(url))) = raw.get("_id") {
-                urls.push(url.to_string());
-            }
+            urls.extend(scanned(raw));
             let seq = FrontierDoc::raw_seq(raw);
             if seq.is_some_and(|s| s > 0 && s <= self.last_seq) {
                 self.counted = self.counted.saturating_add(1);
@@ -329,10 +357,7 @@ async fn whole(
 /// `_id` is counted, as the summary counts it, but not sent).
 async fn whole_once(frontier: &Collection<FrontierDoc>, tx: &mpsc::Sender<SeenScan>) -> Result<u64, String> {
     let raw = frontier.clone_with_type::<RawDocumentBuf>();
-    let find = raw
-        .find(doc! {})
-        .projection(doc! {"_id": 1})
-        .batch_size(READ_BATCH);
+    let find = raw.find(doc! {}).projection(projection()).batch_size(READ_BATCH);
     let mut cursor = match tokio::time::timeout(WHOLE_FIRST_BATCH, find).await {
         Ok(c) => c.map_err(|e| e.to_string())?,
         Err(_) => return Err("the store did not answer".into()),
@@ -346,9 +371,7 @@ async fn whole_once(frontier: &Collection<FrontierDoc>, tx: &mpsc::Sender<SeenSc
         };
         let Some(raw) = next else { break };
         read = read.saturating_add(1);
-        if let Ok(Some(RawBsonRef::String(url))) = raw.get("_id") {
-            batch.push(url.to_string());
-        }
+        batch.extend(scanned(&raw));
         if batch.len() >= PAGE {
             let full = std::mem::replace(&mut batch, Vec::with_capacity(PAGE));
             tx.send(SeenScan::Urls(full))
@@ -419,9 +442,27 @@ mod tests {
         while let Some(p) = pages.next_page() {
             asked += 1;
             assert!(asked < 10_000, "the pages never end");
-            urls.extend(pages.take(&answer(store, &p.filter, page)).unwrap());
+            urls.extend(
+                pages
+                    .take(&answer(store, &p.filter, page))
+                    .unwrap()
+                    .into_iter()
+                    .map(|u| u.url),
+            );
         }
         (urls, pages)
+    }
+
+    #[test]
+    fn deferred_entries_carry_their_domain_and_depth() {
+        let queued = rawdoc! {"_id": "http://a.test/1", "domain": "a.test", "seq": 1i64, "state": "queued", "depth": 2};
+        let deferred = rawdoc! {"_id": "http://a.test/2", "domain": "a.test", "seq": 2i64, "state": "deferred", "depth": 3};
+        assert_eq!(scanned(&queued).unwrap().deferred, None);
+        assert_eq!(
+            scanned(&deferred).unwrap().deferred,
+            Some(("a.test".to_string(), 3))
+        );
+        assert_eq!(scanned(&rawdoc! {"_id": 7}), None);
     }
 
     #[test]

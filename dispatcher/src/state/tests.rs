@@ -22,7 +22,8 @@ fn settings() -> Settings {
     Settings {
         max_depth: 20,
         max_pages: 0,
-        scope_to_seeds: false,
+        admission: crate::admission::AdmissionSettings::open(),
+        canonical: shared::canonical::CanonicalRules::default(),
         min_supervisors: 1,
         heartbeat_timeout_ms: HEARTBEAT_TIMEOUT_MS,
         max_inflight_per_domain: 2,
@@ -100,6 +101,10 @@ enum Write {
     /// With whether the writer must say if the store took it.
     Insert(i64, (String, String, u16, bool), bool),
     Mark(String, UrlState),
+    /// A URL over a budget: (seq, URL, domain, depth).
+    Defer(i64, String, String, u16),
+    /// A deferred URL queued again under a new seq.
+    Requeue(i64, String),
 }
 
 /// The shell and the store, played: what was sent, stored and asked.
@@ -111,6 +116,8 @@ struct Sim {
     pages: u32,
     /// The stored frontier: seq → (url, domain, depth, queued).
     store: BTreeMap<i64, (String, String, u16, bool)>,
+    /// Deferred entries of the store (over a budget), by URL: (domain, depth, seq).
+    deferred: BTreeMap<String, (String, u16, i64)>,
     /// The last state of each URL in the store, as marked.
     marks: HashMap<String, Vec<UrlState>>,
     /// Store reads asked for and not answered yet.
@@ -140,7 +147,7 @@ struct Sim {
     written: i64,
     /// Stored URLs the seen-set has not been given yet, after
     /// `restart_summarized`.
-    scan: Option<Vec<String>>,
+    scan: Option<Vec<ScannedUrl>>,
     /// The most domains parked at once in `run_to_end`.
     peak_parked: usize,
 }
@@ -148,12 +155,13 @@ struct Sim {
 impl Sim {
     fn new(settings: Settings, pages: u32) -> Sim {
         Sim {
-            st: CrawlState::new(settings.clone(), TimingLog::disabled(), T0),
+            st: CrawlState::new(settings.clone(), TimingLog::disabled(), T0).unwrap(),
             settings,
             now: T0,
             next_conn: 0,
             pages,
             store: BTreeMap::new(),
+            deferred: BTreeMap::new(),
             marks: HashMap::new(),
             reads: Vec::new(),
             held: HashMap::new(),
@@ -246,6 +254,24 @@ impl Sim {
                         self.flush();
                     }
                 }
+                Effect::Defer {
+                    url,
+                    domain,
+                    depth,
+                    seq,
+                    ..
+                } => {
+                    self.unwritten.push(Write::Defer(seq, url, domain, depth));
+                    if !self.lagging {
+                        self.flush();
+                    }
+                }
+                Effect::Requeue { url, seq } => {
+                    self.unwritten.push(Write::Requeue(seq, url));
+                    if !self.lagging {
+                        self.flush();
+                    }
+                }
                 Effect::Read(r) => {
                     let urls: Vec<Stored> = self
                         .store
@@ -321,6 +347,21 @@ impl Sim {
                     }
                     self.marks.entry(url).or_default().push(state);
                 }
+                Write::Defer(seq, url, domain, depth) => {
+                    self.written = self.written.max(seq);
+                    let known = self.store.values().any(|(u, ..)| *u == url);
+                    if !known {
+                        self.deferred.entry(url).or_insert((domain, depth, seq));
+                    }
+                }
+                Write::Requeue(seq, url) => {
+                    self.written = self.written.max(seq);
+                    let (domain, depth, _) = self.deferred.remove(&url).expect("requeued a URL not deferred");
+                    assert!(
+                        self.store.insert(seq, (url, domain, depth, true)).is_none(),
+                        "seq {seq} twice"
+                    );
+                }
             }
         }
     }
@@ -375,6 +416,10 @@ impl Sim {
             });
             q.count += 1;
         }
+        for (_, _, seq) in self.deferred.values() {
+            summary.finished += 1;
+            summary.last_seq = summary.last_seq.max(*seq);
+        }
         summary.queues = queues.into_values().collect();
         if self.st.queues_fit(&summary) {
             summary.read_whole();
@@ -390,7 +435,15 @@ impl Sim {
         for seq in read_back {
             self.resume_entry(seq);
         }
-        self.scan = Some(self.store.values().map(|(u, ..)| u.clone()).collect());
+        let stored = self.store.values().map(|(u, ..)| ScannedUrl {
+            url: u.clone(),
+            deferred: None,
+        });
+        let deferred = self.deferred.iter().map(|(u, (d, depth, _))| ScannedUrl {
+            url: u.clone(),
+            deferred: Some((d.clone(), *depth)),
+        });
+        self.scan = Some(stored.chain(deferred).collect());
     }
 
     fn killed(&mut self, st: CrawlState<u32>) {
@@ -405,8 +458,8 @@ impl Sim {
     /// Hands `n` more stored URLs to the seen-set, if a scan runs.
     fn scan(&mut self, n: usize) {
         let Some(left) = &mut self.scan else { return };
-        let batch: Vec<String> = left.drain(..n.min(left.len())).collect();
-        self.st.seen_stored(&batch);
+        let batch: Vec<ScannedUrl> = left.drain(..n.min(left.len())).collect();
+        self.st.seen_stored(batch);
         if left.is_empty() {
             self.st.seen_rebuilt(self.now);
             self.scan = None;
@@ -837,7 +890,7 @@ fn a_restarted_dispatcher_adopts_what_the_supervisors_hold() {
         let holding = sim.held[&a].clone();
         assert!(!holding.is_empty());
         // A new dispatcher on the same store.
-        let st = CrawlState::new(s, TimingLog::disabled(), sim.now);
+        let st = CrawlState::new(s, TimingLog::disabled(), sim.now).unwrap();
         if summarized {
             sim.restart_summarized(st);
         } else {
@@ -868,7 +921,7 @@ fn restarted_from_a_summary_no_stored_url_is_crawled_again_while_the_seen_set_fi
         let (mut sim, a) = partly_done(&s, 12, 4);
         let holding = sim.held[&a].clone();
         let stored_before = sim.store.len();
-        sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now));
+        sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now).unwrap());
         assert_eq!(sim.st.resumed().0 + sim.st.resumed().1, stored_before as u64);
         // The seeds again, as at every start: they wait for the seen-set.
         sim.seed(3);
@@ -905,7 +958,7 @@ fn restarted_with_a_new_seed() -> Sim {
     s.memory_urls = 4;
     let (mut sim, a) = partly_done(&s, 12, 4);
     let holding = sim.held[&a].clone();
-    sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now));
+    sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now).unwrap());
     let stored = sim.store.len();
     let mut seeds: Vec<String> = (0..3).map(|d| url(d, 0)).collect();
     seeds.push(url(7, 0));
@@ -959,7 +1012,7 @@ fn a_finished_crawl_resumed_with_a_new_seed_crawls_it_without_waiting_for_the_se
     sim.seed(2);
     sim.join("a", 6, Vec::new());
     sim.run_to_end();
-    sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now));
+    sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now).unwrap());
     // A store that keeps cutting the read of stored URLs short: it never ends.
     sim.scan = None;
     sim.st.seed(&[url(0, 0), url(7, 0)], sim.now);
@@ -1002,7 +1055,7 @@ fn a_queued_entry_without_a_seq_is_read_back(memory_urls: usize) {
     let legacy = url(7, 0);
     sim.store.insert(0, (legacy.clone(), "d7.test".into(), 0, true));
     let stored_before = sim.store.len() as u64;
-    sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now));
+    sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now).unwrap());
     let (finished, queued) = sim.st.resumed();
     assert_eq!(finished + queued, stored_before);
     sim.seed(2);
@@ -1180,7 +1233,7 @@ fn stopping_tells_every_live_supervisor_and_any_that_joins_later() {
 fn limits_keep_urls_out_and_count_them() {
     let mut s = settings();
     s.max_depth = 1;
-    s.scope_to_seeds = true;
+    s.admission.scope = crate::admission::ScopeKind::Seeds;
     let mut sim = Sim::new(s, 1_000);
     sim.seed(1);
     let a = sim.join("a", 8, Vec::new());
@@ -1235,7 +1288,7 @@ fn random_crawls_neither_lose_nor_double_a_lease() {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         // Store-check seeds hash to 6 bits: most links collide.
         let fresh = |s: &Settings, now: u64| {
-            let st = CrawlState::new(s.clone(), TimingLog::disabled(), now);
+            let st = CrawlState::new(s.clone(), TimingLog::disabled(), now).unwrap();
             if s.seen_check == SeenCheck::Store {
                 st.with_seen(SeenSet::new(SeenCheck::Store, 2).with_hash_bits(6))
             } else {
@@ -1357,6 +1410,7 @@ fn a_stored_frontier_entry_is_read_back_borrowed() {
         depth: 2,
         state: UrlState::Queued,
         failure: Some(FailureKind::Timeout),
+        deferred: None,
         seq: 41,
     };
     let bytes = bson::to_vec(&stored).unwrap();
@@ -1371,7 +1425,7 @@ fn a_stored_frontier_entry_is_read_back_borrowed() {
             .unwrap();
     let d: Resumed = bson::from_slice(&old).unwrap();
     assert_eq!((d.seq, d.state), (0, UrlState::Done));
-    let mut st: CrawlState<u32> = CrawlState::new(settings(), TimingLog::disabled(), T0);
+    let mut st: CrawlState<u32> = CrawlState::new(settings(), TimingLog::disabled(), T0).unwrap();
     st.resume(d);
     st.resume(bson::from_slice(&bytes).unwrap());
     assert_eq!(st.resumed(), (1, 1));
@@ -1386,8 +1440,9 @@ fn colliding(check: SeenCheck, max_pages: u64, memory_urls: usize) -> Sim {
     s.max_pages = max_pages;
     s.memory_urls = memory_urls;
     let mut sim = Sim::new(s.clone(), 31);
-    sim.st =
-        CrawlState::new(s, TimingLog::disabled(), T0).with_seen(SeenSet::new(check, 8).with_hash_bits(4));
+    sim.st = CrawlState::new(s, TimingLog::disabled(), T0)
+        .unwrap()
+        .with_seen(SeenSet::new(check, 8).with_hash_bits(4));
     sim.extra_links = vec![url(0, 0), url(1, 0), url(2, 5)];
     sim.lagging = true;
     sim.seed(3);
@@ -1426,4 +1481,121 @@ fn with_the_store_check_max_pages_counts_only_what_the_store_took() {
     sim.run_to_end();
     sim.assert_each_finished_once();
     assert!((30..=40).contains(&sim.store.len()), "{} stored", sim.store.len());
+}
+
+/// Domains of `sim`'s store: (admitted, deferred) entries of `url(d, _)`.
+fn admitted_and_deferred(sim: &Sim, d: u32) -> (usize, usize) {
+    let host = format!("http://d{d}.test/");
+    let admitted = sim.store.values().filter(|(u, ..)| u.starts_with(&host)).count();
+    let deferred = sim.deferred.keys().filter(|u| u.starts_with(&host)).count();
+    (admitted, deferred)
+}
+
+#[test]
+fn a_domain_over_its_budget_is_deferred_and_a_larger_budget_takes_it_up_after_a_restart() {
+    let mut s = settings();
+    s.admission.max_pages_per_domain = 5;
+    let mut sim = Sim::new(s.clone(), 40);
+    sim.seed(2);
+    let a = sim.join("a", 8, Vec::new());
+    sim.run_to_end();
+    sim.assert_each_crawled_once();
+    let mut deferred_before = 0;
+    for d in 0..2 {
+        let (admitted, deferred) = admitted_and_deferred(&sim, d);
+        assert_eq!(admitted, 5, "d{d}");
+        assert!(deferred > 0, "d{d}: nothing deferred");
+        deferred_before += deferred;
+    }
+    // No deferred URL was leased.
+    assert!(sim.deferred.keys().all(|u| !sim.leased.contains_key(u)));
+    let c = &sim.st.stats().counts;
+    assert_eq!(
+        c.refused.get("over_domain_budget").copied(),
+        Some(deferred_before as u64)
+    );
+    assert_eq!(c.new_urls, 10);
+
+    // The same budget again: the restart takes nothing up, and the crawl
+    // still ends by itself.
+    sim.restart_summarized(CrawlState::new(s.clone(), TimingLog::disabled(), sim.now).unwrap());
+    sim.seed(2);
+    sim.join("a", 8, Vec::new());
+    sim.scan(usize::MAX);
+    sim.run_to_end();
+    assert_eq!(sim.st.stats().counts.deferred_taken_up, 0);
+    assert_eq!(sim.deferred.len(), deferred_before);
+
+    // A budget of 8: three more per domain, in the order they were found.
+    s.admission.max_pages_per_domain = 8;
+    sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now).unwrap());
+    sim.seed(2);
+    sim.join("a", 8, Vec::new());
+    // As the shell does: the stored URLs are read in before the crawl may end.
+    sim.scan(usize::MAX);
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+    assert_eq!(sim.st.stats().counts.deferred_taken_up, 6);
+    for d in 0..2 {
+        assert_eq!(admitted_and_deferred(&sim, d).0, 8, "d{d}");
+    }
+    assert!(sim.leased.values().all(|&n| n == 1));
+    let _ = a;
+}
+
+#[test]
+fn a_path_over_its_query_budget_is_deferred_apart_from_its_domain() {
+    let mut s = settings();
+    s.admission.max_query_variants = 2;
+    let mut sim = Sim::new(s, 2);
+    sim.seed(1);
+    let a = sim.join("a", 8, Vec::new());
+    sim.dispatch();
+    let item = sim.held.get_mut(&a).unwrap().remove(0);
+    let links = vec![
+        "http://d0.test/cal?m=1".to_string(),
+        "http://d0.test/cal?m=2".to_string(),
+        "http://d0.test/cal?m=3".to_string(),
+        "http://d0.test/cal".to_string(),
+        "http://d0.test/other?m=3".to_string(),
+    ];
+    sim.deliver(a, vec![fetched(&item, links)]);
+    assert_eq!(
+        sim.deferred.keys().collect::<Vec<_>>(),
+        ["http://d0.test/cal?m=3"]
+    );
+    assert_eq!(sim.deferred["http://d0.test/cal?m=3"].1, 1, "its depth");
+    let c = &sim.st.stats().counts;
+    assert_eq!(c.refused.get("over_query_budget").copied(), Some(1));
+    assert_eq!(c.new_urls, 5, "the seed and four links");
+}
+
+#[test]
+fn links_are_judged_by_their_canonical_form_and_traps_and_rules_are_refused() {
+    let mut s = settings();
+    s.admission.rules.deny_url = vec![r"/private/".to_string()];
+    s.admission.traps = crate::admission::PathTraps::DEFAULT;
+    let mut sim = Sim::new(s, 2);
+    sim.seed(1);
+    let a = sim.join("a", 8, Vec::new());
+    sim.dispatch();
+    let item = sim.held.get_mut(&a).unwrap().remove(0);
+    let links = vec![
+        // A child that did not canonicalise: the dispatcher does.
+        "http://d0.test/p1?sid=0123456789abcdef&b=2&a=1".to_string(),
+        "http://d0.test/p1?a=1&b=2&utm_source=x".to_string(),
+        "http://d0.test/p1;jsessionid=ABC?b=2&a=1".to_string(),
+        "http://d0.test/private/x".to_string(),
+        "http://d0.test/private/y".to_string(),
+        "http://d0.test/a/b/a/b/a/b/".to_string(),
+    ];
+    sim.deliver(a, vec![fetched(&item, links)]);
+    let stored: Vec<&String> = sim.store.values().map(|(u, ..)| u).collect();
+    assert_eq!(stored, ["http://d0.test/p0", "http://d0.test/p1?a=1&b=2"]);
+    let c = &sim.st.stats().counts;
+    assert_eq!(c.canonicalized, 3);
+    assert_eq!(c.refused.get("denied_by_rule").copied(), Some(2));
+    assert_eq!(c.refused_by_rule.get("deny-url:/private/").copied(), Some(2));
+    assert_eq!(c.refused.get("repeated_segments").copied(), Some(1));
+    assert!(sim.deferred.is_empty());
 }

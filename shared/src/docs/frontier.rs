@@ -3,7 +3,10 @@
 //! the queue: the dispatcher keeps only a window of each domain's queued
 //! URLs in memory and reads the next ones by `{domain, seq, state}` (see
 //! `dispatcher::frontier`). (Documents stored before crawls had collections of
-//! their own carry a `crawl_id`, which is ignored.)
+//! their own carry a `crawl_id`, which is ignored.) A URL found over one of
+//! the crawl's budgets is stored `deferred`, with the budget it was over,
+//! so that a later run with a larger budget takes it up
+//! (`dispatcher::admission`).
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +20,8 @@ pub enum UrlState {
     Done,
     Disallowed,
     Failed,
+    /// Found over a budget; not crawled (see [`Deferral`]).
+    Deferred,
 }
 
 impl UrlState {
@@ -26,6 +31,26 @@ impl UrlState {
             UrlState::Done => "done",
             UrlState::Disallowed => "disallowed",
             UrlState::Failed => "failed",
+            UrlState::Deferred => "deferred",
+        }
+    }
+}
+
+/// Which budget a `deferred` URL was over when it was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Deferral {
+    /// Its domain had taken `--max-pages-per-domain` URLs.
+    DomainBudget,
+    /// Its path had taken `--max-query-variants` distinct queries.
+    QueryBudget,
+}
+
+impl Deferral {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Deferral::DomainBudget => "domain_budget",
+            Deferral::QueryBudget => "query_budget",
         }
     }
 }
@@ -40,6 +65,9 @@ pub struct FrontierDoc {
     /// Why a `failed` URL failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<FailureKind>,
+    /// Why a `deferred` URL waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred: Option<Deferral>,
     /// Admission order, increasing over the whole crawl (restarts too): a
     /// domain's queue is its queued URLs in `seq` order. 0 in documents
     /// stored before queues lived in the store (read whole on resume).
@@ -71,6 +99,7 @@ impl FrontierDoc {
     pub const FAILURE: &'static str = "failure";
     pub const DOMAIN: &'static str = "domain";
     pub const SEQ: &'static str = "seq";
+    pub const DEFERRED: &'static str = "deferred";
 }
 
 #[cfg(test)]
@@ -84,6 +113,7 @@ mod tests {
             UrlState::Done,
             UrlState::Disallowed,
             UrlState::Failed,
+            UrlState::Deferred,
         ] {
             assert_eq!(bson::to_bson(&s).unwrap(), bson::Bson::String(s.as_str().into()));
         }
@@ -96,6 +126,7 @@ mod tests {
             depth: 2,
             state: UrlState::Failed,
             failure: Some(FailureKind::BlockedAddress),
+            deferred: None,
             seq: 7,
         };
         let stored = bson::to_document(&d).unwrap();
@@ -103,5 +134,15 @@ mod tests {
         assert_eq!(stored.get_str("state"), Ok("failed"));
         assert_eq!(stored.get_str("failure"), Ok("blocked_address"));
         assert_eq!(bson::from_document::<FrontierDoc>(stored).unwrap(), d);
+        let deferred = FrontierDoc {
+            state: UrlState::Deferred,
+            failure: None,
+            deferred: Some(Deferral::QueryBudget),
+            ..d
+        };
+        let stored = bson::to_document(&deferred).unwrap();
+        assert_eq!(stored.get_str("state"), Ok("deferred"));
+        assert_eq!(stored.get_str("deferred"), Ok("query_budget"));
+        assert_eq!(bson::from_document::<FrontierDoc>(stored).unwrap(), deferred);
     }
 }

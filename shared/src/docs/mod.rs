@@ -19,7 +19,7 @@ mod seed;
 
 pub use body_dict::BodyDictDoc;
 pub use domain::{DomainDoc, DomainHalt, DomainPace};
-pub use frontier::{FrontierDoc, UrlState};
+pub use frontier::{Deferral, FrontierDoc, UrlState};
 pub use page::{Head, PageDoc, Skipped};
 pub use robots::RobotsDoc;
 pub use seed::SeedDoc;

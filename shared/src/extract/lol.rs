@@ -13,7 +13,7 @@ use super::{clip, has_token, ExtractOptions, Raw, MAX_TEXT};
 pub(super) fn collect(
     body: &[u8],
     encoding: Option<&'static encoding_rs::Encoding>,
-    options: ExtractOptions,
+    options: ExtractOptions<'_>,
 ) -> Raw {
     let raw = RefCell::new(Raw::default());
     let encoding = encoding

@@ -13,7 +13,9 @@
 //!
 //! Links are resolved against `<base href>` when the page has one (HTML
 //! says the first `<base>` applies to the whole document, so links are
-//! collected raw and resolved at the end).
+//! collected raw and resolved at the end), then made canonical when a
+//! [`Canonicalizer`] is given, before they are de-duplicated: one page's
+//! `?sid=1` and `?sid=2` links are one link.
 
 mod entities;
 mod lol;
@@ -23,6 +25,7 @@ use std::collections::HashSet;
 
 use url::Url;
 
+use crate::canonical::Canonicalizer;
 use crate::urls::{self, Rejected};
 use entities::Context;
 
@@ -30,7 +33,7 @@ use entities::Context;
 const MAX_TEXT: usize = 1024;
 /// Extraction switches.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ExtractOptions {
+pub struct ExtractOptions<'a> {
     /// Drop `<a rel="nofollow">` links (kept by default: nofollow is about
     /// ranking, not crawling).
     pub skip_nofollow: bool,
@@ -38,6 +41,9 @@ pub struct ExtractOptions {
     /// can carry hundreds of thousands of links; each becomes an absolute
     /// URL of up to 2 KiB, so the cap bounds what one page costs.
     pub max_links: usize,
+    /// Makes each resolved link canonical (see [`crate::canonical`]) before
+    /// links are de-duplicated; `None` keeps them as resolved.
+    pub canonical: Option<&'a Canonicalizer>,
 }
 
 /// What a page tells us about itself and where it links.
@@ -74,14 +80,14 @@ pub fn extract(
     body: &[u8],
     page_url: &Url,
     encoding: Option<&'static encoding_rs::Encoding>,
-    options: ExtractOptions,
+    options: ExtractOptions<'_>,
 ) -> PageFeatures {
     let utf8 = encoding.is_none_or(|e| e == encoding_rs::UTF_8);
     let raw = utf8
         .then(|| scan::collect(body, options))
         .flatten()
         .unwrap_or_else(|| lol::collect(body, encoding, options));
-    finish(raw, page_url, options.max_links)
+    finish(raw, page_url, options)
 }
 
 /// [`extract`] with `lol_html` alone: the reference the fast scanner is
@@ -90,18 +96,18 @@ pub fn extract_reference(
     body: &[u8],
     page_url: &Url,
     encoding: Option<&'static encoding_rs::Encoding>,
-    options: ExtractOptions,
+    options: ExtractOptions<'_>,
 ) -> PageFeatures {
-    finish(lol::collect(body, encoding, options), page_url, options.max_links)
+    finish(lol::collect(body, encoding, options), page_url, options)
 }
 
 /// [`extract`] with the fast scanner alone; `None` where it gives the page
 /// to `lol_html` (tests measure how often, and check the two agree).
-pub fn extract_fast(body: &[u8], page_url: &Url, options: ExtractOptions) -> Option<PageFeatures> {
-    scan::collect(body, options).map(|raw| finish(raw, page_url, options.max_links))
+pub fn extract_fast(body: &[u8], page_url: &Url, options: ExtractOptions<'_>) -> Option<PageFeatures> {
+    scan::collect(body, options).map(|raw| finish(raw, page_url, options))
 }
 
-fn finish(raw: Raw, page_url: &Url, max_links: usize) -> PageFeatures {
+fn finish(raw: Raw, page_url: &Url, options: ExtractOptions<'_>) -> PageFeatures {
     // Attribute values, decoded as HTML decodes them (borrowed when they
     // hold no reference, which is nearly always).
     fn attr(s: &str) -> std::borrow::Cow<'_, str> {
@@ -112,7 +118,11 @@ fn finish(raw: Raw, page_url: &Url, max_links: usize) -> PageFeatures {
         .as_deref()
         .and_then(|b| page_url.join(attr(b).trim()).ok())
         .unwrap_or_else(|| page_url.clone());
-    let cap = if max_links == 0 { usize::MAX } else { max_links };
+    let cap = if options.max_links == 0 {
+        usize::MAX
+    } else {
+        options.max_links
+    };
     let mut seen = HashSet::with_capacity(raw.hrefs.len().min(cap));
     let mut links = Vec::with_capacity(raw.hrefs.len().min(cap));
     let mut rejected = Vec::new();
@@ -123,7 +133,10 @@ fn finish(raw: Raw, page_url: &Url, max_links: usize) -> PageFeatures {
             break;
         }
         match urls::resolve(&base, &attr(href)) {
-            Ok(url) => {
+            Ok(mut url) => {
+                if let Some(canonical) = options.canonical {
+                    canonical.apply(&mut url);
+                }
                 let s: String = url.into();
                 if seen.insert(s.clone()) {
                     links.push(s);
@@ -289,6 +302,35 @@ mod tests {
         // Three raw links before the 499 kept l-links: 100,000 - 499 are cut.
         assert_eq!(f.over_cap, 100_000 - 499);
         assert_eq!(f.rejected.len(), 1);
+    }
+
+    #[test]
+    fn links_are_made_canonical_before_they_are_deduplicated() {
+        let html = br#"<a href="/p?sid=1&id=7">1</a><a href="/p?id=7&sid=2&utm_source=x">2</a>
+            <a href="/q">q</a>"#;
+        let rules = crate::canonical::CanonicalRules::default().compile().unwrap();
+        let f = extract(
+            html,
+            &page(),
+            None,
+            ExtractOptions {
+                canonical: Some(&rules),
+                ..ExtractOptions::default()
+            },
+        );
+        assert_eq!(
+            f.links,
+            vec!["http://site.test:8080/p?id=7", "http://site.test:8080/q"]
+        );
+        let f = extract(html, &page(), None, ExtractOptions::default());
+        assert_eq!(
+            f.links,
+            vec![
+                "http://site.test:8080/p?sid=1&id=7",
+                "http://site.test:8080/p?id=7&sid=2&utm_source=x",
+                "http://site.test:8080/q",
+            ]
+        );
     }
 
     #[test]

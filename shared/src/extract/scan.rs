@@ -18,7 +18,7 @@ use super::{clip, has_token, ExtractOptions, Raw, MAX_TEXT};
 
 /// Collects the raw values of a UTF-8 page, or `None` when the page needs
 /// a complete tokenizer.
-pub(super) fn collect(body: &[u8], options: ExtractOptions) -> Option<Raw> {
+pub(super) fn collect(body: &[u8], options: ExtractOptions<'_>) -> Option<Raw> {
     let src = std::str::from_utf8(body).ok()?;
     if memchr(0, body).is_some() {
         return None;
@@ -69,7 +69,7 @@ fn element<'a>(
     name: &'a str,
     attrs: &[(&'a str, &'a str)],
     raw: &mut Raw,
-    options: ExtractOptions,
+    options: ExtractOptions<'_>,
 ) -> Option<bool> {
     let attr = |want: &str| {
         attrs

@@ -68,6 +68,7 @@ fn doc_of(n: u64, domains: u64, done_below: u64) -> FrontierDoc {
         domain: format!("d{d}.test"),
         depth: (n % 7) as i32,
         failure: (state == UrlState::Failed).then_some(FailureKind::Timeout),
+        deferred: None,
         state,
         seq: i64::try_from(n).unwrap_or(i64::MAX).saturating_add(1),
     }

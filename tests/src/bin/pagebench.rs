@@ -56,6 +56,7 @@ fn main() {
     let options = ExtractOptions {
         skip_nofollow: false,
         max_links: 0,
+        canonical: None,
     };
     let mut links = 0usize;
     let extract_us = best(args.rounds, || {

@@ -44,6 +44,7 @@ impl SyntheticWeb {
         let mut seen: HashSet<(usize, Loc)> = HashSet::new();
         let mut queue: VecDeque<(usize, Loc)> = VecDeque::new();
         let mut discover = |host: HostRef, loc: Loc, queue: &mut VecDeque<(usize, Loc)>| {
+            let loc = loc.canonical();
             if let HostRef::InScope(i) = host {
                 if seen.insert((i, loc)) {
                     queue.push_back((i, loc));

@@ -26,6 +26,10 @@
 //!
 //! Answers that change over time (`/retry-after`, `/throttle`) keep their
 //! state in [`HostileState`], one per server.
+//!
+//! The trap hosts of [`super::traps`] (`extras.traps`, `extras.big_site`)
+//! are special hosts too, served through [`HostileState`] with the
+//! helpers here.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -36,6 +40,7 @@ use bytes::Bytes;
 
 use super::html::{MOVED_HTML, NOT_FOUND_HTML};
 use super::rng::{mix, SplitMix};
+use super::traps::{Trap, TrapState};
 
 /// The host with the traps.
 pub const HOSTILE_HOST: &str = "hostile.test";
@@ -233,7 +238,8 @@ pub fn binary_robots() -> &'static Bytes {
     })
 }
 
-/// A host served only with `extras.hostile`, `extras.oversized` or `extras.internal`.
+/// A host served only with `extras.hostile`, `extras.oversized`,
+/// `extras.internal`, `extras.traps` or `extras.big_site`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SpecialHost {
     Hostile,
@@ -241,6 +247,8 @@ pub enum SpecialHost {
     Oversized(Oversized),
     /// [`INTERNAL_LINKS_HOST`], and the internal names it links to.
     Internal,
+    /// One of [`super::traps`]'s hosts.
+    Trap(Trap),
 }
 
 /// Every hostile host, in in-scope order.
@@ -275,6 +283,7 @@ impl SpecialHost {
             SpecialHost::Robots(c) => c.host(),
             SpecialHost::Oversized(c) => c.host(),
             SpecialHost::Internal => INTERNAL_LINKS_HOST,
+            SpecialHost::Trap(t) => t.host(),
         }
     }
 
@@ -518,9 +527,9 @@ pub(crate) struct Reply {
     pub(crate) body: ReplyBody,
 }
 
-const HTML: &str = "text/html; charset=utf-8";
+pub(super) const HTML: &str = "text/html; charset=utf-8";
 
-fn reply(status: u16, content_type: &str, body: impl Into<Bytes>) -> Reply {
+pub(super) fn reply(status: u16, content_type: &str, body: impl Into<Bytes>) -> Reply {
     Reply {
         status,
         headers: vec![("content-type", content_type.to_string())],
@@ -528,7 +537,9 @@ fn reply(status: u16, content_type: &str, body: impl Into<Bytes>) -> Reply {
     }
 }
 
-fn page(title: &str, links: &[&str]) -> Reply {
+/// A small HTML page: a title and one `<a href="...">` per link, written as
+/// given (so an `&` in a link must come as `&amp;`).
+pub(super) fn page(title: &str, links: &[&str]) -> Reply {
     let mut s = String::with_capacity(256);
     let _ = write!(
         s,
@@ -547,7 +558,7 @@ fn redirect(status: u16, location: &str) -> Reply {
     r
 }
 
-fn not_found() -> Reply {
+pub(super) fn not_found() -> Reply {
     reply(404, HTML, NOT_FOUND_HTML)
 }
 
@@ -555,6 +566,8 @@ fn not_found() -> Reply {
 #[derive(Debug, Default)]
 pub(crate) struct HostileState {
     answered: Mutex<HashSet<&'static str>>,
+    /// The trap hosts' fresh session ids and parameter orders.
+    traps: TrapState,
 }
 
 impl HostileState {
@@ -574,6 +587,7 @@ impl HostileState {
             SpecialHost::Robots(case) => robots_case(case, path_and_query),
             SpecialHost::Oversized(case) => case.respond(host_header, path_and_query),
             SpecialHost::Internal => internal(host_header, path_and_query),
+            SpecialHost::Trap(trap) => self.traps.respond(trap, path_and_query),
         }
     }
 

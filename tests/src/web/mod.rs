@@ -28,7 +28,10 @@
 //!
 //! Opt-in additions ([`WebExtras`], all off by default): [`hostile`] hosts
 //! (traps and robots.txt edge cases, in scope after `siteN.test`) and slow
-//! hosts (the first `slow_hosts` in-scope hosts answer after `slow_ms`).
+//! hosts (the first `slow_hosts` in-scope hosts answer after `slow_ms`);
+//! [`traps`] hosts (session ids, tracking parameters, a calendar, a faceted
+//! search, stacked relative paths, and apart a site bigger than the
+//! per-domain budget), in scope after all the others.
 
 pub mod expected;
 pub mod hostile;
@@ -38,6 +41,7 @@ pub mod model;
 mod rng;
 pub mod server;
 mod synthetic;
+pub mod traps;
 
 #[cfg(test)]
 mod tests;

@@ -157,6 +157,15 @@ pub struct WebExtras {
     /// home page links to internal addresses, and makes the server listen
     /// on them too (`127.0.0.2` and `[::1]`, same port).
     pub internal: bool,
+    /// Adds one in-scope host per trap of [`super::traps::Trap::ALL`]
+    /// (session ids in queries and paths, tracking parameters, a calendar,
+    /// a faceted search, stacked relative paths), after every host above:
+    /// what a crawler must not fetch without end.
+    pub traps: bool,
+    /// Adds [`super::traps::Trap::BigSite`] (after the traps): an ordinary
+    /// site of more pages than the default per-domain budget. Apart from
+    /// `traps` because crawling it takes 10,000 requests.
+    pub big_site: bool,
 }
 
 /// A served host: in scope (`siteN.test`) or outside (`outN.test`).
@@ -192,7 +201,8 @@ pub(crate) enum Loc {
 
 /// The query strings of [`Loc::Variant`] URLs. One parameter each: an `&`
 /// would have to be written `&amp;` in an href, which not every extractor
-/// decodes.
+/// decodes. A crawler removes the tracking one (`utm_source`) before the
+/// seen-check, so its variants are their pages ([`Loc::canonical`]).
 pub(crate) const QUERY_VARIANTS: [&str; 3] = ["sort=new", "ref=nav", "utm_source=newsletter"];
 
 impl Loc {
@@ -223,6 +233,18 @@ impl Loc {
             Loc::Private(n) => write!(out, "/private/{n}"),
             Loc::Variant(n, k) => write!(out, "/p/{n}?{}", QUERY_VARIANTS[k % QUERY_VARIANTS.len()]),
         };
+    }
+
+    /// The location a crawler that removes tracking parameters (the
+    /// default canonical rules, `shared::canonical`) stores this one as:
+    /// a `utm_*` variant is its page; other variants are URLs of their own.
+    pub(crate) fn canonical(self) -> Loc {
+        match self {
+            Loc::Variant(n, k) if QUERY_VARIANTS[k % QUERY_VARIANTS.len()].starts_with("utm_") => {
+                Loc::Page(n)
+            }
+            other => other,
+        }
     }
 
     pub(crate) fn path(self) -> String {

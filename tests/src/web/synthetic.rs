@@ -11,6 +11,7 @@ use super::hostile::{self, SpecialHost};
 use super::html::{MOVED_HTML, NOT_FOUND_HTML};
 use super::model::{parse_host, HostRef, HostRules, Loc, WebExtras, WebSpec};
 use super::rng::{mix, SplitMix};
+use super::traps;
 
 /// What the server sends for one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,6 +79,12 @@ impl SyntheticWeb {
         }
         if extras.internal {
             specials.extend(hostile::INTERNAL_HOSTS);
+        }
+        if extras.traps {
+            specials.extend(traps::TRAP_HOSTS);
+        }
+        if extras.big_site {
+            specials.extend(traps::BIG_SITE_HOSTS);
         }
         let port_suffix = if port == 80 {
             String::new()

@@ -272,7 +272,12 @@ fn reference_crawl(web: &SyntheticWeb) -> Expected {
     let mut queue = VecDeque::new();
     let mut pages = BTreeMap::new();
     let mut must_not_fetch = BTreeSet::new();
-    let mut discover = |u: Url, queue: &mut VecDeque<Url>| {
+    // As the crawler does: links are judged by their canonical form.
+    let canonical = shared::canonical::CanonicalRules::default()
+        .compile()
+        .expect("the default rules compile");
+    let mut discover = |mut u: Url, queue: &mut VecDeque<Url>| {
+        canonical.apply(&mut u);
         let ok = u.scheme() == "http" && u.host_str().is_some_and(|h| in_scope.contains(h));
         if ok && seen.insert(u.to_string()) {
             queue.push_back(u);

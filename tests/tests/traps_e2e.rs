@@ -1,0 +1,294 @@
+//! End-to-end against the open web's traps (`crawl_tests::web::traps`):
+//! the real dispatcher, supervisor and children crawl hosts whose links
+//! carry fresh session ids (in the query and as `;jsessionid=`), fresh
+//! tracking parameters, an endless calendar, a faceted search and
+//! relative links that stack path segments, beside an ordinary web, with
+//! no depth limit to speak of: canonical URLs, trap rules and budgets
+//! alone must end the crawl. A second test crawls a site larger than the
+//! default per-domain budget, then resumes it with a larger budget.
+//!
+//! Bounds are asserted on the web server's own request log.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use crawl_tests::harness::{all_docs, all_pages, args, crawl_coll, run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::web::traps::{Trap, BIG_SITE_PAGES};
+use crawl_tests::web::{RequestRecord, WebExtras, WebServer, WebSpec};
+use shared::limits::{DEFAULT_MAX_PAGES_PER_DOMAIN, DEFAULT_MAX_QUERY_VARIANTS};
+
+/// Far deeper than any trap host's real pages: depth must not be what
+/// bounds a trap here.
+const MAX_DEPTH: &str = "1000";
+
+/// Requests to `host` other than robots.txt, as path and query.
+fn page_requests<'a>(log: &'a [RequestRecord], host: &str) -> Vec<&'a str> {
+    log.iter()
+        .filter(|r| r.host == host && r.path != "/robots.txt")
+        .map(|r| r.path.as_str())
+        .collect()
+}
+
+/// The stored pages' URLs and statuses, and the stored frontier's states.
+async fn stored(store: &StoreServer) -> (BTreeMap<String, i32>, Vec<bson::Document>) {
+    let db = store.client().await.unwrap().database("crawler");
+    let pages = all_pages(&db, &Default::default()).await.unwrap();
+    let n = pages.len();
+    let pages: BTreeMap<String, i32> = pages.into_iter().map(|d| (d.url, d.status)).collect();
+    assert_eq!(pages.len(), n, "a page was stored twice");
+    let frontier = all_docs(&db, &crawl_coll(shared::store::FRONTIER)).await.unwrap();
+    (pages, frontier)
+}
+
+async fn serve(
+    spec: WebSpec,
+    extras: WebExtras,
+    store: &StoreServer,
+    dir: &std::path::Path,
+) -> (WebServer, ClusterSpec) {
+    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir).unwrap();
+    cluster.supervisors = 1;
+    cluster.children = 2;
+    (server, cluster)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_of_traps_ends_by_itself_with_each_trap_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreServer::start().unwrap();
+    let spec = WebSpec {
+        seed: 44,
+        hosts: 3,
+        outside_hosts: 1,
+        pages_per_host: 20,
+        ..WebSpec::default()
+    };
+    let extras = WebExtras {
+        traps: true,
+        ..WebExtras::default()
+    };
+    let (server, mut cluster) = serve(spec, extras, &store, dir.path()).await;
+    let web = server.web();
+    // No delay, a few connections per host: the traps' bounds, not the
+    // pace, are under test, and the calendar and search take a thousand
+    // requests each.
+    cluster.dispatcher_args = args(&[
+        "--min-delay-ms",
+        "0",
+        "--max-domain-connections",
+        "4",
+        "--max-depth",
+        MAX_DEPTH,
+        "--progress-secs",
+        "5",
+    ]);
+    let run = run_crawl(&cluster, Duration::from_secs(240)).await.unwrap();
+    eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    assert!(run.supervisors.iter().all(|s| s.success()));
+    assert_eq!(run.summary["frontier_left"], 0, "{}", run.summary);
+    let log = server.requests();
+    let (pages, frontier) = stored(&store).await;
+    let mut findings = Vec::new();
+
+    // The ordinary web: exactly its ground truth.
+    let expected = web.expected_crawl();
+    for (u, status) in &expected.pages {
+        let got = pages.get(u).copied();
+        if got != Some(i32::from(*status)) {
+            findings.push(format!("{u}: stored {got:?}, expected {status}"));
+        }
+    }
+
+    for trap in Trap::ALL {
+        let host = trap.host();
+        let reqs = page_requests(&log, host);
+        let into_trap = reqs.iter().filter(|p| trap.is_trap_request(p)).count();
+        let stored_here = pages
+            .keys()
+            .filter(|u| u.starts_with(&web.url_on(host, "/")))
+            .count();
+        eprintln!(
+            "{host:20} {} requests ({into_trap} into the trap), {stored_here} pages stored",
+            reqs.len()
+        );
+        // Every real page stored, with 200.
+        for p in trap.real_paths() {
+            let u = web.url_on(host, &p);
+            if pages.get(&u) != Some(&200) {
+                findings.push(format!("{u}: stored {:?}, expected 200", pages.get(&u)));
+            }
+        }
+        let bound = match trap {
+            // Canonical URLs: each real page once, and nothing else.
+            Trap::SessionQuery | Trap::SessionPath | Trap::Tracking => trap.real_paths().len(),
+            // One path with endless queries: its query budget, plus the
+            // home page and the bare path.
+            Trap::Calendar | Trap::Faceted => DEFAULT_MAX_QUERY_VARIANTS as usize + 2,
+            // Paths of a, b and c that repeat no run thrice and no segment
+            // four times: 81 with the default rules.
+            Trap::StackedPath => 200,
+            Trap::BigSite => unreachable!("not among Trap::ALL"),
+        };
+        if reqs.len() > bound {
+            findings.push(format!("{host}: {} requests, bound {bound}", reqs.len()));
+        }
+        let distinct: BTreeSet<&str> = reqs.iter().copied().collect();
+        if matches!(trap, Trap::SessionQuery | Trap::SessionPath | Trap::Tracking) && into_trap > 0 {
+            findings.push(format!(
+                "{host}: {into_trap} requests carried a session id or tracking parameter"
+            ));
+        }
+        if distinct.len() != reqs.len() && !matches!(trap, Trap::StackedPath) {
+            findings.push(format!(
+                "{host}: {} requests for {} URLs",
+                reqs.len(),
+                distinct.len()
+            ));
+        }
+    }
+
+    // Each refusal was counted by its reason, and the budgeted ones are in
+    // the stored frontier, deferred.
+    let refused = &run.summary["refused"];
+    for reason in ["over_query_budget", "repeated_segments"] {
+        if !refused[reason].as_u64().is_some_and(|n| n > 0) {
+            findings.push(format!("summary refused.{reason} = {}", refused[reason]));
+        }
+    }
+    let deferred_queries = frontier
+        .iter()
+        .filter(|d| d.get_str("state") == Ok("deferred") && d.get_str("deferred") == Ok("query_budget"))
+        .count() as u64;
+    if Some(deferred_queries) != refused["over_query_budget"].as_u64() {
+        findings.push(format!(
+            "{deferred_queries} deferred entries for the query budget, summary says {}",
+            refused["over_query_budget"]
+        ));
+    }
+    // No stored URL carries a session id or a tracking parameter.
+    for d in &frontier {
+        let u = d.get_str("_id").unwrap_or("");
+        if [
+            "sid=",
+            "PHPSESSID=",
+            "sessionid=",
+            "jsessionid=",
+            "utm_",
+            "fbclid=",
+            "gclid=",
+        ]
+        .iter()
+        .any(|p| u.to_ascii_lowercase().contains(&p.to_ascii_lowercase()))
+        {
+            findings.push(format!("stored frontier entry {u}"));
+        }
+    }
+    server.stop(Duration::from_secs(5)).await;
+    assert!(
+        findings.is_empty(),
+        "{} findings:\n  {}",
+        findings.len(),
+        findings.join("\n  ")
+    );
+}
+
+/// Pages of `host` stored.
+fn on_host(pages: &BTreeMap<String, i32>, web: &crawl_tests::web::SyntheticWeb, host: &str) -> usize {
+    let prefix = web.url_on(host, "/");
+    pages.keys().filter(|u| u.starts_with(&prefix)).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_site_over_the_default_budget_stops_at_it_and_a_larger_budget_resumes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreServer::start().unwrap();
+    let spec = WebSpec {
+        seed: 45,
+        hosts: 1,
+        outside_hosts: 0,
+        pages_per_host: 10,
+        ..WebSpec::default()
+    };
+    let extras = WebExtras {
+        big_site: true,
+        ..WebExtras::default()
+    };
+    let (server, mut cluster) = serve(spec, extras, &store, dir.path()).await;
+    let web = server.web();
+    let host = Trap::BigSite.host();
+    let fast = [
+        "--min-delay-ms",
+        "0",
+        "--max-domain-connections",
+        "8",
+        "--max-depth",
+        MAX_DEPTH,
+        "--progress-secs",
+        "5",
+    ];
+    cluster.dispatcher_args = args(&fast);
+    let run = run_crawl(&cluster, Duration::from_secs(300)).await.unwrap();
+    eprintln!("first crawl took {:?}; summary {}", run.wall, run.summary);
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    let first = server.requests();
+    let (pages, frontier) = stored(&store).await;
+    let budget = DEFAULT_MAX_PAGES_PER_DOMAIN as usize;
+    assert!(BIG_SITE_PAGES > budget);
+    // Exactly the budget, each page requested once.
+    assert_eq!(on_host(&pages, &web, host), budget);
+    let reqs = page_requests(&first, host);
+    let distinct: BTreeSet<&str> = reqs.iter().copied().collect();
+    assert_eq!((reqs.len(), distinct.len()), (budget, budget));
+    let deferred: Vec<&bson::Document> = frontier
+        .iter()
+        .filter(|d| d.get_str("state") == Ok("deferred"))
+        .collect();
+    assert!(!deferred.is_empty());
+    assert!(deferred
+        .iter()
+        .all(|d| d.get_str("deferred") == Ok("domain_budget")));
+    assert_eq!(
+        run.summary["refused"]["over_domain_budget"].as_u64(),
+        Some(deferred.len() as u64)
+    );
+    // The ordinary host is whole.
+    for (u, status) in &web.expected_crawl().pages {
+        assert_eq!(pages.get(u), Some(&i32::from(*status)), "{u}");
+    }
+
+    // Resumed with a budget over the site's size: the rest of it, and
+    // nothing a second time.
+    cluster.dispatcher_args = args(&fast);
+    cluster
+        .dispatcher_args
+        .extend(args(&["--max-pages-per-domain", "20000"]));
+    let run = run_crawl(&cluster, Duration::from_secs(240)).await.unwrap();
+    eprintln!("resumed crawl took {:?}; summary {}", run.wall, run.summary);
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    assert_eq!(
+        run.summary["deferred_taken_up"].as_u64(),
+        Some(deferred.len() as u64)
+    );
+    let all = server.requests();
+    let again: Vec<&str> = page_requests(&all[first.len()..], host);
+    let (pages, _) = stored(&store).await;
+    assert_eq!(
+        on_host(&pages, &web, host),
+        BIG_SITE_PAGES + 1,
+        "every page and the home page"
+    );
+    assert_eq!(
+        again.len(),
+        BIG_SITE_PAGES + 1 - budget,
+        "the resumed crawl's requests"
+    );
+    assert!(
+        again.iter().all(|p| !distinct.contains(p)),
+        "a page fetched twice"
+    );
+    server.stop(Duration::from_secs(5)).await;
+}
