@@ -38,6 +38,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
+use super::family::FamilyHost;
 use super::html::{MOVED_HTML, NOT_FOUND_HTML};
 use super::rng::{mix, SplitMix};
 use super::traps::{Trap, TrapState};
@@ -249,6 +250,8 @@ pub enum SpecialHost {
     Internal,
     /// One of [`super::traps`]'s hosts.
     Trap(Trap),
+    /// One of [`super::family`]'s hosts.
+    Family(FamilyHost),
 }
 
 /// Every hostile host, in in-scope order.
@@ -284,6 +287,7 @@ impl SpecialHost {
             SpecialHost::Oversized(c) => c.host(),
             SpecialHost::Internal => INTERNAL_LINKS_HOST,
             SpecialHost::Trap(t) => t.host(),
+            SpecialHost::Family(f) => f.host(),
         }
     }
 
@@ -588,6 +592,7 @@ impl HostileState {
             SpecialHost::Oversized(case) => case.respond(host_header, path_and_query),
             SpecialHost::Internal => internal(host_header, path_and_query),
             SpecialHost::Trap(trap) => self.traps.respond(trap, path_and_query),
+            SpecialHost::Family(f) => f.respond(host_header, path_and_query),
         }
     }
 

@@ -34,6 +34,7 @@
 //! per-domain budget), in scope after all the others.
 
 pub mod expected;
+pub mod family;
 pub mod hostile;
 mod html;
 mod links;

@@ -166,6 +166,9 @@ pub struct WebExtras {
     /// site of more pages than the default per-domain budget. Apart from
     /// `traps` because crawling it takes 10,000 requests.
     pub big_site: bool,
+    /// Adds [`super::family`]'s hosts (after the others): one site of two
+    /// host names, and a neighbour, for `--scope site` and URL rules.
+    pub site_family: bool,
 }
 
 /// A served host: in scope (`siteN.test`) or outside (`outN.test`).

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::family::FamilyHost;
 use super::hostile::{self, SpecialHost};
 use super::html::{MOVED_HTML, NOT_FOUND_HTML};
 use super::model::{parse_host, HostRef, HostRules, Loc, WebExtras, WebSpec};
@@ -85,6 +86,9 @@ impl SyntheticWeb {
         }
         if extras.big_site {
             specials.extend(traps::BIG_SITE_HOSTS);
+        }
+        if extras.site_family {
+            specials.extend(FamilyHost::ALL.map(SpecialHost::Family));
         }
         let port_suffix = if port == 80 {
             String::new()
