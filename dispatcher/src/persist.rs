@@ -84,34 +84,41 @@ impl FrontierWriter {
     /// before stays as it was: the unique `_id` index). Takes the strings
     /// the state machine made for it, so they are not copied again.
     pub fn insert(&self, url: String, domain: String, depth: u16, seq: i64, confirm: bool) {
-        self.backlog.fetch_add(1, Ordering::Relaxed);
-        let doc = FrontierDoc {
-            url,
-            domain,
-            depth: i32::from(depth),
-            state: UrlState::Queued,
-            failure: None,
-            deferred: None,
-            seq,
-        };
-        let _ = self.tx.send(Cmd::Insert(doc, confirm));
+        self.send_insert(url, domain, depth, seq, None, confirm);
     }
 
     /// Writes a URL found over a budget: stored `deferred`, not queued,
     /// so that it is known (not found again) and a later run with a larger
     /// budget can take it up. Its `seq` is in the same order as inserts'.
     pub fn defer(&self, url: String, domain: String, depth: u16, seq: i64, why: Deferral) {
+        self.send_insert(url, domain, depth, seq, Some(why), false);
+    }
+
+    /// A new entry for the writer: queued, or deferred for `deferred`.
+    fn send_insert(
+        &self,
+        url: String,
+        domain: String,
+        depth: u16,
+        seq: i64,
+        deferred: Option<Deferral>,
+        confirm: bool,
+    ) {
         self.backlog.fetch_add(1, Ordering::Relaxed);
         let doc = FrontierDoc {
             url,
             domain,
             depth: i32::from(depth),
-            state: UrlState::Deferred,
+            state: if deferred.is_some() {
+                UrlState::Deferred
+            } else {
+                UrlState::Queued
+            },
             failure: None,
-            deferred: Some(why),
+            deferred,
             seq,
         };
-        let _ = self.tx.send(Cmd::Insert(doc, false));
+        let _ = self.tx.send(Cmd::Insert(doc, confirm));
     }
 
     /// Queues a deferred URL again under a new `seq` (higher than any
