@@ -8,9 +8,8 @@
 /// StormCrawler leave this unlimited by default and leave traps to the
 /// operator; a first crawl of the open web then meets them on day one. A
 /// research crawl wants many sites rather than all of a few: 10,000 pages
-/// hold the whole of nearly every site (a site's median size is far
-/// below it) and, at the default 1 s gap, are under three hours of one
-/// server's time; the pages past it of a site that really is larger are
+/// hold the whole of most sites and, at the default 1 s gap, are under
+/// three hours of one server's time; the pages past it of a site that really is larger are
 /// kept as deferred entries, so a later run with a larger budget crawls
 /// them. Every trap no rule recognises costs its host at most this much.
 pub const DEFAULT_MAX_PAGES_PER_DOMAIN: u32 = 10_000;
