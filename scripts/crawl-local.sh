@@ -10,7 +10,8 @@
 #                                               # go on with an earlier run (stopped, or to re-export):
 #                                               # its store, seeds, secret and synthetic web again
 #
-# Environment: SUPERVISORS (2), CHILDREN (2), WEB_HOSTS (40), WEB_PAGES (100) for the synthetic web.
+# Environment: SUPERVISORS (2), CHILDREN (2), WEB_HOSTS (40), WEB_PAGES (100) for the synthetic web,
+# WEB_TRAPS=1 to add the open web's traps to it (session ids, calendars, ...: tests/src/web/traps.rs).
 # Everything of a run (store data, timing logs, summary, WARC) is kept in runs/<time>/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -72,7 +73,8 @@ else
     cp "$seeds" "$run/seeds.txt"
     seeds="$run/seeds.txt"
   else
-    printf 'web_hosts=%s\nweb_pages=%s\nweb_bind=127.0.0.1:0\n' "${WEB_HOSTS:-40}" "${WEB_PAGES:-100}" >"$run/web.env"
+    printf 'web_hosts=%s\nweb_pages=%s\nweb_traps=%s\nweb_bind=127.0.0.1:0\n' "${WEB_HOSTS:-40}" "${WEB_PAGES:-100}" \
+      "${WEB_TRAPS:-}" >"$run/web.env"
     . "$run/web.env"
   fi
 fi
@@ -81,7 +83,7 @@ policy=()
 if [ -n "${web_hosts:-}" ]; then
   echo "== starting the synthetic web ($web_hosts hosts x $web_pages pages)"
   "$bin/synthweb" --hosts "$web_hosts" --pages-per-host "$web_pages" --bind "$web_bind" \
-    --crawl-delay-every 10 --crawl-delay-secs 0.1 \
+    --crawl-delay-every 10 --crawl-delay-secs 0.1 ${web_traps:+--traps} \
     --write-seeds "$run/seeds.txt" --write-hosts "$run/hosts" >"$run/synthweb.out" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 100); do grep -q listening "$run/synthweb.out" 2>/dev/null && break; sleep 0.1; done

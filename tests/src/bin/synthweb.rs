@@ -59,6 +59,15 @@ struct Args {
     /// On exit, write every answered request here as JSON lines.
     #[arg(long)]
     request_log: Option<PathBuf>,
+    /// Also serve the hostile hosts (hangs, drips, huge bodies, gzip
+    /// bombs, redirect loops, robots.txt edge cases; `web/hostile.rs`).
+    #[arg(long)]
+    hostile: bool,
+    /// Also serve one host per trap of the open web (session ids,
+    /// tracking parameters, an endless calendar, a faceted search,
+    /// stacking relative paths; `web/traps.rs`), to watch a crawl end on them.
+    #[arg(long)]
+    traps: bool,
 }
 
 impl Args {
@@ -148,7 +157,12 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let spec = args.spec();
-    let server = WebServer::start(spec, args.bind).await?;
+    let extras = crawl_tests::web::WebExtras {
+        hostile: args.hostile,
+        traps: args.traps,
+        ..crawl_tests::web::WebExtras::default()
+    };
+    let server = WebServer::start_with(spec, extras, args.bind).await?;
     let web = server.web();
     if let Some(path) = &args.write_seeds {
         std::fs::write(path, lines(web.seed_urls()))?;
