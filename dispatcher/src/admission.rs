@@ -145,6 +145,15 @@ impl Admission {
         }
     }
 
+    /// A URL admitted as unsure was in the store already (see
+    /// `CrawlState::confirmed`): the read of stored URLs counts it, so its
+    /// admission no longer does.
+    pub(crate) fn uncount(&mut self, url: &str) {
+        if let Some(key) = self.budgets.key(url) {
+            self.budgets.uncount(&key);
+        }
+    }
+
     /// Whether one more URL like `url` would be over a budget now (a
     /// deferred URL read back: taken up only if the budget grew).
     pub(crate) fn over_budget(&self, url: &str) -> Option<Over> {

@@ -561,6 +561,7 @@ impl<C> CrawlState<C> {
             } else {
                 self.stats.counts.unsure_known += 1;
                 self.admitted = self.admitted.saturating_sub(1);
+                self.admission.uncount(&url);
             }
             self.frontier.confirmed(url, &domain, depth, seq, new, now_ms);
         }

@@ -104,6 +104,18 @@ impl Budgets {
         }
     }
 
+    /// A URL of `key` counted by [`Budgets::count`] turned out to be
+    /// stored before (the store's unique index said so): it counts once,
+    /// as the stored URL it is.
+    pub(crate) fn uncount(&mut self, key: &BudgetKey) {
+        if let Some(n) = self.domains.get_mut(&key.domain) {
+            *n = n.saturating_sub(1);
+        }
+        if let Some(n) = key.path.and_then(|p| self.paths.get_mut(&p)) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
     /// Domains and paths counted: (domains, paths with queries).
     #[cfg(test)]
     pub(crate) fn counted(&self) -> (usize, usize) {
@@ -185,6 +197,20 @@ mod tests {
         assert_eq!(b.key("http://u:p@a.test/x?q"), b.key("http://a.test/x?q"));
         assert_eq!(b.key("http://a.test"), b.key("http://a.test/"));
         assert_eq!(b.key("not a url"), None);
+    }
+
+    #[test]
+    fn a_url_counted_twice_is_uncounted_once() {
+        let mut b = Budgets::new(2, 1);
+        let key = b.key("http://a.test/x?q=1").unwrap();
+        b.count(&key);
+        b.count(&key);
+        assert_eq!(b.over(&key), Some(Over::Domain));
+        b.uncount(&key);
+        assert_eq!(b.over(&key), Some(Over::QueryVariants));
+        b.uncount(&key);
+        b.uncount(&key);
+        assert_eq!(b.over(&key), None);
     }
 
     #[test]

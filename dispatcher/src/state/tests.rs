@@ -1599,3 +1599,32 @@ fn links_are_judged_by_their_canonical_form_and_traps_and_rules_are_refused() {
     assert_eq!(c.refused.get("repeated_segments").copied(), Some(1));
     assert!(sim.deferred.is_empty());
 }
+
+#[test]
+fn stored_urls_found_again_while_the_seen_set_fills_count_once_against_their_budget() {
+    // Each domain's every page fits the budget exactly: one stored URL
+    // counted twice (once when found again, unsure, once by the read of
+    // stored URLs) would defer a real page.
+    let mut s = settings();
+    s.memory_urls = 4;
+    s.admission.max_pages_per_domain = 12;
+    let (mut sim, a) = partly_done(&s, 12, 4);
+    let holding = sim.held[&a].clone();
+    sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now).unwrap());
+    sim.seed(3);
+    sim.extra_links = sim
+        .store
+        .values()
+        .rev()
+        .take(3)
+        .map(|(u, ..)| u.clone())
+        .collect();
+    sim.join("a", 6, holding);
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+    assert!(sim.st.stats().counts.unsure_known >= 3);
+    assert!(sim.deferred.is_empty(), "deferred: {:?}", sim.deferred.keys());
+    for d in 0..3 {
+        assert_eq!(admitted_and_deferred(&sim, d), (12, 0), "d{d}");
+    }
+}
