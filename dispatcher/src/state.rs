@@ -386,8 +386,7 @@ impl<C> CrawlState<C> {
             self.admission.count(&key);
             self.admitted += 1;
             self.stats.counts.deferred_taken_up += 1;
-            let seq = self.next_seq;
-            self.next_seq = seq.saturating_add(1);
+            let seq = self.take_seq();
             self.frontier.admit(url.clone(), &domain, depth, seq, now_ms);
             self.effects.push(Effect::Requeue { url, seq });
         }
@@ -487,8 +486,7 @@ impl<C> CrawlState<C> {
         self.admission.count(&key);
         let url = String::from(parsed);
         self.admitted += 1;
-        let seq = self.next_seq;
-        self.next_seq = seq.saturating_add(1);
+        let seq = self.take_seq();
         let confirm = seen == Seen::Unsure;
         if confirm {
             self.stats.counts.unsure_links += 1;
@@ -532,19 +530,22 @@ impl<C> CrawlState<C> {
     /// Stores a URL found over a budget as deferred: known from now on,
     /// not crawled, and taken up by a later run whose budget is larger.
     fn defer(&mut self, url: String, domain: String, depth: u16, over: Over) {
-        let seq = self.next_seq;
-        self.next_seq = seq.saturating_add(1);
-        let why = match over {
-            Over::Domain => Deferral::DomainBudget,
-            Over::QueryVariants => Deferral::QueryBudget,
-        };
+        let seq = self.take_seq();
         self.effects.push(Effect::Defer {
             url,
             domain,
             depth,
             seq,
-            why,
+            why: over.deferral(),
         });
+    }
+
+    /// The `seq` of the next entry of the stored frontier (admitted,
+    /// deferred or queued again): one counter over the whole crawl.
+    fn take_seq(&mut self) -> i64 {
+        let seq = self.next_seq;
+        self.next_seq = seq.saturating_add(1);
+        seq
     }
 
     /// The frontier writer's word on unsure URLs, by `seq`: taken by the

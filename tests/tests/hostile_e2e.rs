@@ -130,8 +130,9 @@ fn gap_after(log: &[RequestRecord], host: &str, path: &str, status: u16) -> Opti
 }
 
 /// Serves `spec` (with `extras`) and returns a cluster of one supervisor
-/// with two children to crawl it into `store`: the set-up of every crawl here.
-async fn one_node(
+/// with two children to crawl it into `store`: the set-up of every crawl
+/// here and in `traps_e2e.rs`.
+pub(crate) async fn one_node(
     spec: WebSpec,
     extras: WebExtras,
     store: &StoreServer,

@@ -12,9 +12,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crawl_tests::harness::{all_docs, all_pages, args, crawl_coll, run_crawl, ClusterSpec, StoreServer};
+use crate::hostile_e2e::one_node;
+use crawl_tests::harness::{all_docs, all_pages, args, crawl_coll, run_crawl, StoreServer};
 use crawl_tests::web::traps::{Trap, BIG_SITE_PAGES};
-use crawl_tests::web::{RequestRecord, WebExtras, WebServer, WebSpec};
+use crawl_tests::web::{RequestRecord, WebExtras, WebSpec};
 use shared::limits::{DEFAULT_MAX_PAGES_PER_DOMAIN, DEFAULT_MAX_QUERY_VARIANTS};
 
 /// Far deeper than any trap host's real pages: depth must not be what
@@ -40,21 +41,6 @@ async fn stored(store: &StoreServer) -> (BTreeMap<String, i32>, Vec<bson::Docume
     (pages, frontier)
 }
 
-async fn serve(
-    spec: WebSpec,
-    extras: WebExtras,
-    store: &StoreServer,
-    dir: &std::path::Path,
-) -> (WebServer, ClusterSpec) {
-    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir).unwrap();
-    cluster.supervisors = 1;
-    cluster.children = 2;
-    (server, cluster)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_web_of_traps_ends_by_itself_with_each_trap_bounded() {
     let dir = tempfile::tempdir().unwrap();
@@ -70,7 +56,7 @@ async fn a_web_of_traps_ends_by_itself_with_each_trap_bounded() {
         traps: true,
         ..WebExtras::default()
     };
-    let (server, mut cluster) = serve(spec, extras, &store, dir.path()).await;
+    let (server, mut cluster) = one_node(spec, extras, &store, dir.path()).await;
     let web = server.web();
     // No delay, a few connections per host: the traps' bounds, not the
     // pace, are under test, and the calendar and search take a thousand
@@ -221,7 +207,7 @@ async fn a_site_over_the_default_budget_stops_at_it_and_a_larger_budget_resumes_
         big_site: true,
         ..WebExtras::default()
     };
-    let (server, mut cluster) = serve(spec, extras, &store, dir.path()).await;
+    let (server, mut cluster) = one_node(spec, extras, &store, dir.path()).await;
     let web = server.web();
     let host = Trap::BigSite.host();
     let fast = [
@@ -316,7 +302,7 @@ async fn a_site_scope_takes_subdomains_and_rules_refuse_what_they_match() {
         site_family: true,
         ..WebExtras::default()
     };
-    let (server, mut cluster) = serve(spec, extras, &store, dir.path()).await;
+    let (server, mut cluster) = one_node(spec, extras, &store, dir.path()).await;
     let web = server.web();
     // The www host alone is the seed.
     std::fs::write(

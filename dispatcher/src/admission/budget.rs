@@ -23,12 +23,23 @@
 use std::hash::BuildHasher;
 
 use hashbrown::HashMap;
+use shared::docs::Deferral;
 
 /// Which budget a URL is over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Over {
     Domain,
     QueryVariants,
+}
+
+impl Over {
+    /// How the stored frontier records a URL deferred for this budget.
+    pub(crate) fn deferral(self) -> Deferral {
+        match self {
+            Over::Domain => Deferral::DomainBudget,
+            Over::QueryVariants => Deferral::QueryBudget,
+        }
+    }
 }
 
 /// What a URL's admission counts against: its domain and, when it has a
