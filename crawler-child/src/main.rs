@@ -192,6 +192,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     timing.flush();
     let _ = tokio::time::timeout(grace, writer).await;
     stores.shutdown().await;
+    shared::store_work::log_totals("crawler-child");
     Ok(())
 }
 
@@ -221,8 +222,13 @@ async fn write_gauges(worker: Weak<worker::Worker>, ctx: Weak<pipeline::Ctx>, ti
             ("fetch_slots", slots as f64),
             ("store_queue", store_queue),
         ];
-        let mut line = values.to_vec();
-        line.extend(profiling::gauge_values(false));
+        let mut line: Vec<(String, f64)> = values.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        line.extend(
+            profiling::gauge_values(false)
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v)),
+        );
+        line.extend(shared::store_work::gauge_values());
         timing.gauges(&line);
     }
 }

@@ -454,8 +454,29 @@ fn cross_domain_redirect(ctx: &Ctx, item: &WorkItem, current: &Url, resp: &Fetch
     let mut d = base_page(item, ctx, current, resp);
     d.redirect_to = Some(target.to_string());
     d.outlinks = Some(1);
+    d.links = shared::page_links::pack(&[target.to_string()]);
     let outcome = fetched(current, item, resp);
     Done::Page(Box::new(d), result(item, outcome, vec![target.into()]))
+}
+
+/// Bytes of links a page document keeps: with the body's 12 MiB
+/// (`page_body::MAX_STORED_BYTES`) and the heads, still under the store's
+/// 16 MiB (compressed, they take far less). Only a hostile page (over
+/// 1,500 links of 2 KiB) reaches it;
+/// its links past it reach the dispatcher but are not kept in the page.
+const MAX_KEPT_LINK_BYTES: usize = 3 * 1024 * 1024;
+
+/// The first of `links` that fit [`MAX_KEPT_LINK_BYTES`].
+fn links_to_keep(links: &[String]) -> &[String] {
+    let mut bytes = 0usize;
+    let n = links
+        .iter()
+        .take_while(|l| {
+            bytes = bytes.saturating_add(l.len() + 1);
+            bytes <= MAX_KEPT_LINK_BYTES
+        })
+        .count();
+    &links[..n]
 }
 
 fn fetched(final_url: &Url, item: &WorkItem, resp: &Fetched) -> Outcome {
@@ -510,6 +531,7 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
         d.canonical = f.canonical;
         d.lang = f.lang;
         d.outlinks = Some(i32::try_from(f.links.len()).unwrap_or(i32::MAX));
+        d.links = shared::page_links::pack(links_to_keep(&f.links));
         outlinks = f.links;
         ctx.timing
             .record(Op::Parse, start.elapsed(), "ok", Some(&item.domain), None);
@@ -521,6 +543,17 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_keeps_its_links_up_to_a_bound() {
+        let few = vec!["http://a.test/1".to_string(), "http://a.test/2".to_string()];
+        assert_eq!(links_to_keep(&few), few);
+        let long = format!("http://a.test/{}", "x".repeat(2000));
+        let many = vec![long; 5000];
+        let kept = links_to_keep(&many);
+        assert!(kept.len() < many.len() && !kept.is_empty());
+        assert!(kept.iter().map(|l| l.len() + 1).sum::<usize>() <= MAX_KEPT_LINK_BYTES);
+    }
 
     #[test]
     fn a_rule_list_that_does_not_compile_keeps_links_as_resolved() {

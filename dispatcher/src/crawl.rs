@@ -238,6 +238,8 @@ impl Dispatcher {
                 Effect::Mark { url, state, failure } => self.writer.mark(url, state, failure),
                 Effect::Read(r) => self.reader.read(r),
                 Effect::LookUp(s, held) => self.reader.look_up(s, held),
+                Effect::ReadLinks(urls) => self.reader.links(urls),
+                Effect::CheckStored(ended) => self.reader.check_stored(ended),
                 Effect::RecordHalt { domain, reason } => self.record_halt(&domain, reason.as_deref()),
                 Effect::Gone(id) => {
                     if let Ok(mut v) = self.view.lock() {
@@ -590,6 +592,7 @@ impl Dispatcher {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v)),
         );
+        line.extend(shared::store_work::gauge_values());
         self.timing.gauges(&line);
     }
 

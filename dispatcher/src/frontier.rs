@@ -190,6 +190,15 @@ pub struct Frontier {
     resumed_upto: i64,
     /// Unverified URLs the writer has not confirmed yet (not `queued`).
     unconfirmed: usize,
+    /// Stored entries reads found finished by their page, not yet taken
+    /// ([`Frontier::take_finished`]).
+    finished_found: Vec<(String, u16)>,
+    /// Ended leases are held until the store says whether their page is
+    /// stored (`unanswered`).
+    check_unanswered: bool,
+    unanswered: HashMap<u64, unanswered::Unanswered>,
+    /// Of those, the ones not asked about yet: (lease, URL).
+    to_check: Vec<(u64, String)>,
 }
 
 impl Frontier {
@@ -219,6 +228,10 @@ impl Frontier {
             parked: VecDeque::new(),
             resumed_upto: 0,
             unconfirmed: 0,
+            finished_found: Vec::new(),
+            check_unanswered: false,
+            unanswered: HashMap::new(),
+            to_check: Vec::new(),
         }
     }
 
@@ -241,7 +254,7 @@ impl Frontier {
     }
 
     pub fn in_flight(&self) -> usize {
-        self.leases.len()
+        self.leases.len() + self.unanswered.len()
     }
 
     /// Domains held: those with URLs queued or out, or a result in the
@@ -252,7 +265,10 @@ impl Frontier {
 
     /// Nothing queued (but in halted domains) and nothing out: the crawl is over.
     pub fn is_idle(&self) -> bool {
-        self.queued == self.halted_queued() && self.leases.is_empty() && self.unconfirmed == 0
+        self.queued == self.halted_queued()
+            && self.leases.is_empty()
+            && self.unconfirmed == 0
+            && self.unanswered.is_empty()
     }
 
     fn halted_queued(&self) -> usize {
@@ -686,11 +702,15 @@ impl Frontier {
             return;
         };
         self.release_credit(l.sup);
+        // Its page may be stored: asked of the store first (`unanswered`).
+        let Some((url, depth)) = self.park_unanswered(lease, l.url, l.depth, l.domain_id) else {
+            return;
+        };
         let d = &mut self.domains[l.domain_id as usize];
         d.in_flight = d.in_flight.saturating_sub(1);
         d.queue.push_front(Queued {
-            url: l.url,
-            depth: l.depth,
+            url,
+            depth,
             queued_ms: 0,
         });
         self.queued += 1;
@@ -721,6 +741,7 @@ mod parking;
 #[cfg(test)]
 mod properties;
 mod seqs;
+mod unanswered;
 mod window;
 #[cfg(test)]
 mod window_tests;

@@ -9,6 +9,7 @@ mod breaker;
 mod cluster;
 mod config;
 mod crawl;
+mod finished;
 mod frontier;
 mod monitor;
 mod persist;

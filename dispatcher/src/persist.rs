@@ -1,9 +1,11 @@
 //! Writes the frontier to MongoDB in batches, off the dispatch path.
 //!
-//! New URLs become `{_id: url, domain, depth, seq, state: "queued"}`; finished
-//! ones get their state set, and failed ones the kind of their failure
-//! (`failure: "timeout"`, `"blocked_address"`, ...), so the store says
-//! why. Inserting by `_id` makes a retried batch harmless (duplicates are
+//! New URLs become `{_id: url, domain, depth, seq, state: "queued"}`; failed
+//! and disallowed ones get their state set, failed ones with the kind of
+//! their failure (`failure: "timeout"`, `"blocked_address"`, ...), so the
+//! store says why. Fetched ones are not marked: their stored page says
+//! they are finished (`crate::finished`), so a page costs the frontier no
+//! write of its own. Inserting by `_id` makes a retried batch harmless (duplicates are
 //! ignored). A restarted dispatcher reads this collection back to resume,
 //! and domains' queues are read from it (see `crate::frontier`): the
 //! writer says how far its inserts are written ([`FrontierWriter::durable`]),

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, RawDocument, RawDocumentBuf};
 use futures::TryStreamExt;
-use shared::docs::{FrontierDoc, UrlState};
+use shared::docs::{FrontierDoc, PageDoc, UrlState};
 use shared::store::{self, Stores};
 use shared::timing::{Op, TimingLog};
 use tokio::sync::mpsc;
@@ -56,11 +56,23 @@ pub enum Answer {
         asked: usize,
         found: Result<Vec<(u64, Stored)>, String>,
     },
+    /// Which of `asked` (lease, URL) have a stored page.
+    Checked {
+        asked: Vec<(u64, String)>,
+        stored: Result<std::collections::HashSet<String>, String>,
+    },
+    /// The links of the stored pages of `asked` (URL, depth): (URL, links).
+    Links {
+        asked: Vec<(String, u16)>,
+        found: Result<Vec<(String, Vec<String>)>, String>,
+    },
 }
 
 enum Request {
     Read(Refill),
     Held(SupId, Vec<(u64, String)>),
+    Links(Vec<(String, u16)>),
+    Check(Vec<(u64, String)>),
 }
 
 pub struct QueueReader {
@@ -75,7 +87,11 @@ impl QueueReader {
         let (tx, rx) = mpsc::unbounded_channel();
         let (answers_tx, answers) = mpsc::unbounded_channel();
         let pending = Arc::new(AtomicUsize::new(0));
-        tokio::spawn(run(stores.frontier(), rx, answers_tx, timing, pending.clone()));
+        let colls = Colls {
+            frontier: stores.frontier(),
+            pages: stores.pages(),
+        };
+        tokio::spawn(run(colls, rx, answers_tx, timing, pending.clone()));
         (QueueReader { tx, pending }, answers)
     }
 
@@ -93,10 +109,27 @@ impl QueueReader {
     pub fn look_up(&self, sup: SupId, held: Vec<(u64, String)>) {
         let _ = self.tx.send(Request::Held(sup, held));
     }
+
+    /// Asks which of `ended` (lease, URL) have a stored page.
+    pub fn check_stored(&self, ended: Vec<(u64, String)>) {
+        let _ = self.tx.send(Request::Check(ended));
+    }
+
+    /// Reads the links of the stored pages of `urls` (URL, depth).
+    pub fn links(&self, urls: Vec<(String, u16)>) {
+        let _ = self.tx.send(Request::Links(urls));
+    }
+}
+
+/// The collections the reader reads.
+#[derive(Clone)]
+struct Colls {
+    frontier: mongodb::Collection<FrontierDoc>,
+    pages: mongodb::Collection<PageDoc>,
 }
 
 async fn run(
-    frontier: mongodb::Collection<FrontierDoc>,
+    colls: Colls,
     mut rx: mpsc::UnboundedReceiver<Request>,
     answers: mpsc::UnboundedSender<Answer>,
     timing: TimingLog,
@@ -109,23 +142,36 @@ async fn run(
                 let Some(first) = r else { break };
                 // With the requests waiting behind it, one task: the (rare)
                 // look-ups, then the refills.
-                let (mut refills, mut held) = (Vec::new(), Vec::new());
+                let (mut refills, mut held, mut links, mut checks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
                 let mut next = Some(first);
                 while let Some(r) = next {
                     match r {
                         Request::Read(r) => refills.push(r),
                         Request::Held(sup, h) => held.push((sup, h)),
+                        Request::Links(urls) => links.push(urls),
+                        Request::Check(ended) => checks.push(ended),
                     }
-                    next = if refills.len() + held.len() < BATCH { rx.try_recv().ok() } else { None };
+                    let n = refills.len() + held.len() + links.len() + checks.len();
+                    next = if n < BATCH { rx.try_recv().ok() } else { None };
                 }
                 let out = Answers { tx: answers.clone(), pending: pending.clone() };
-                let (frontier, timing) = (frontier.clone(), timing.clone());
+                let (colls, timing) = (colls.clone(), timing.clone());
                 reads.spawn(async move {
                     for (sup, h) in held {
-                        out.send(look_up_answer(&frontier, sup, h).await);
+                        out.send(look_up_answer(&colls.frontier, sup, h).await);
+                    }
+                    for asked in checks {
+                        let urls: Vec<&str> = asked.iter().map(|(_, u)| u.as_str()).collect();
+                        let stored = crate::finished::stored_among(&colls.pages, &urls, &timing).await;
+                        out.send(Answer::Checked { asked, stored });
+                    }
+                    for asked in links {
+                        let urls: Vec<&str> = asked.iter().map(|(u, _)| u.as_str()).collect();
+                        let found = crate::finished::links_of(&colls.pages, &urls, &timing).await;
+                        out.send(Answer::Links { asked, found });
                     }
                     for r in refills {
-                        let res = read(&frontier, &r, &timing).await;
+                        let res = read(&colls, &r, &timing).await;
                         out.send(Answer::Read(r, res));
                     }
                 });
@@ -166,16 +212,30 @@ async fn look_up_answer(
 
 /// The queued URLs of `r.domain` with a `seq` in `(r.after, r.upto]`,
 /// in `seq` order: one range of the `{domain, seq, state}` index, whose
-/// finished entries are passed over in the index, without reading their
+/// marked entries are passed over in the index, without reading their
 /// documents. The query carries the domain, so on a sharded store it goes
-/// to one shard.
-async fn read(
-    frontier: &mongodb::Collection<FrontierDoc>,
-    r: &Refill,
-    timing: &TimingLog,
-) -> Result<ReadPage, String> {
-    let docs = find_sorted(frontier, one_domain(r), r.limit, timing).await?;
-    Ok(page_of(docs.iter().map(|d| &**d), r.limit))
+/// to one shard. Those stored before this run (`r.finished_upto`) are
+/// looked up in `pages` too: a stored page finishes its URL
+/// (`crate::finished`).
+async fn read(colls: &Colls, r: &Refill, timing: &TimingLog) -> Result<ReadPage, String> {
+    let docs = find_sorted(&colls.frontier, one_domain(r), r.limit, timing).await?;
+    let mut page = page_of(docs.iter().map(|d| &**d), r.limit);
+    let earlier: Vec<&str> = page
+        .urls
+        .iter()
+        .filter(|u| u.seq <= r.finished_upto)
+        .map(|u| u.url.as_str())
+        .collect();
+    if !earlier.is_empty() {
+        let stored = crate::finished::stored_among(&colls.pages, &earlier, timing).await?;
+        page.finished = page
+            .urls
+            .iter()
+            .filter(|u| stored.contains(&u.url))
+            .map(|u| u.seq)
+            .collect();
+    }
+    Ok(page)
 }
 
 /// Decodes each document on its own: a malformed one is skipped with a
@@ -185,6 +245,7 @@ fn page_of<'a>(docs: impl ExactSizeIterator<Item = &'a RawDocument>, limit: usiz
         urls: Vec::with_capacity(docs.len()),
         full: docs.len() >= limit,
         last_seq: 0,
+        finished: Vec::new(),
     };
     for raw in docs {
         let seq = FrontierDoc::raw_seq(raw).unwrap_or(0);

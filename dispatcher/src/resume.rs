@@ -33,13 +33,17 @@
 //! seek, and the one query a collection scan: both cheap next to the
 //! summary's own.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use bson::{doc, RawBsonRef, RawDocument, RawDocumentBuf};
 use futures::TryStreamExt;
 use mongodb::Collection;
-use shared::docs::{FrontierDoc, UrlState};
+use shared::docs::{FrontierDoc, PageDoc, UrlState};
 use shared::store::{self, READ_BATCH};
+use shared::timing::TimingLog;
+
+use crate::finished::LOOK_UP_BATCH;
 
 use crate::state::Resumed;
 
@@ -379,14 +383,18 @@ fn from_groups(by_state: &[(Option<String>, u64, Option<i64>)], queues: Vec<Stor
 
 /// Reads back the `expected` queued entries a summary counts in
 /// [`StoredFrontier::read_back`], document by document: those no queue
-/// holds, or all of them (`whole`). A malformed document is skipped with a
-/// warning. Fewer documents than counted means the store cut the read
-/// short (see [`scan_seen`]); it is logged as an error, and the crawl
-/// starts without them (they stay queued in the store).
+/// holds, or all of them (`whole`). Each comes with whether its page is
+/// stored (then it is finished: `crate::finished`), looked up one batch
+/// of entries at a time. A malformed document is skipped with a warning.
+/// Fewer documents than counted means the store cut the read short (see
+/// [`scan_seen`]); it is logged as an error, and the crawl starts without
+/// them (they stay queued in the store).
 pub(crate) async fn read_back(
     frontier: &Collection<FrontierDoc>,
+    pages: &Collection<PageDoc>,
     (expected, whole): (u64, bool),
-    mut each: impl FnMut(Resumed<'_>),
+    timing: &TimingLog,
+    mut each: impl FnMut(Resumed<'_>, bool),
 ) -> anyhow::Result<()> {
     let fields =
         doc! {"_id": 1, FrontierDoc::DOMAIN: 1, "depth": 1, FrontierDoc::STATE: 1, FrontierDoc::SEQ: 1};
@@ -401,11 +409,31 @@ pub(crate) async fn read_back(
         .batch_size(READ_BATCH)
         .await?;
     let mut read = 0u64;
-    while let Some(raw) = cursor.try_next().await? {
-        read = read.saturating_add(1);
-        match bson::from_slice::<Resumed>(raw.as_bytes()) {
-            Ok(d) => each(d),
-            Err(e) => tracing::warn!(document = ?raw, error = %e, "skipping a malformed frontier entry"),
+    let mut batch = Vec::with_capacity(LOOK_UP_BATCH);
+    loop {
+        let next = cursor.try_next().await?;
+        let end = next.is_none();
+        if let Some(raw) = next {
+            read = read.saturating_add(1);
+            batch.push(raw);
+        }
+        if batch.len() >= LOOK_UP_BATCH || (end && !batch.is_empty()) {
+            let urls: Vec<&str> = batch.iter().filter_map(|r| r.get_str("_id").ok()).collect();
+            let stored = look_up_until_answered(pages, &urls, timing).await;
+            for raw in batch.drain(..) {
+                match bson::from_slice::<Resumed>(raw.as_bytes()) {
+                    Ok(d) => {
+                        let finished = stored.contains(d.url);
+                        each(d, finished)
+                    }
+                    Err(e) => {
+                        tracing::warn!(document = ?raw, error = %e, "skipping a malformed frontier entry")
+                    }
+                }
+            }
+        }
+        if end {
+            break;
         }
     }
     if read < expected {
@@ -418,6 +446,27 @@ pub(crate) async fn read_back(
         );
     }
     Ok(())
+}
+
+/// Which of `urls` have a stored page, asked until the store answers:
+/// start-up cannot go on without knowing (an entry taken as unfinished
+/// on a guess would be fetched again).
+async fn look_up_until_answered(
+    pages: &Collection<PageDoc>,
+    urls: &[&str],
+    timing: &TimingLog,
+) -> HashSet<String> {
+    let mut backoff = store::Backoff::default();
+    loop {
+        match crate::finished::stored_among(pages, urls, timing).await {
+            Ok(stored) => return stored,
+            Err(e) => {
+                backoff
+                    .note("looking up the stored pages of resumed URLs", &e)
+                    .await
+            }
+        }
+    }
 }
 
 #[cfg(test)]

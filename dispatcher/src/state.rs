@@ -29,6 +29,7 @@ use crate::refusals::{Reason, Refusals};
 use crate::resume::{ScannedUrl, StoredFrontier};
 use crate::seen::{Seen, SeenCheck, SeenSet};
 use crate::stats::{FinishReason, Stats};
+use relink::Relinks;
 use write_gate::WriteGate;
 
 /// Pause before a retry, times the attempt number.
@@ -141,6 +142,14 @@ pub(crate) enum Effect {
     Read(Refill),
     /// Look up URLs a joining supervisor holds in the store: (lease, URL).
     LookUp(SupId, Vec<(u64, String)>),
+    /// Ask the store which of these URLs, whose leases ended without a
+    /// result, have a stored page: (lease, URL); the answer comes back as
+    /// [`CrawlState::read_answered`] (`frontier/unanswered.rs`).
+    CheckStored(Vec<(u64, String)>),
+    /// Read the links of these stored pages (URL, depth): entries found
+    /// finished after a restart (`crate::finished`); the answer comes back
+    /// as [`CrawlState::read_answered`].
+    ReadLinks(Vec<(String, u16)>),
     /// Record a domain's halt (`Some(reason)`) or clear it, in the second
     /// store, so that a restarted dispatcher keeps it.
     RecordHalt { domain: String, reason: Option<String> },
@@ -227,6 +236,9 @@ pub(crate) struct CrawlState<C> {
     unsure: HashMap<i64, (String, String, u16)>,
     /// (finished, queued) entries read back from the stored frontier.
     resumed: (u64, u64),
+    /// Entries found finished by their stored page, whose links are
+    /// offered again.
+    relinks: Relinks,
     /// Seeds waiting for the stored URLs' hashes (see [`CrawlState::seed`]).
     waiting_seeds: Vec<String>,
     timing: TimingLog,
@@ -240,6 +252,7 @@ impl<C> CrawlState<C> {
         let write_gate = WriteGate::new(settings.max_write_backlog);
         Ok(CrawlState {
             frontier: Frontier::new(settings.max_inflight_per_domain, settings.lease_ms, now_ms << 12)
+                .with_stored_check()
                 .with_window(settings.window, settings.memory_urls)
                 .with_active_bound(settings.active_domains)
                 .with_forgetting(settings.forget_idle_domains_ms),
@@ -263,6 +276,7 @@ impl<C> CrawlState<C> {
             stats: Stats::new(),
             refusals: Refusals::default(),
             resumed: (0, 0),
+            relinks: Relinks::default(),
             waiting_seeds: Vec::new(),
             unsure: HashMap::new(),
             timing,
@@ -279,6 +293,10 @@ impl<C> CrawlState<C> {
 
     /// What the last events asked the shell to do, oldest first.
     pub(crate) fn take_effects(&mut self) -> Vec<Effect> {
+        let ended = self.frontier.take_unanswered();
+        if !ended.is_empty() {
+            self.effects.push(Effect::CheckStored(ended));
+        }
         std::mem::take(&mut self.effects)
     }
 
@@ -291,16 +309,29 @@ impl<C> CrawlState<C> {
 
     /// One entry of the stored frontier, read back at start-up. Queued URLs
     /// beyond the memory budget are only counted: the windows read them.
-    pub(crate) fn resume(&mut self, d: Resumed<'_>) {
+    /// `finished`: its page is stored (`crate::finished`), so it is not
+    /// queued, whatever its state says.
+    pub(crate) fn resume(&mut self, d: Resumed<'_>, finished: bool) {
         self.seen.insert_stored(d.url);
         self.admitted += 1;
         self.next_seq = self.next_seq.max(d.seq.saturating_add(1));
+        let depth = d.depth.clamp(0, i32::from(u16::MAX)) as u16;
         if d.state != UrlState::Queued {
             self.resumed.0 += 1;
             return;
         }
+        if finished {
+            // Offered again (and marked) now, or when its window's read
+            // meets it (see `Frontier::resume_finished`).
+            if d.seq <= 0 || self.frontier.resume_finished(d.domain, d.seq) {
+                self.resumed.0 += 1;
+                self.relinks.found(d.url.to_string(), depth);
+            } else {
+                self.resumed.1 += 1;
+            }
+            return;
+        }
         self.resumed.1 += 1;
-        let depth = d.depth.clamp(0, i32::from(u16::MAX)) as u16;
         if d.seq > 0 {
             self.frontier
                 .resume_queued(d.url.to_string(), d.domain, depth, d.seq);
@@ -610,13 +641,19 @@ impl<C> CrawlState<C> {
             }
             // Links first: the writer stores in order, so a URL is marked
             // finished only after its links are in the stored frontier, and
-            // a dispatcher killed in between re-crawls the page rather than
-            // losing its links.
+            // a dispatcher killed in between re-crawls it rather than
+            // losing its links. A fetched URL is not marked at all: its
+            // stored page says it is finished, and carries its links for
+            // a dispatcher killed before they were written
+            // (`crate::finished`).
             for link in &r.outlinks {
                 self.offer(link.as_ref(), leased.depth.saturating_add(1), now_ms);
             }
             let (state, failure) = match &r.outcome {
-                Outcome::Fetched { .. } => (Some(UrlState::Done), None),
+                Outcome::Fetched { .. } => {
+                    self.attempts.remove(&leased.url);
+                    (None, None)
+                }
                 Outcome::Disallowed => (Some(UrlState::Disallowed), None),
                 Outcome::Failed { kind, .. } => (self.retry_or_fail(&leased, *kind, now_ms), Some(*kind)),
             };
@@ -639,6 +676,42 @@ impl<C> CrawlState<C> {
             })
             .count();
         self.write_gate.observe(accepted, writes);
+    }
+
+    /// The links of stored pages found finished after a restart: offered
+    /// again (nearly all are known, and dropped in memory), then the
+    /// entries are marked `done`, after those links in the writer's
+    /// order, so that a later restart reads neither again.
+    fn links_read(
+        &mut self,
+        asked: Vec<(String, u16)>,
+        found: Result<Vec<(String, Vec<String>)>, String>,
+        now_ms: u64,
+    ) {
+        let found = match found {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(urls = asked.len(), error = %e, "reading the links of finished pages failed; will retry");
+                self.relinks.answered(Some(asked));
+                return;
+            }
+        };
+        self.relinks.answered(None);
+        let depths: HashMap<&str, u16> = asked.iter().map(|(u, d)| (u.as_str(), *d)).collect();
+        for (url, links) in found {
+            let Some(&depth) = depths.get(url.as_str()) else {
+                continue;
+            };
+            for link in &links {
+                self.offer(link, depth.saturating_add(1), now_ms);
+            }
+            self.stats.counts.relinked += 1;
+            self.effects.push(Effect::Mark {
+                url,
+                state: UrlState::Done,
+                failure: None,
+            });
+        }
     }
 
     /// Retryable failures go back in the queue after a pause, a few times.
@@ -737,6 +810,14 @@ impl<C> CrawlState<C> {
         if self.writer_behind {
             return;
         }
+        // Once the seen-set is whole, so that known links are dropped in
+        // memory; or when nothing else is left (a read of stored URLs that
+        // never ends must not keep the crawl from ending).
+        if self.seen.is_complete() || self.frontier.is_idle() {
+            while let Some(urls) = self.relinks.next_read() {
+                self.effects.push(Effect::ReadLinks(urls));
+            }
+        }
         let room = MAX_PENDING_READS.saturating_sub(self.reads_pending);
         for r in self.frontier.refills(durable, READS_PER_TICK.min(room)) {
             self.reads_pending += 1;
@@ -755,7 +836,28 @@ impl<C> CrawlState<C> {
                 if missing > 0 {
                     tracing::warn!(domain = %r.domain, missing, "queued URLs not found in the store (refused when written); dropped from the queue");
                 }
+                for (url, depth) in self.frontier.take_finished() {
+                    self.resumed.0 += 1;
+                    self.resumed.1 = self.resumed.1.saturating_sub(1);
+                    self.relinks.found(url, depth);
+                }
             }
+            Answer::Links { asked, found } => self.links_read(asked, found, now_ms),
+            Answer::Checked { asked, stored } => match stored {
+                Ok(stored) => {
+                    for (lease, url) in asked {
+                        let finished = self.frontier.checked(lease, stored.contains(&url));
+                        if let Some((url, depth)) = finished {
+                            self.stats.counts.finished_unanswered += 1;
+                            self.relinks.found(url, depth);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(urls = asked.len(), error = %e, "asking the store for the pages of ended leases failed; will retry");
+                    self.frontier.check_failed(asked);
+                }
+            },
             Answer::Read(r, Err(e)) => {
                 tracing::warn!(domain = %r.domain, error = %e, "reading a domain's queue from the store failed; will retry");
                 self.frontier.refill_failed(&r);
@@ -849,6 +951,7 @@ impl<C> CrawlState<C> {
             && self.frontier.is_idle()
             && self.delayed.is_empty()
             && self.waiting_seeds.is_empty()
+            && self.relinks.is_idle()
     }
 
     /// URLs queued, out or waiting for a retry (not seeds waiting for the
@@ -933,6 +1036,7 @@ impl<C> CrawlState<C> {
 }
 
 mod members;
+mod relink;
 #[cfg(test)]
 #[path = "state/tests.rs"]
 mod tests;

@@ -30,6 +30,13 @@ pub struct Counts {
     pub canonicalized: u64,
     /// Deferred URLs of earlier runs this run queued (its budgets grew).
     pub deferred_taken_up: u64,
+    /// Stored entries of earlier runs found finished by their page, whose
+    /// links were offered again (`crate::finished`): each is a fetch a
+    /// restart did not make again.
+    pub relinked: u64,
+    /// Leases that ended without their result (a supervisor left, a lease
+    /// ran out) whose page the store already held: not fetched again.
+    pub finished_unanswered: u64,
     pub too_deep: u64,
     pub over_page_limit: u64,
     pub bad_links: u64,
@@ -137,6 +144,9 @@ pub struct Summary<'a> {
     /// Domains forgotten during the crawl, once each time.
     pub domains_forgotten: u64,
     pub supervisors: usize,
+    /// The dispatcher's own store work, by collection and command
+    /// (`shared::store_work`; the children log theirs as they end).
+    pub store_work: serde_json::Value,
     #[serde(flatten)]
     pub counts: &'a Counts,
     /// Every setting in force (command line, environment, config file or

@@ -2,8 +2,10 @@
 //!
 //! Each module holds one concept: the wire protocol, URL rules, canonical
 //! URLs (`canonical`), which addresses may be fetched, link and feature
-//! extraction, store access, host-name overrides, command-line settings
-//! common to all processes, the per-operation timing log, the diagnostics
+//! extraction, how a page keeps its links (`page_links`), store access and
+//! the store's work per command (`store_work`), host-name overrides,
+//! command-line settings common to all processes, the per-operation timing
+//! log, the diagnostics
 //! log (`logging`), where HTTP clients are built (`http_client`), the HELP
 //! text of every metric, and the compact set of 64-bit hashes behind the
 //! dispatcher's seen-set (`hash_set48`).
@@ -27,11 +29,13 @@ pub mod limits;
 pub mod logging;
 pub mod metric_help;
 pub mod page_body;
+pub mod page_links;
 pub mod protocol;
 pub mod resolve;
 pub mod sharding;
 pub mod shutdown;
 pub mod store;
+pub mod store_work;
 pub mod store_write;
 pub mod timing;
 pub mod urls;

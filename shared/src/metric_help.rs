@@ -247,6 +247,16 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ),
     // All processes.
     (
+        "crawler_store_commands_total",
+        Kind::Counter,
+        "Commands sent to the store (each one round trip), by collection kind (pages, frontier, seeds, body_dicts, robots, domains, other, none) and command (insert, update, delete, find, getMore, aggregate, count, other); counted by the driver's command monitoring.",
+    ),
+    (
+        "crawler_store_documents_total",
+        Kind::Counter,
+        "Documents the store's commands touched, by collection kind and command: inserted, matched by an update (upserts too) or deleted, as the reply says, and returned by find, getMore and aggregate.",
+    ),
+    (
         "crawler_store_errors_total",
         Kind::Counter,
         "Store operations that failed and were retried after a backoff.",

@@ -277,6 +277,7 @@ async fn client(uri: &str, app_name: &str) -> anyhow::Result<Client> {
     opts.app_name = Some(app_name.to_string());
     opts.server_selection_timeout = Some(Duration::from_secs(10));
     opts.connect_timeout = Some(Duration::from_secs(5));
+    opts.command_event_handler = crate::store_work::handler();
     Client::with_options(opts).context("creating MongoDB client")
 }
 

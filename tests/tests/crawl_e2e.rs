@@ -230,8 +230,9 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         .await
         .unwrap();
     // A well-formed queued entry without a `seq` (written by hand, or by a
-    // version before queues lived in the store) is in no stored queue: it
-    // is read back on its own at start-up, and crawled once more.
+    // version before queues lived in the store) and without a page is in
+    // no stored queue: it is read back on its own at start-up, and
+    // crawled once more.
     let again = first_pages[0].get_str("_id").unwrap().to_string();
     let frontier_coll = db.collection::<bson::Document>(&c1_coll(shared::store::FRONTIER));
     let flipped = frontier_coll
@@ -242,6 +243,13 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         .await
         .unwrap();
     assert_eq!(flipped.modified_count, 1);
+    // Without its page: a stored page would finish it (issue 45).
+    let removed = db
+        .collection::<bson::Document>(&c1_coll(shared::store::PAGES))
+        .delete_one(bson::doc! {"_id": &again})
+        .await
+        .unwrap();
+    assert_eq!(removed.deleted_count, 1);
 
     // The store as an earlier version left it: the queue index was
     // `{domain, seq}`. The second run builds `{domain, seq, state}` and
@@ -297,7 +305,14 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(entry.get_str("state"), Ok("done"), "{entry}");
+    let page_stored = second_pages
+        .iter()
+        .any(|p| p.get_str("_id") == Ok(again.as_str()));
+    assert_eq!(
+        verify::effective_state(entry.get_str("state").unwrap_or("?"), page_stored),
+        "done",
+        "{entry}"
+    );
     let keys: Vec<bson::Document> = index_keys().await.into_iter().map(|(k, _)| k).collect();
     assert!(keys.contains(&new_index), "indexes: {keys:?}");
     assert!(!keys.contains(&old_index), "the old queue index stayed: {keys:?}");
@@ -329,7 +344,7 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     assert!(c2_pages.iter().all(|p| p.crawl_id == "c2"));
     assert_eq!(
         pages_of_c1().await,
-        first_pages,
+        second_pages,
         "crawl c2 changed crawl c1's pages"
     );
     assert_eq!(

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use crawl_tests::harness::{all_docs, all_pages, args, crawl_coll, run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::verify;
 use crawl_tests::web::hostile::{self, Oversized, RobotsCase, HOSTILE_HOST, ROBOTS_CASE_LINKS};
 use crawl_tests::web::{RequestRecord, WebExtras, WebServer, WebSpec};
 use shared::body_dict::Dictionaries;
@@ -88,10 +89,9 @@ async fn stored(store: &StoreServer) -> Stored {
         .unwrap()
         .into_iter()
         .map(|d| {
-            (
-                d.get_str("_id").unwrap().to_string(),
-                d.get_str("state").unwrap_or("?").to_string(),
-            )
+            let url = d.get_str("_id").unwrap().to_string();
+            let state = verify::effective_state(d.get_str("state").unwrap_or("?"), pages.contains_key(&url));
+            (url.clone(), state.to_string())
         })
         .collect();
     let dicts = Dictionaries::load(&db.collection(&crawl_coll(shared::store::BODY_DICTS)))
@@ -839,13 +839,20 @@ async fn crawl_internal_links(extra: &[&str]) -> InternalCrawl {
         .await
         .unwrap()
         .into_iter()
+        .collect::<Vec<_>>();
+    let got = stored(&store).await;
+    let frontier = frontier
+        .into_iter()
         .map(|d| {
             let id = d.get_str("_id").unwrap_or("?").to_string();
-            let state = d.get_str("state").unwrap_or("?").to_string();
-            (id, (state, d.get_str("failure").ok().map(str::to_string)))
+            let state =
+                verify::effective_state(d.get_str("state").unwrap_or("?"), got.pages.contains_key(&id));
+            (
+                id,
+                (state.to_string(), d.get_str("failure").ok().map(str::to_string)),
+            )
         })
         .collect();
-    let got = stored(&store).await;
     // Something answers at every internal URL: a fetch there would succeed.
     for host in hostile::INTERNAL_TARGET_HOSTS {
         let status = get_status(host, port, hostile::INTERNAL_PATH).await;

@@ -146,7 +146,12 @@ impl Dispatcher {
                 all = back.1,
                 "reading back queued URLs (all of them when they fit in memory; otherwise those without a seq, from an older version or written by hand)"
             );
-            resume::read_back(&frontier, back, |d| self.state.resume(d)).await?;
+            let pages = self.stores.pages();
+            let timing = self.timing.clone();
+            resume::read_back(&frontier, &pages, back, &timing, |d, finished| {
+                self.state.resume(d, finished)
+            })
+            .await?;
         }
         Ok((urls > 0).then_some(Stored { urls, last_seq }))
     }

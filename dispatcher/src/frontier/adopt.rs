@@ -63,6 +63,7 @@ impl Frontier {
                     report.adopted += 1;
                 }
                 Some(_) => report.refused += 1,
+                None if self.adopt_unanswered(sup, item.lease, &item.url, expires_ms) => report.adopted += 1,
                 None => {
                     let domain = shared::urls::parse(&item.url).map(|u| shared::urls::domain_of(&u));
                     let id = domain.ok().and_then(|d| self.domain_ids.get(&d, &self.domains));
@@ -157,7 +158,15 @@ impl Frontier {
     }
 
     /// Records an adopted lease of domain `id` at `sup`.
-    fn lease_adopted(&mut self, id: u32, sup: SupId, lease: u64, url: String, depth: u16, expires_ms: u64) {
+    pub(super) fn lease_adopted(
+        &mut self,
+        id: u32,
+        sup: SupId,
+        lease: u64,
+        url: String,
+        depth: u16,
+        expires_ms: u64,
+    ) {
         self.domains[id as usize].in_flight += 1;
         self.sups[sup].held += 1;
         // New leases must not collide with adopted ones.
@@ -196,7 +205,7 @@ impl Frontier {
     }
 
     /// Makes `sup` the owner of domain `id` unless a live supervisor owns it.
-    fn give_domain(&mut self, id: u32, sup: SupId) {
+    pub(super) fn give_domain(&mut self, id: u32, sup: SupId) {
         let owner = self.domains[id as usize].owner;
         if owner == Some(sup) || owner.is_some_and(|o| self.sups[o].live) {
             return;

@@ -33,6 +33,10 @@ pub struct Refill {
     pub after: i64,
     pub upto: i64,
     pub limit: usize,
+    /// Entries up to this `seq` were stored before this run: each may be
+    /// finished by a stored page (`crate::finished`), so the read looks
+    /// them up. 0: none (a read past what the store held at start-up).
+    pub finished_upto: i64,
     id: u32,
 }
 
@@ -46,6 +50,7 @@ impl Refill {
             after,
             upto,
             limit,
+            finished_upto: 0,
             id: 0,
         }
     }
@@ -69,6 +74,9 @@ pub struct ReadPage {
     /// The highest `seq` among the documents returned, malformed ones
     /// included: the queue goes on after it.
     pub last_seq: i64,
+    /// The `seq`s, in order, of those of `urls` whose page is stored:
+    /// finished in an earlier run (`crate::finished`), not to be queued.
+    pub finished: Vec<i64>,
 }
 
 impl ReadPage {
@@ -79,6 +87,7 @@ impl ReadPage {
             full: urls.len() >= limit,
             last_seq: urls.iter().map(|u| u.seq).max().unwrap_or(0),
             urls,
+            finished: Vec::new(),
         }
     }
 }
@@ -101,6 +110,26 @@ impl Frontier {
     /// later URLs (it must not fall behind the cursor); otherwise counted,
     /// and read in with its domain's window.
     pub fn resume_queued(&mut self, url: String, domain: &str, depth: u16, seq: i64) {
+        if self.resume_in_memory(domain, seq) {
+            self.push(url, domain, depth);
+        }
+    }
+
+    /// A stored entry found finished by its page at start-up, read by the
+    /// same read as [`Frontier::resume_queued`]'s: not queued, but placed
+    /// as a queued one would be. True when it is behind its domain's
+    /// cursor now (done with); false when it is counted in the store,
+    /// where its window's read meets it again (it is still `queued` there)
+    /// and finds it finished: it must stay `queued` in the store until
+    /// then, or that read would never find it and its count would stay.
+    pub fn resume_finished(&mut self, domain: &str, seq: i64) -> bool {
+        self.resume_in_memory(domain, seq)
+    }
+
+    /// Places a stored entry of `domain` read at start-up: in memory
+    /// (true: the domain's cursor moves past it), or counted in the store
+    /// for its window to read.
+    fn resume_in_memory(&mut self, domain: &str, seq: i64) -> bool {
         let id = self.domain_id(domain);
         let room = self.queued - self.spilled_total < self.budget;
         let d = &mut self.domains[id as usize];
@@ -108,9 +137,10 @@ impl Frontier {
             d.cursor = d.cursor.max(seq);
             d.last_seq = d.last_seq.max(seq);
             self.resumed_upto = self.resumed_upto.max(seq);
-            self.push(url, domain, depth);
+            true
         } else {
             self.resume_stored(domain, seq);
+            false
         }
     }
 
@@ -241,6 +271,11 @@ impl Frontier {
                 after: d.cursor,
                 upto,
                 limit: window.saturating_sub(d.queue.len()).max(1),
+                finished_upto: if d.cursor < self.resumed_upto {
+                    self.resumed_upto
+                } else {
+                    0
+                },
                 id,
             });
         }
@@ -250,7 +285,9 @@ impl Frontier {
 
     /// The answer to `r`, in `seq` order. Returns how many URLs the domain
     /// was thought to hold in the store that are not there (a write the
-    /// store refused): they are no longer counted as queued.
+    /// store refused): they are no longer counted as queued. Those found
+    /// finished by their stored page leave the queue too, for
+    /// [`Frontier::take_finished`].
     pub fn refilled(&mut self, r: &Refill, page: ReadPage) -> u64 {
         let Some(d) = self.domains.get_mut(r.id as usize) else {
             return 0;
@@ -276,6 +313,12 @@ impl Frontier {
             d.cursor = u.seq;
             d.spilled -= 1;
             self.spilled_total -= 1;
+            if page.finished.binary_search(&u.seq).is_ok() {
+                // Its page is stored: it leaves the queue, finished.
+                self.queued -= 1;
+                self.finished_found.push((u.url, u.depth));
+                continue;
+            }
             d.queue.push_back(Queued {
                 url: u.url,
                 depth: u.depth,
@@ -300,6 +343,12 @@ impl Frontier {
         d.taken.keep_above(cursor);
         self.window_changed(r.id);
         missing
+    }
+
+    /// Stored entries the reads found finished by their page since the
+    /// last call: (URL, depth).
+    pub fn take_finished(&mut self) -> Vec<(String, u16)> {
+        std::mem::take(&mut self.finished_found)
     }
 
     /// `r` could not be read; it is asked for again by a later

@@ -120,6 +120,9 @@ struct Sim {
     deferred: BTreeMap<String, (String, u16, i64)>,
     /// The last state of each URL in the store, as marked.
     marks: HashMap<String, Vec<UrlState>>,
+    /// The stored pages, with their links: a child stores its page before
+    /// it reports, whether or not the report is taken.
+    pages_stored: HashMap<String, Vec<String>>,
     /// Store reads asked for and not answered yet.
     reads: Vec<Answer>,
     /// Each connection's held work, as a supervisor holds it.
@@ -163,6 +166,7 @@ impl Sim {
             store: BTreeMap::new(),
             deferred: BTreeMap::new(),
             marks: HashMap::new(),
+            pages_stored: HashMap::new(),
             reads: Vec::new(),
             held: HashMap::new(),
             out: HashMap::new(),
@@ -272,6 +276,27 @@ impl Sim {
                         self.flush();
                     }
                 }
+                Effect::CheckStored(asked) => {
+                    let stored = asked
+                        .iter()
+                        .filter(|(_, u)| self.pages_stored.contains_key(u))
+                        .map(|(_, u)| u.clone())
+                        .collect();
+                    self.reads.push(Answer::Checked {
+                        asked,
+                        stored: Ok(stored),
+                    });
+                }
+                Effect::ReadLinks(asked) => {
+                    let found = asked
+                        .iter()
+                        .filter_map(|(u, _)| Some((u.clone(), self.pages_stored.get(u)?.clone())))
+                        .collect();
+                    self.reads.push(Answer::Links {
+                        asked,
+                        found: Ok(found),
+                    });
+                }
                 Effect::Read(r) => {
                     let urls: Vec<Stored> = self
                         .store
@@ -284,7 +309,13 @@ impl Sim {
                             seq: *seq,
                         })
                         .collect();
-                    let page = ReadPage::of(urls, r.limit);
+                    let mut page = ReadPage::of(urls, r.limit);
+                    page.finished = page
+                        .urls
+                        .iter()
+                        .filter(|u| u.seq <= r.finished_upto && self.pages_stored.contains_key(&u.url))
+                        .map(|u| u.seq)
+                        .collect();
                     self.reads.push(Answer::Read(r, Ok(page)));
                 }
                 Effect::LookUp(sup, held) => {
@@ -380,13 +411,17 @@ impl Sim {
     fn resume_entry(&mut self, seq: i64) {
         let (u, domain, depth, queued) = &self.store[&seq];
         let state = if *queued { UrlState::Queued } else { UrlState::Done };
-        self.st.resume(Resumed {
-            url: u,
-            domain,
-            depth: i32::from(*depth),
-            state,
-            seq,
-        });
+        let finished = self.pages_stored.contains_key(u);
+        self.st.resume(
+            Resumed {
+                url: u,
+                domain,
+                depth: i32::from(*depth),
+                state,
+                seq,
+            },
+            finished,
+        );
     }
 
     /// As `restart`, but `st` starts from the store's summary of the
@@ -562,6 +597,13 @@ impl Sim {
     }
 
     fn deliver(&mut self, conn: u32, results: Vec<CrawlResult>) {
+        for r in &results {
+            if let Outcome::Fetched { .. } = r.outcome {
+                self.pages_stored
+                    .entry(r.url.clone())
+                    .or_insert_with(|| r.outlinks.clone());
+            }
+        }
         let Some(s) = self.sup_of(conn) else { return };
         if self.st.is_live(s) {
             self.reported.extend(results.iter().map(|r| r.lease));
@@ -595,20 +637,39 @@ impl Sim {
         panic!("the crawl did not end: {} left", self.st.left());
     }
 
-    /// No lease lost: every URL admitted was finished, once.
+    /// Whether `u` is finished in the store: its page is stored, or it
+    /// is marked failed or disallowed.
+    fn finished(&self, u: &str) -> bool {
+        self.pages_stored.contains_key(u) || self.marks.contains_key(u)
+    }
+
+    /// No lease lost: every URL admitted was finished, once: its page
+    /// stored, or a final mark (and `done` only for a stored page, after
+    /// a restart found it finished).
     fn assert_each_finished_once(&self) {
         assert!(self.st.done());
         let admitted: HashSet<&String> = self.store.values().map(|(u, ..)| u).collect();
         assert_eq!(admitted.len(), self.store.len(), "a URL admitted twice");
         for u in &admitted {
-            let marks = self.marks.get(*u).map_or(0, Vec::len);
-            assert_eq!(marks, 1, "{u} finished {marks} times");
+            let page = usize::from(self.pages_stored.contains_key(*u));
+            let marks = self.marks.get(*u).map_or(&[][..], Vec::as_slice);
+            let finals = marks.iter().filter(|s| **s != UrlState::Done).count();
+            assert_eq!(
+                page + finals,
+                1,
+                "{u} finished {} times: page {page}, marks {marks:?}",
+                page + finals
+            );
+            // `done` only after a restart found its page (perhaps at more
+            // than one restart, when one was killed before writing it).
+            assert!(
+                page == 1 || !marks.contains(&UrlState::Done),
+                "{u} marked done without a page"
+            );
         }
-        assert_eq!(
-            self.marks.len(),
-            admitted.len(),
-            "a URL finished that was never admitted"
-        );
+        for u in self.marks.keys().chain(self.pages_stored.keys()) {
+            assert!(admitted.contains(u), "{u} finished but never admitted");
+        }
     }
 
     /// [`Sim::assert_each_finished_once`], and no URL was leased twice.
@@ -790,6 +851,8 @@ fn an_expired_lease_is_leased_again_and_the_late_result_is_dropped() {
     sim.advance(LEASE_MS + 1);
     sim.housekeeping(&[]);
     assert_eq!(sim.st.stats().counts.leases_expired, 1);
+    // Queued again once the store says its page is not stored.
+    sim.answer_reads();
     sim.held.insert(a, Vec::new());
     sim.dispatch();
     let second = sim.held[&a][0].clone();
@@ -832,6 +895,7 @@ fn a_silent_supervisor_is_given_up_and_its_urls_go_to_another_once() {
     sim.housekeeping(&[a]);
     assert!(!sim.live(a));
     assert_eq!(sim.gone, vec!["a".to_string()]);
+    sim.answer_reads();
     sim.dispatch();
     let b_held: HashSet<String> = sim.held[&b].iter().map(|i| i.url.clone()).collect();
     assert!(
@@ -871,6 +935,54 @@ fn a_reconnecting_supervisor_keeps_what_it_holds() {
 /// A crawl of 3 domains of `pages` pages with one supervisor ("a", the
 /// connection returned), which has reported `reported` results and holds
 /// more.
+/// Issue 45: a dispatcher killed before it wrote anything of the results
+/// it took (its writer lags: no link of those pages is in the frontier)
+/// fetches none of those pages again after the restart, as their pages
+/// are stored, and loses none of their links: it offers them again from
+/// the pages, then marks the entries `done`.
+#[test]
+fn pages_stored_before_a_kill_are_not_fetched_again_and_their_links_are_not_lost() {
+    for (memory_urls, summarized) in [(1_000_000, false), (4, false), (1_000_000, true), (4, true)] {
+        let mut s = settings();
+        s.memory_urls = memory_urls;
+        let mut sim = Sim::new(s.clone(), 15);
+        sim.seed(3);
+        let a = sim.join("a", 6, Vec::new());
+        sim.dispatch();
+        sim.lagging = true;
+        sim.report(a, 3);
+        let reported: Vec<String> = sim.pages_stored.keys().cloned().collect();
+        assert_eq!(reported.len(), 3);
+        // Killed with every write of those results unwritten.
+        let st = CrawlState::new(s.clone(), TimingLog::disabled(), sim.now).unwrap();
+        sim.lagging = false;
+        if summarized {
+            sim.restart_summarized(st);
+        } else {
+            sim.restart(st);
+        }
+        let holding = sim.held.remove(&a).unwrap_or_default();
+        sim.join("a", 6, holding);
+        sim.run_to_end();
+        sim.assert_each_finished_once();
+        for u in &reported {
+            assert_eq!(
+                sim.leased[u], 1,
+                "budget {memory_urls}, summarized {summarized}: {u} fetched again"
+            );
+            assert_eq!(
+                sim.marks.get(u).map(Vec::as_slice),
+                Some(&[UrlState::Done][..]),
+                "{u}"
+            );
+        }
+        assert_eq!(sim.st.stats().counts.relinked, 3);
+        // Every page of the web was reached: the links of the three pages
+        // were offered again.
+        assert_eq!(sim.pages_stored.len(), sim.store.len());
+    }
+}
+
 fn partly_done(s: &Settings, pages: u32, reported: usize) -> (Sim, u32) {
     let mut sim = Sim::new(s.clone(), pages);
     sim.seed(3);
@@ -984,8 +1096,8 @@ fn resumed_seeds_wait_for_the_seen_set_and_cost_the_store_nothing() {
     assert_eq!(sim.duplicate_inserts, 0);
     assert_eq!(sim.st.stats().counts.unsure_known, 0);
     // The new seed was crawled, with its domain.
-    assert!(sim.marks.contains_key(&url(7, 0)));
-    assert!(sim.marks.contains_key(&url(7, 1)));
+    assert!(sim.finished(&url(7, 0)));
+    assert!(sim.finished(&url(7, 1)));
 }
 
 #[test]
@@ -999,9 +1111,13 @@ fn resumed_seeds_are_not_lost_when_the_seen_set_read_ends_early() {
     assert_eq!(sim.st.waiting_seeds(), 0);
     sim.run_to_end();
     sim.assert_each_finished_once();
-    // Each stored seed was asked of the store, which refused the copy.
-    assert_eq!(sim.duplicate_inserts, 3);
-    assert!(sim.marks.contains_key(&url(7, 0)));
+    // Each stored seed was asked of the store, which refused the copy;
+    // so were the links of the stored pages offered again (the read of
+    // stored URLs ended early, so the store judges them).
+    let relinked = sim.st.stats().counts.relinked;
+    assert!(relinked > 0);
+    assert!(sim.duplicate_inserts >= 3, "{}", sim.duplicate_inserts);
+    assert!(sim.finished(&url(7, 0)));
 }
 
 #[test]
@@ -1020,14 +1136,22 @@ fn a_finished_crawl_resumed_with_a_new_seed_crawls_it_without_waiting_for_the_se
     assert!(!sim.st.done(), "done with seeds waiting");
     sim.join("a", 6, Vec::new());
     sim.dispatch();
+    // The stored queues are read (every entry is finished by its page),
+    // and those pages' links offered again, for the store to judge.
+    for _ in 0..20 {
+        sim.answer_reads();
+        sim.flush();
+        sim.advance(100);
+        sim.dispatch();
+    }
     // Nothing else to crawl: the seeds went, for the store to judge.
     assert_eq!(sim.st.waiting_seeds(), 0);
     assert!(!sim.st.done());
     sim.run_to_end();
     sim.assert_each_finished_once();
-    assert!(sim.marks.contains_key(&url(7, 0)));
-    assert_eq!(
-        sim.duplicate_inserts, 1,
+    assert!(sim.finished(&url(7, 0)));
+    assert!(
+        sim.duplicate_inserts >= 1,
         "the stored seed was judged by the store"
     );
 }
@@ -1110,6 +1234,8 @@ fn a_supervisor_that_says_bye_gets_its_farewell_and_its_urls_go_back() {
     sim.pump();
     assert_eq!(sim.sent_to(a, |m| matches!(m, ToSupervisor::Farewell)), 1);
     assert!(sim.st.said_bye(s));
+    // Queued again once the store says their pages are not stored.
+    sim.answer_reads();
     assert_eq!(sim.st.frontier().in_flight(), 0);
     let b = sim.join("b", 8, Vec::new());
     sim.run_to_end();
@@ -1183,7 +1309,11 @@ fn a_halted_domain_is_not_leased_until_unhalted() {
     assert!(sim.held[&a].is_empty());
     assert!(sim.st.done());
     assert!(sim.st.left() > 0);
-    assert!(sim.marks.keys().all(|u| u.starts_with("http://d1.test/")));
+    assert!(sim
+        .marks
+        .keys()
+        .chain(sim.pages_stored.keys())
+        .all(|u| u.starts_with("http://d1.test/")));
     assert_eq!(sim.st.finish_reason(false), FinishReason::Halted);
     // An operator un-halts it: cleared in the store, crawled to the end.
     assert!(sim.st.unhalt("d0.test"));
@@ -1426,8 +1556,8 @@ fn a_stored_frontier_entry_is_read_back_borrowed() {
     let d: Resumed = bson::from_slice(&old).unwrap();
     assert_eq!((d.seq, d.state), (0, UrlState::Done));
     let mut st: CrawlState<u32> = CrawlState::new(settings(), TimingLog::disabled(), T0).unwrap();
-    st.resume(d);
-    st.resume(bson::from_slice(&bytes).unwrap());
+    st.resume(d, false);
+    st.resume(bson::from_slice(&bytes).unwrap(), false);
     assert_eq!(st.resumed(), (1, 1));
     assert_eq!(st.frontier().queued(), 1);
 }

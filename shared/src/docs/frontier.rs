@@ -1,5 +1,8 @@
 //! `<crawl>__frontier`: every URL the crawl admitted, and where it stands.
-//! Written by the dispatcher (inserted `queued`, later marked). It is also
+//! Written by the dispatcher: inserted `queued`; marked when it fails, is
+//! disallowed or deferred, with why. A fetched URL is not marked: its page
+//! in `pages` says it is finished (`dispatcher::finished`; one found after
+//! a restart is marked `done` then, once). It is also
 //! the queue: the dispatcher keeps only a window of each domain's queued
 //! URLs in memory and reads the next ones by `{domain, seq, state}` (see
 //! `dispatcher::frontier`). (Documents stored before crawls had collections of

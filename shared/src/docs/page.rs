@@ -73,6 +73,15 @@ pub struct PageDoc {
     /// Links handed to the dispatcher (parsed pages and redirects only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outlinks: Option<i32>,
+    /// Those links themselves, canonical, as the dispatcher got them (a
+    /// redirect's target for a redirect), packed in one compressed field
+    /// (`crate::page_links`). The page is the record that its URL is
+    /// finished (the frontier entry is not marked), so it also carries
+    /// what the URL led to: a dispatcher killed before it wrote them to
+    /// the frontier offers them again from here when it resumes
+    /// (`dispatcher::finished`), instead of fetching the page again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<Binary>,
     /// Links past `--max-outlinks-per-page`, not handed on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outlinks_dropped: Option<i64>,
@@ -90,6 +99,7 @@ impl PageDoc {
     pub const URL: &'static str = "_id";
     pub const CRAWL_ID: &'static str = "crawl_id";
     pub const FETCHED_AT: &'static str = "fetched_at";
+    pub const LINKS: &'static str = "links";
 
     /// A page with what every fetch has; the rest is filled in as known.
     pub fn new(
@@ -122,6 +132,7 @@ impl PageDoc {
             skipped: None,
             redirect_to: None,
             outlinks: None,
+            links: None,
             outlinks_dropped: None,
             title: None,
             description: None,

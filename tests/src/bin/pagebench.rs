@@ -69,6 +69,22 @@ fn main() {
         "extract: {extract_us:.1} µs a page ({:.1} links a page)",
         links as f64 / pages.len() as f64
     );
+    // The links a page document keeps (`shared::page_links`).
+    let all_links: Vec<Vec<String>> = pages
+        .iter()
+        .map(|(url, body)| extract(body, url, None, options).links)
+        .collect();
+    let mut packed = 0usize;
+    let pack_us = best(args.rounds, || {
+        packed = 0;
+        for l in &all_links {
+            packed += shared::page_links::pack(l).map_or(0, |b| b.bytes.len());
+        }
+    }) / pages.len() as f64;
+    println!(
+        "pack links: {pack_us:.1} µs a page, {:.0} B stored a page",
+        packed as f64 / pages.len() as f64
+    );
     // As a child does: a dictionary learnt from its first 100 pages (the
     // ones measured are others: the sample is spread over all of them).
     let samples: Vec<&[u8]> = pages

@@ -1,0 +1,112 @@
+//! A URL whose page is stored is finished, whatever its frontier entry
+//! says.
+//!
+//! The child stores the page before it reports (`crawler-child`'s
+//! `page_writer`), so the `pages` collection already records every URL
+//! that was fetched; marking its frontier entry `done` as well was a
+//! second write per page (an `update` that also moved the entry in the
+//! `{domain, seq, state}` index on mongod), and a dispatcher killed before
+//! its write-behind wrote the marks fetched every such page again. So
+//! fetched URLs are not marked: a frontier entry stays `queued` until its
+//! page is stored, and then says nothing more (failed, disallowed and
+//! deferred URLs are still marked, with why: no page says that).
+//!
+//! What a reader of the frontier must do, then: treat an entry from
+//! before this run (`seq` up to the resumed frontier's last) as finished
+//! when its page is stored. The look-up is one `_id` query per batch of
+//! entries ([`stored_among`]), by the primary key of `pages`, on mongod
+//! and nx-27017 alike; entries admitted in this run are never looked up
+//! (the dispatcher knows which of those it leased).
+//!
+//! A page also carries the links it led to (`PageDoc::links`): the
+//! dispatcher may have been killed after the page was stored but before
+//! those links were in the frontier. A resumed dispatcher offers the links
+//! of every finished entry it finds again ([`links_of`]), once its
+//! seen-set is whole (so that known links cost no store write), and then
+//! marks those entries `done` ([`crate::state`]): a later restart does
+//! not read them again. That mark is written once per page at most, and
+//! only for pages found after a restart; a crawl that is not interrupted
+//! writes none.
+
+use std::collections::HashSet;
+
+use bson::{doc, RawDocumentBuf};
+use futures::TryStreamExt;
+use mongodb::Collection;
+use shared::docs::PageDoc;
+use shared::store;
+use shared::timing::{Op, TimingLog};
+
+/// URLs per look-up: a few hundred KB of `_id`s in one query.
+pub(crate) const LOOK_UP_BATCH: usize = 1000;
+
+/// Which of `urls` have a stored page, one `_id` query per
+/// [`LOOK_UP_BATCH`]. An error (or no answer in time) is for the caller
+/// to retry: nothing may be taken as unfinished on a guess.
+pub(crate) async fn stored_among(
+    pages: &Collection<PageDoc>,
+    urls: &[&str],
+    timing: &TimingLog,
+) -> Result<HashSet<String>, String> {
+    let mut stored = HashSet::new();
+    for chunk in urls.chunks(LOOK_UP_BATCH) {
+        for raw in find(pages, chunk, doc! {"_id": 1}, timing).await? {
+            if let Ok(url) = raw.get_str(PageDoc::URL) {
+                stored.insert(url.to_string());
+            }
+        }
+    }
+    Ok(stored)
+}
+
+/// The links each stored page of `urls` led to: (URL, links); a URL
+/// without a stored page is left out.
+pub(crate) async fn links_of(
+    pages: &Collection<PageDoc>,
+    urls: &[&str],
+    timing: &TimingLog,
+) -> Result<Vec<(String, Vec<String>)>, String> {
+    let mut out = Vec::with_capacity(urls.len());
+    for chunk in urls.chunks(LOOK_UP_BATCH) {
+        for raw in find(pages, chunk, doc! {"_id": 1, PageDoc::LINKS: 1}, timing).await? {
+            let Ok(url) = raw.get_str(PageDoc::URL) else {
+                continue;
+            };
+            let links = match raw.get_binary(PageDoc::LINKS) {
+                Ok(b) => shared::page_links::unpack(b.bytes).unwrap_or_else(|e| {
+                    tracing::warn!(url, error = %e, "a stored page's links do not read back; they are not offered again");
+                    Vec::new()
+                }),
+                // None: a page without links, or stored by an older version.
+                Err(_) => Vec::new(),
+            };
+            out.push((url.to_string(), links));
+        }
+    }
+    Ok(out)
+}
+
+async fn find(
+    pages: &Collection<PageDoc>,
+    urls: &[&str],
+    projection: bson::Document,
+    timing: &TimingLog,
+) -> Result<Vec<RawDocumentBuf>, String> {
+    let start = std::time::Instant::now();
+    let query = async {
+        let cursor = pages
+            .clone_with_type::<RawDocumentBuf>()
+            .find(doc! {"_id": {"$in": urls}})
+            .projection(projection)
+            .await?;
+        cursor.try_collect::<Vec<RawDocumentBuf>>().await
+    };
+    let res = match store::deadline(query).await {
+        Some(Ok(docs)) => Ok(docs),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err(format!("no answer within {:?}", store::OP_TIMEOUT)),
+    };
+    let outcome = if res.is_ok() { "ok" } else { "error" };
+    timing.record_batch(Op::FrontierRead, start.elapsed(), outcome, urls.len());
+    res
+}
