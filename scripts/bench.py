@@ -48,6 +48,11 @@ Figures (the JSON keys are in brackets):
   each, and [last_over_first] = the last tenth's rate over the first's: a
   crawl that slows down as its collections grow shows it here.
 - [dispatcher_rss_mib]: the dispatcher's VmRSS every 5 s ([secs, MiB]).
+- [store_work]: the store's work per stored page by collection and
+  command (commands = round trips, and the documents they carried:
+  inserted, update statements, or returned by reads), from the `store work`
+  line each crawler process logs as it ends (the driver's command
+  monitoring, shared/src/store_work.rs).
 - [collections]: each crawl collection's documents, data and index bytes
   (collStats; what the store answers, else the error).
 - --node-cpu-quota CORES: each supervisor (a "node": it and its children)
@@ -395,6 +400,47 @@ def read_request_log(path, t0):
     return {"requests": n, "robots": robots, "peak_per_sec": max(per_sec.values(), default=0), "status": status}
 
 
+def store_work(log_paths, pages):
+    """The store's work per stored page, by collection and command: the
+    `store work {json}` line every crawler process logs as it ends (from
+    the driver's command monitoring, shared/src/store_work.rs), added up.
+    A process killed before its end (none in a bench) is missing."""
+    total, processes = {}, 0
+    for path in log_paths:
+        try:
+            lines = open(path, errors="replace").read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            at = line.find("store work {")
+            if at < 0:
+                continue
+            try:
+                work = json.loads(line[at + len("store work "):])["work"]
+            except (ValueError, KeyError):
+                continue
+            processes += 1
+            for key, w in work.items():
+                t = total.setdefault(key, {"commands": 0, "documents": 0, "ms": 0})
+                for k in t:
+                    t[k] += w.get(k, 0)
+    if not total:
+        return None
+    per = lambda n: round(n / max(pages, 1), 3)
+    cells = {k: {"commands": v["commands"], "documents": v["documents"], "ms": v["ms"],
+                 "commands_per_page": per(v["commands"]), "documents_per_page": per(v["documents"])}
+             for k, v in sorted(total.items()) if not k.startswith("none.")}
+    writes = [v for k, v in total.items() if k.split(".")[1] in ("insert", "update", "delete")]
+    return {
+        "processes": processes,
+        "per_collection_command": cells,
+        "commands_per_page": per(sum(v["commands"] for k, v in total.items() if not k.startswith("none."))),
+        "write_commands_per_page": per(sum(v["commands"] for v in writes)),
+        "written_documents_per_page": per(sum(v["documents"] for v in writes)),
+        "how": "sum of the `store work` lines of every crawler process (driver command monitoring); per stored page",
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", choices=sorted(PROFILES), default="realistic")
@@ -558,6 +604,8 @@ def main():
         if "error" in st or "body_error" in st:
             stored["error"] = st.get("error") or st.get("body_error")
 
+        swork = store_work([os.path.join(work, "dispatcher.log")]
+                          + [os.path.join(work, f"supervisor{i}.log") for i in range(args.supervisors)], docs)
         reqs = read_request_log(request_log, started) or {}
         web_cpu = by_role.get("synthweb", 0.0)
         served = (web_w1 - web_w0) if (web_w0 is not None and web_w1 is not None) else None
@@ -599,6 +647,7 @@ def main():
             "tenths": tenths(nd, started) or progress_tenths(os.path.join(work, "dispatcher.log")),
             "dispatcher_rss_mib": dispatcher_rss,
             "collections": st.get("collections"),
+            "store_work": swork,
             "node_cpu_quota": args.node_cpu_quota,
             "exit_codes": codes,
             "timing_log": args.timing_log,
@@ -648,6 +697,13 @@ def human(r):
       f"{ws['mb_per_sec']} MB/s ({ws['peak_mb_per_sec']} peak), {ws['cpu_percent_of_one_core']}% of a core, "
       f"{ws['share_of_machine_cpu_used_percent']}% of the CPU the machine used"
       + (f" ({mp['synthweb_share_of_machine_cpu_percent']}% in the main phase)" if mp else ""))
+    sw = r.get("store_work")
+    if sw:
+        e(f"store work per stored page: {sw['commands_per_page']} commands ({sw['write_commands_per_page']} writes "
+          f"carrying {sw['written_documents_per_page']} documents): "
+          + ", ".join(f"{k} {v['commands_per_page']} cmd/{v['documents_per_page']} docs"
+                      for k, v in sw["per_collection_command"].items()
+                      if v["commands_per_page"] >= 0.001 or v["documents_per_page"] >= 0.001))
     sb = r["stored_bytes_per_page"]
     e(f"stored: {sb.get('bytes_per_page')} B/page ({sb.get('method')}), body {sb.get('body_bytes_per_page')} B "
       f"compressed from {sb.get('raw_html_bytes_per_page')} B")

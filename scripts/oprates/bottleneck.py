@@ -20,7 +20,9 @@ for each:
 
 Every window gets exactly one word, by the rules of `decide` (first match
 wins), and the run's main phase (phases.py) gets the word that holds for
-most of its pages.
+most of its pages. Where the gauge lines carry the store's work (commands
+and documents per collection and command), the evidence says what the store
+did per page, so a "store" verdict also says which writes to make cheaper.
 """
 
 from __future__ import annotations
@@ -55,6 +57,12 @@ STORE_SHARE = 0.40
 # it is busy (else the waits are in the relay and the children's queues,
 # i.e. capacity).
 DISPATCHER_BUSY_CORES = 0.5
+
+# The store's work per page in a summary line: write commands first (they
+# are what a page costs the store), cells under this many documents per
+# page left out (handshakes, the odd robots.txt read).
+WRITE_COMMANDS = ("insert", "update", "delete")
+STORE_LINE_MIN_DOCS = 0.01
 
 # 2b. store: the dispatcher leases nothing while its frontier writes are
 #     this far behind (MAX_WRITE_BACKLOG in dispatcher/src/state.rs; it
@@ -155,9 +163,41 @@ class Summary:
             machine.append(f"dispatcher {e['dispatcher_cores']:.2f} cores")
         if machine:
             parts.append(", ".join(machine))
+        store = store_line(e["store_per_page"])
+        if store:
+            parts.append(store)
         if not e["gauges"]:
             parts.append("no gauges in these logs: decided from the lease-time breakdown alone")
         return f"limiting: {self.word} ({'; '.join(parts)})"
+
+
+def store_line(per_page: dict) -> str:
+    """`store per page: pages.insert 1.00 docs, ...`, or "" without store
+    data: writes first, then the largest first, as a reader looks for the
+    work that makes a store-bound crawl slow."""
+    def order(cell):
+        return (cell.rpartition(".")[2] not in WRITE_COMMANDS, -per_page[cell]["documents"], cell)
+
+    shown = [c for c in sorted(per_page, key=order) if per_page[c]["documents"] >= STORE_LINE_MIN_DOCS]
+    if not shown:
+        return ""
+    return "store per page: " + ", ".join(f"{c} {fmt_count(per_page[c]['documents'])} docs" for c in shown)
+
+
+def store_per_page(facts: list[WindowFacts]) -> dict:
+    """The store's commands and documents per page over some windows, per
+    `collection.command`: what each page cost the store (empty without
+    store data, or without pages to divide by)."""
+    pages = sum(f.pages for f in facts)
+    work: dict[str, dict] = {}
+    for f in facts:
+        for cell, kinds in f.store_work.items():
+            w = work.setdefault(cell, {"documents": 0.0, "commands": 0.0})
+            for k in w:
+                w[k] += kinds.get(k, 0.0)
+    if not pages:
+        return {}
+    return {cell: {k: n / pages for k, n in w.items()} for cell, w in sorted(work.items())}
 
 
 def evidence(facts: list[WindowFacts], gauges: bool) -> dict:
@@ -181,6 +221,7 @@ def evidence(facts: list[WindowFacts], gauges: bool) -> dict:
         "machine_busy": mean(f.busy for f in facts),
         "dispatcher_cores": mean(f.dispatcher_cores for f in facts),
         "domains": mean(f.domains for f in facts),
+        "store_per_page": store_per_page(facts),
     }
 
 
@@ -307,8 +348,16 @@ def report_text(r: Report, stats: ReadStats) -> str:
 
 
 def _evidence_json(e: dict) -> dict:
-    return {k: (round(v, 4) if isinstance(v, float) else
-                {g: round(x, 4) for g, x in v.items()} if isinstance(v, dict) else v) for k, v in e.items()}
+    return {k: _rounded(v) for k, v in e.items()}
+
+
+def _rounded(v):
+    """Floats to 4 decimals, also inside the (nested) dicts of the evidence."""
+    if isinstance(v, float):
+        return round(v, 4)
+    if isinstance(v, dict):
+        return {k: _rounded(x) for k, x in v.items()}
+    return v
 
 
 def report_json(r: Report, stats: ReadStats) -> dict:
@@ -336,6 +385,7 @@ def report_json(r: Report, stats: ReadStats) -> dict:
             "frontier_ready_median": num(f.ready_median),
             "frontier_queued": num(f.queued),
             "gauges": {k: num(v) for k, v in sorted(f.gauges.items())},
+            "store_work": {c: {k: num(n) for k, n in kinds.items()} for c, kinds in sorted(f.store_work.items())},
             "lease_secs": {g: round(f.lease_us[g] / 1e6, 6) for g in GROUPS},
             "lease_share": {g: round(v, 4) for g, v in f.lease_share().items()},
         })

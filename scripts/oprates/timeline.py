@@ -1,6 +1,6 @@
 """The run as fixed windows of resource facts: pages/s, domains, where URLs
 spent their lease time, and what the gauges say (machine CPU, dispatcher
-CPU, credits, the frontier).
+CPU, credits, the frontier, the store's work).
 
 This is the view the bottleneck report and the phase detection need. It is
 separate from the per-operation windows (windows.py) because it keeps sums
@@ -22,12 +22,18 @@ from .reading import GaugeLine
 CUMULATIVE_GAUGES = frozenset({"cpu_seconds", "machine_busy_seconds"})
 # Per-machine facts repeated by every process that reports them, never summed.
 MACHINE_GAUGES = frozenset({"machine_cores"})
+# The store's work as the MongoDB driver counts it (shared/src/store_work.rs):
+# `store.<collection>.<command>.commands` and `...documents`, cumulative per
+# process like cpu_seconds, and a key appears only once its count is non-zero.
+STORE_PREFIX = "store."
+STORE_KINDS = ("commands", "documents")
 
 
 class _Acc:
     """What one window has gathered so far."""
 
-    __slots__ = ("pages", "ops", "domains", "lease", "store_plain", "busy", "cpu", "levels", "ready", "gauge_lines")
+    __slots__ = ("pages", "ops", "domains", "lease", "store_plain", "busy", "cpu", "levels", "ready", "store",
+                 "gauge_lines")
 
     def __init__(self):
         self.pages = 0
@@ -39,6 +45,7 @@ class _Acc:
         self.cpu: dict[tuple, list] = {}  # (role, process) -> [Σ cpu s, Σ Δt]
         self.levels: dict[str, dict] = {}  # gauge -> process -> [Σ value, samples]
         self.ready: list = []  # frontier_ready samples
+        self.store: dict[str, dict] = {}  # "collection.command" -> kind -> Σ increase over processes
         self.gauge_lines = 0
 
 
@@ -60,6 +67,9 @@ class WindowFacts:
     busy_by_node: dict = field(default_factory=dict)  # node -> machine busy fraction
     cpu_by_role: dict = field(default_factory=dict)  # role -> cores used by its processes
     gauges: dict = field(default_factory=dict)  # level gauge -> window mean, summed over processes
+    # "collection.command" -> {"commands": n, "documents": n}: the store's
+    # work in this window, summed over processes (empty in older logs).
+    store_work: dict = field(default_factory=dict)
     ready_median: float | None = None
     gauge_lines: int = 0
 
@@ -182,7 +192,7 @@ class Timeline:
         self.gauge_processes.add(proc)
         v = g.values
         for name, value in v.items():
-            if name in CUMULATIVE_GAUGES or name in MACHINE_GAUGES:
+            if name in CUMULATIVE_GAUGES or name in MACHINE_GAUGES or name.startswith(STORE_PREFIX):
                 continue
             per_proc = a.levels.setdefault(name, {})
             s = per_proc.get(proc)
@@ -212,6 +222,7 @@ class Timeline:
                 s = a.busy.setdefault(g.node, [0.0, 0.0])
                 s[0] += d
                 s[1] += dt * cores
+        _add_store_work(a.store, v, pv)
 
     @property
     def has_gauges(self) -> bool:
@@ -241,6 +252,7 @@ class Timeline:
             if s[1] > 0:
                 cpu[role] = cpu.get(role, 0.0) + s[0] / s[1]
         levels = {name: sum(s[0] / s[1] for s in per_proc.values()) for name, per_proc in a.levels.items()}
+        store = {cell: {k: kinds.get(k, 0.0) for k in STORE_KINDS} for cell, kinds in a.store.items()}
         ready = sorted(a.ready)
         return WindowFacts(
             index=w,
@@ -253,9 +265,30 @@ class Timeline:
             busy_by_node=busy,
             cpu_by_role=cpu,
             gauges=levels,
+            store_work=store,
             ready_median=_median(ready),
             gauge_lines=a.gauge_lines,
         )
+
+
+def _add_store_work(store: dict, v: dict, pv: dict) -> None:
+    """Adds one process's store work between two consecutive gauge lines to
+    a window (a process's first line is only its baseline: what it did
+    before is left out, at most one gauge interval's work). A key the
+    earlier line lacks counted 0 then (keys appear once non-zero), so the
+    first batch of a kind is not lost; a negative step is a restarted
+    process reusing the pid, whose work since its start is not this
+    difference, so it is left out rather than guessed."""
+    for name, value in v.items():
+        if not name.startswith(STORE_PREFIX):
+            continue
+        cell, _, kind = name[len(STORE_PREFIX):].rpartition(".")
+        if kind not in STORE_KINDS or not cell:
+            continue
+        d = value - pv.get(name, 0.0)
+        if d > 0:
+            kinds = store.setdefault(cell, {})
+            kinds[kind] = kinds.get(kind, 0.0) + d
 
 
 def _median(sorted_vals: list) -> float | None:

@@ -50,6 +50,22 @@ class LogWriter:
         return self.dir
 
 
+class StoreCounters:
+    """One process's cumulative store-work counters, as its gauge lines
+    carry them (shared/src/store_work.rs): a key only once non-zero."""
+
+    def __init__(self):
+        self.counts: dict[str, float] = {}
+
+    def add(self, cell: str, documents: float, commands: int = 1) -> None:
+        for kind, n in (("documents", documents), ("commands", commands)):
+            key = f"store.{cell}.{kind}"
+            self.counts[key] = self.counts.get(key, 0) + n
+
+    def values(self) -> dict:
+        return {k: v for k, v in self.counts.items() if v}
+
+
 @dataclass
 class Second:
     """What happens in one second of a simulated crawl. Durations in ms, per page."""
@@ -83,6 +99,10 @@ class Crawl:
     children: int = 2
     # Write what crawlers wrote before the wait steps, `n` and gauges existed.
     old_format: bool = False
+    # The store's work: "collection.command" -> documents per page, one
+    # command a second per cell, as cumulative gauges of child 42 (the
+    # first line, at T0, is the baseline: no work yet, so no keys).
+    store_work: dict = field(default_factory=dict)
 
     def add(self, count: int, **knobs) -> "Crawl":
         self.seconds += [Second(**knobs) for _ in range(count)]
@@ -91,6 +111,9 @@ class Crawl:
     def write(self, dir: str) -> str:
         w = LogWriter(dir)
         busy = cpu = 0.0
+        store = StoreCounters()
+        if self.store_work:
+            w.gauges(T0, store.values(), role="crawler-child", pid=42)
         for i, s in enumerate(self.seconds):
             t = T0 + i
             if self.old_format:
@@ -114,6 +137,10 @@ class Crawl:
             if s.pages:
                 w.op(t + 0.99, "store", s.store_batch_ms * 1000, pid=42, n=s.pages)
                 w.op(t + 0.99, "report", 50, role="dispatcher", pid=10, n=s.pages)
+            if self.store_work:
+                for cell, per_page in self.store_work.items():
+                    store.add(cell, per_page * s.pages)
+                w.gauges(t + 0.997, store.values(), role="crawler-child", pid=42)
             if s.machine_busy is None:
                 continue
             busy += s.machine_busy * self.cores
