@@ -459,11 +459,11 @@ fn cross_domain_redirect(ctx: &Ctx, item: &WorkItem, current: &Url, resp: &Fetch
     Done::Page(Box::new(d), result(item, outcome, vec![target.into()]))
 }
 
-/// Bytes of links a page document keeps: with the body's 12 MiB
-/// (`page_body::MAX_STORED_BYTES`) and the heads, still under the store's
-/// 16 MiB (compressed, they take far less). Only a hostile page (over
-/// 1,500 links of 2 KiB) reaches it;
-/// its links past it reach the dispatcher but are not kept in the page.
+/// Bytes of links a page document keeps (before compression): with the
+/// body's 12 MiB (`page_body::MAX_STORED_BYTES`) and the heads, still
+/// under the store's 16 MiB. Only a hostile page (over 1,500 links of
+/// 2 KiB) reaches it; its links past it reach the dispatcher but are not
+/// kept in the page.
 const MAX_KEPT_LINK_BYTES: usize = 3 * 1024 * 1024;
 
 /// The first of `links` that fit [`MAX_KEPT_LINK_BYTES`].
