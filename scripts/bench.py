@@ -400,6 +400,35 @@ def read_request_log(path, t0):
     return {"requests": n, "robots": robots, "peak_per_sec": max(per_sec.values(), default=0), "status": status}
 
 
+def start_store(work, keep):
+    """Starts a store server in WORK/store (scripts/store.sh; a kept run
+    keeps its data, to export or query afterwards with `scripts/store.sh
+    start WORK/store --persist`): (uri, kind, store_dir)."""
+    store_dir = os.path.join(work, "store")
+    persist = ["--persist"] if keep else []
+    uri = subprocess.check_output([os.path.join(ROOT, "scripts", "store.sh"), "start", store_dir] + persist,
+                                  text=True).strip()
+    kind = open(os.path.join(store_dir, "kind")).read().strip()
+    return uri, kind, store_dir
+
+
+def start_web(args, work, hosts, pages_per_host):
+    """Starts synthweb for `args.profile` (and `args.web_arg`) with its
+    seeds, hosts, info and request log in WORK: (process, paths, info), the
+    paths a dict with keys seeds, hosts, info, request_log."""
+    paths = {k: os.path.join(work, f) for k, f in
+             (("seeds", "seeds.txt"), ("hosts", "hosts"), ("info", "web.json"), ("request_log", "requests.jsonl"))}
+    cmd = [os.path.join(BIN, "synthweb"), "--profile", args.profile, "--write-seeds", paths["seeds"],
+           "--write-hosts", paths["hosts"], "--write-info", paths["info"], "--request-log", paths["request_log"]]
+    if hosts is not None:
+        cmd += ["--hosts", str(hosts)]
+    if pages_per_host is not None:
+        cmd += ["--pages-per-host", str(pages_per_host)]
+    web = subprocess.Popen(cmd + args.web_arg, stdout=subprocess.PIPE, text=True)
+    print(web.stdout.readline().strip(), file=sys.stderr)
+    return web, paths, json.load(open(paths["info"]))
+
+
 def store_work(log_paths, pages):
     """The store's work per stored page, by collection and command: the
     `store work {json}` line every crawler process logs as it ends (from
@@ -463,29 +492,14 @@ def main():
     hosts = args.hosts if args.hosts is not None else hosts
     pages_per_host = args.pages_per_host if args.pages_per_host is not None else pages_per_host
     work = tempfile.mkdtemp(prefix="crawler-bench-")
-    store_dir = os.path.join(work, "store")
-    # Kept runs keep the store's data too (store/data), to export or query
-    # afterwards: `scripts/store.sh start WORK/store --persist`.
-    persist = ["--persist"] if args.keep else []
-    uri = subprocess.check_output([os.path.join(ROOT, "scripts", "store.sh"), "start", store_dir] + persist,
-                                  text=True).strip()
-    kind = open(os.path.join(store_dir, "kind")).read().strip()
+    uri, kind, store_dir = start_store(work, args.keep)
     store_pid = int(open(os.path.join(store_dir, "pid")).read())
     db = os.environ.get("CRAWLER_DB", "crawler")
     procs, ok, cgroups = [], False, []
     try:
-        seeds, hosts_file = os.path.join(work, "seeds.txt"), os.path.join(work, "hosts")
-        info_file, request_log = os.path.join(work, "web.json"), os.path.join(work, "requests.jsonl")
-        web_cmd = [os.path.join(BIN, "synthweb"), "--profile", args.profile, "--write-seeds", seeds,
-                   "--write-hosts", hosts_file, "--write-info", info_file, "--request-log", request_log]
-        if hosts is not None:
-            web_cmd += ["--hosts", str(hosts)]
-        if pages_per_host is not None:
-            web_cmd += ["--pages-per-host", str(pages_per_host)]
-        web = subprocess.Popen(web_cmd + args.web_arg, stdout=subprocess.PIPE, text=True)
+        web, paths, info = start_web(args, work, hosts, pages_per_host)
         procs.append(web)
-        print(web.stdout.readline().strip(), file=sys.stderr)
-        info = json.load(open(info_file))
+        seeds, hosts_file, request_log = paths["seeds"], paths["hosts"], paths["request_log"]
         delay_hosts = set(info["crawl_delay_hosts"])
         endpoint = f"tcp://127.0.0.1:{free_port()}"
         common = ["--mongo-uri", uri]

@@ -237,26 +237,13 @@ def main():
     hosts = args.hosts if args.hosts is not None else hosts
     pages_per_host = args.pages_per_host if args.pages_per_host is not None else pages_per_host
     work = tempfile.mkdtemp(prefix="crawler-chaos-")
-    store_dir = os.path.join(work, "store")
-    persist = ["--persist"] if args.keep else []
-    uri = subprocess.check_output([os.path.join(ROOT, "scripts", "store.sh"), "start", store_dir] + persist,
-                                  text=True).strip()
-    kind = open(os.path.join(store_dir, "kind")).read().strip()
+    uri, kind, store_dir = bench.start_store(work, args.keep)
     db = os.environ.get("CRAWLER_DB", "crawler")
     crawl = "crawl"  # the dispatcher's default --crawl-id: collections crawl__pages, crawl__frontier
     web, dispatcher, sups, ok = None, None, [], False
     try:
-        seeds, hosts_file = os.path.join(work, "seeds.txt"), os.path.join(work, "hosts")
-        info_file, request_log = os.path.join(work, "web.json"), os.path.join(work, "requests.jsonl")
-        web_cmd = [os.path.join(BIN, "synthweb"), "--profile", args.profile, "--write-seeds", seeds,
-                   "--write-hosts", hosts_file, "--write-info", info_file, "--request-log", request_log]
-        if hosts is not None:
-            web_cmd += ["--hosts", str(hosts)]
-        if pages_per_host is not None:
-            web_cmd += ["--pages-per-host", str(pages_per_host)]
-        web = subprocess.Popen(web_cmd + args.web_arg, stdout=subprocess.PIPE, text=True)
-        print(web.stdout.readline().strip(), file=sys.stderr)
-        info = json.load(open(info_file))
+        web, paths, info = bench.start_web(args, work, hosts, pages_per_host)
+        seeds, hosts_file, request_log = paths["seeds"], paths["hosts"], paths["request_log"]
         endpoint = f"tcp://127.0.0.1:{bench.free_port()}"
         common = ["--mongo-uri", uri]
         crawler_env = dict(os.environ, CRAWLER_CLUSTER_SECRET=secrets.token_hex(32))
