@@ -79,6 +79,10 @@ pub enum FetchError {
     /// Refused by the address policy: nothing was sent.
     #[error("{0}")]
     Blocked(BlockedAddress),
+    /// This node's right to crawl had run out (`shared::fence`): nothing
+    /// was sent.
+    #[error("not fetched: this node's right to crawl has run out (it lost the dispatcher)")]
+    Fenced,
 }
 
 impl FetchError {
@@ -88,6 +92,7 @@ impl FetchError {
             FetchError::Connect(_) => FailureKind::Connect,
             FetchError::Other(_) => FailureKind::Http,
             FetchError::Blocked(_) => FailureKind::BlockedAddress,
+            FetchError::Fenced => FailureKind::Fenced,
         }
     }
 

@@ -93,6 +93,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let crawl = shared::store::CrawlId::parse(&policy.crawl_id)?;
     let stores = Stores::connect(&args.store, ROLE, crawl).await?;
 
+    // Closed until the supervisor opens it (its first `Fence` comes right
+    // after `Configure`, before any work).
+    let fence = shared::fence::Fence::default();
     let (report_tx, report_rx) = mpsc::unbounded_channel();
     let (pages, writer_done) =
         page_writer::PageWriter::spawn(stores.clone(), report_tx.clone(), timing.clone());
@@ -115,6 +118,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         report: report_tx,
         timing: timing.clone(),
         fetch_slots: Semaphore::new(policy.child_concurrency.max(1) as usize),
+        fence: fence.clone(),
         policy,
     });
     let worker = worker::Worker::new(ctx.clone());
@@ -138,7 +142,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
     tokio::spawn(async move {
         loop {
             let msg = read_frame::<_, ToChild>(&mut stdin).await;
-            let end = !matches!(msg, Ok(Some(ToChild::Work(_)) | Some(ToChild::Configure(_))));
+            let end = !matches!(
+                msg,
+                Ok(Some(
+                    ToChild::Work(_) | ToChild::Configure(_) | ToChild::Fence { .. }
+                ))
+            );
             if work_tx.send(msg).await.is_err() || end {
                 break;
             }
@@ -155,6 +164,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     }
                 }
                 Some(Ok(Some(ToChild::Configure(_)))) => {}
+                Some(Ok(Some(ToChild::Fence { until_mono_ms }))) => fence.set(until_mono_ms),
                 Some(Ok(Some(ToChild::Stop)) | Ok(None)) | None => break,
                 Some(Err(e)) => {
                     tracing::error!(error = %e, "bad message from the supervisor; stopping");

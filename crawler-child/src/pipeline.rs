@@ -25,6 +25,7 @@ use futures::FutureExt;
 use shared::canonical::Canonicalizer;
 use shared::docs::{PageDoc, Skipped};
 use shared::extract::{extract, ExtractOptions};
+use shared::fence::Fence;
 use shared::page_body;
 use shared::protocol::{CrawlPolicy, CrawlResult, FailureKind, Outcome, WorkItem};
 use shared::timing::{Op, TimingLog};
@@ -33,7 +34,7 @@ use tokio::sync::{mpsc, Semaphore};
 use url::Url;
 
 use crate::body_dict::BodyDictLearner;
-use crate::http::{self, Fetched, Http};
+use crate::http::{self, FetchError, Fetched, Http};
 use crate::page_writer::PageWriter;
 use crate::politeness::{DomainTimes, Pace};
 use crate::robots::{RobotsEntry, RobotsSource};
@@ -53,6 +54,9 @@ pub struct Ctx {
     pub timing: TimingLog,
     /// Fetches in progress across all domains of this child.
     pub fetch_slots: Semaphore,
+    /// Until when this child may start requests (its supervisor's right to
+    /// crawl; see `shared::fence`): checked before every request.
+    pub fence: Fence,
 }
 
 /// Compiles the policy's canonical URL rules. The dispatcher checks them
@@ -65,11 +69,23 @@ pub fn canonicalizer(policy: &CrawlPolicy) -> Canonicalizer {
     })
 }
 
+/// A domain idle this long has its pace read from the second store again
+/// before its next request: it may have been crawled by another node
+/// meanwhile (the dispatcher moved it, or gave it to another node while
+/// this one was cut off), and that node's last request is in the store.
+/// Longer than the domain-time flush period (1 s) and the dispatcher's
+/// hand-over hold (`frontier::rebalance`), so the other node's time is
+/// there to be read.
+const PACE_RELOAD_AFTER: Duration = Duration::from_secs(5);
+
 /// What the child knows about one domain it owns.
 pub struct DomainState {
     domain: String,
-    /// Loaded from the second store on first use.
+    /// Loaded from the second store on first use, and again after the
+    /// domain was idle for [`PACE_RELOAD_AFTER`].
     pace: Option<Pace>,
+    /// When the pace was last used.
+    paced_at: Instant,
     robots: HashMap<String, Arc<RobotsEntry>>,
     /// Failures in a row to get an origin's robots.txt (sets the backoff).
     robots_failures: HashMap<String, u32>,
@@ -82,6 +98,7 @@ impl DomainState {
         DomainState {
             domain: domain.to_string(),
             pace: None,
+            paced_at: Instant::now(),
             robots: HashMap::new(),
             robots_failures: HashMap::new(),
             throttles: 0,
@@ -89,13 +106,18 @@ impl DomainState {
     }
 
     async fn pace(&mut self, ctx: &Ctx) -> &mut Pace {
-        if self.pace.is_none() {
+        let stale = self.paced_at.elapsed() > PACE_RELOAD_AFTER;
+        self.paced_at = Instant::now();
+        if self.pace.is_none() || stale {
             let stored = ctx.times.load(&self.domain).await;
             let min = Duration::from_millis(ctx.policy.min_delay_ms);
-            let pace = match stored {
+            let mut pace = match stored {
                 Some((last, delay)) => Pace::resume(Some(last), delay.max(min), ctx.policy.max_domain_rps),
                 None => Pace::resume(None, min, ctx.policy.max_domain_rps),
             };
+            if let Some(old) = self.pace.take() {
+                pace.keep_later(&old);
+            }
             self.pace = Some(pace);
         }
         self.pace
@@ -111,28 +133,30 @@ impl DomainState {
 /// The robots rules for `url`'s origin: memory, then the second store,
 /// then the web. Fetching robots.txt is a request like any other: it takes
 /// all of the domain's connections, so it never overlaps a page request.
-async fn robots_for(ctx: &Ctx, st: &SharedDomain, url: &Url) -> Arc<RobotsEntry> {
+async fn robots_for(ctx: &Ctx, st: &SharedDomain, url: &Url) -> Result<Arc<RobotsEntry>, FetchError> {
     let origin = origin_of(url);
     {
         let mut s = st.state.lock().await;
         if let Some(entry) = s.cached_robots(&origin) {
-            return entry;
+            return Ok(entry);
         }
         if let Some(entry) = ctx.robots.load(&origin, &s.domain).await {
             let entry = Arc::new(entry);
             s.robots.insert(origin, entry.clone());
-            return entry;
+            return Ok(entry);
         }
     }
     let _alone = st.connections.acquire_many(st.max_connections).await.ok();
     let mut s = st.state.lock().await;
     // Another task may have fetched it while this one waited.
     if let Some(entry) = s.cached_robots(&origin) {
-        return entry;
+        return Ok(entry);
     }
     let domain = s.domain.clone();
     let min = Duration::from_millis(ctx.policy.min_delay_ms);
+    fenced(ctx)?;
     s.pace(ctx).await.wait(min, &ctx.timing, &domain).await;
+    fenced(ctx)?;
     let failures = s.robots_failures.get(&origin).copied().unwrap_or(0);
     let entry = ctx.robots.fetch(&ctx.http, &origin, &domain, failures).await;
     if entry.is_unavailable() {
@@ -146,7 +170,18 @@ async fn robots_for(ctx: &Ctx, st: &SharedDomain, url: &Url) -> Arc<RobotsEntry>
     ctx.times.touch(&domain, delay);
     let entry = Arc::new(entry);
     s.robots.insert(origin, entry.clone());
-    entry
+    Ok(entry)
+}
+
+/// An error when this child may not start a request now (see
+/// `shared::fence`): checked before a politeness wait, so held URLs come
+/// back at once, and again after it, just before the request.
+fn fenced(ctx: &Ctx) -> Result<(), FetchError> {
+    if ctx.fence.allows() {
+        Ok(())
+    } else {
+        Err(FetchError::Fenced)
+    }
 }
 
 impl DomainState {
@@ -212,6 +247,15 @@ impl SharedDomain {
 /// task, its other URLs and the child go on.
 pub async fn crawl(ctx: &Ctx, st: &SharedDomain, item: WorkItem) {
     crate::fault::freeze_on(&item.url);
+    if let Err(e) = fenced(ctx) {
+        // Handed back untouched: not a failure of the URL.
+        let _ = ctx.report.send(result(
+            &item,
+            Outcome::failed(e.kind(), e.to_string()),
+            Vec::new(),
+        ));
+        return;
+    }
     let done = match AssertUnwindSafe(crawl_url(ctx, st, &item)).catch_unwind().await {
         Ok(done) => done,
         Err(panic) => {
@@ -270,7 +314,10 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
         if let Err(e) = ctx.http.admit(&current).await {
             return failed(item, e.kind(), e.to_string());
         }
-        let robots = robots_for(ctx, st, &current).await;
+        let robots = match robots_for(ctx, st, &current).await {
+            Ok(robots) => robots,
+            Err(e) => return failed(item, e.kind(), e.to_string()),
+        };
         if robots.is_unavailable() {
             return failed(
                 item,
@@ -352,12 +399,14 @@ async fn fetch(
         let mut s = st.state.lock().await;
         let domain = s.domain.clone();
         record_wait(ctx, Op::DomainWait, asked, &domain);
+        fenced(ctx)?;
         s.pace(ctx).await.wait(delay, &ctx.timing, &domain).await;
         domain
     };
     let asked = Instant::now();
     let permit = ctx.fetch_slots.acquire().await;
     record_wait(ctx, Op::SlotWait, asked, &domain);
+    fenced(ctx)?;
     let start = Instant::now();
     let res = ctx.http.get(url).await;
     drop(permit);

@@ -99,6 +99,12 @@ impl Pace {
         self.next_allowed = self.next_allowed.max(start + delay.min(MAX_WAIT));
     }
 
+    /// Keeps `other`'s next start when it is later (a pace read again from
+    /// the store must not forget what this child did itself).
+    pub fn keep_later(&mut self, other: &Pace) {
+        self.next_allowed = self.next_allowed.max(other.next_allowed);
+    }
+
     /// Called when a request has completed: the gap is measured from the
     /// end of one response to the start of the next request, so the server
     /// sees at least `delay` between two requests however long each took.

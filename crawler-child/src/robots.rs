@@ -245,6 +245,7 @@ pub(crate) mod tests {
             allow_private_networks: false,
             keep_non_html_bodies: false,
             canonical: Default::default(),
+            heartbeat_timeout_ms: 15_000,
         }
     }
 

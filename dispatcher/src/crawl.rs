@@ -15,9 +15,7 @@ use bson::{doc, Document};
 use bytes::Bytes;
 use shared::cluster_auth::{Challenges, ClusterKey, Session};
 use shared::docs::DomainHalt;
-use shared::protocol::{
-    self, now_ms, CrawlPolicy, ProcessInfo, ToDispatcher, ToSupervisor, PROTOCOL_VERSION,
-};
+use shared::protocol::{self, CrawlPolicy, ProcessInfo, ToDispatcher, ToSupervisor, PROTOCOL_VERSION};
 use shared::store::Stores;
 use shared::timing::{Op, TimingLog};
 use tokio::sync::mpsc;
@@ -52,6 +50,14 @@ const MAX_PENDING_CHALLENGES: usize = 4096;
 /// carries what a supervisor holds (a few thousand URLs of at most 2 KiB),
 /// far below this; anything longer is refused before it is decoded.
 const MAX_UNADMITTED_MESSAGE: usize = 32 * 1024 * 1024;
+
+/// The dispatcher's clock: Unix milliseconds that never step
+/// (`shared::fence::steady_unix_ms`). Supervisors are given up by it
+/// after their heartbeat timeout, which a wall-clock step must not cut
+/// short: their right to crawl ends a margin before, on their clocks.
+pub(crate) fn now_ms() -> u64 {
+    shared::fence::steady_unix_ms()
+}
 
 pub async fn run(args: Args, settings: serde_json::Value, key: ClusterKey) -> anyhow::Result<()> {
     let view: SharedView = Arc::new(Mutex::new(ClusterView::default()));
@@ -407,6 +413,8 @@ impl Dispatcher {
         // After the handshake every message is sealed with its connection's
         // key; only Hello and Join travel bare.
         let sealed: Vec<u8>;
+        // The seal's counter: what an Ack of this message names.
+        let mut seq = None;
         let msg = match msg {
             ToDispatcher::Sealed {
                 counter,
@@ -414,6 +422,7 @@ impl Dispatcher {
                 payload,
             } => {
                 sealed = payload;
+                seq = Some(counter);
                 let Some(s) = self.connection(&identity) else {
                     let who = short_id(&identity);
                     self.refusals.refuse(Reason::Unauthenticated, 1, || {
@@ -451,6 +460,9 @@ impl Dispatcher {
                 let start = Instant::now();
                 let n = results.len();
                 self.state.results(s, results, now);
+                if let Some(seq) = seq {
+                    self.state.acknowledge(s, seq);
+                }
                 if let Some(m) = self.state.member(s) {
                     m.conn.results.increment(n as u64);
                 }
@@ -467,7 +479,12 @@ impl Dispatcher {
                     }
                 }
             }
-            (ToDispatcher::Heartbeat { holding }, Some(s)) => self.state.heartbeat(s, &holding, now),
+            (ToDispatcher::Heartbeat { holding }, Some(s)) => {
+                self.state.heartbeat(s, &holding, now);
+                if let Some(seq) = seq {
+                    self.state.acknowledge(s, seq);
+                }
+            }
             (ToDispatcher::Bye, Some(s)) => self.state.bye(s),
             // A supervisor admitted once (then given up for dead) that
             // leaves still gets its Farewell, so it need not wait for it.
@@ -586,6 +603,9 @@ impl Dispatcher {
                 .set(capacity);
             line.push((format!("credits_held.{}", m.id), held));
             line.push((format!("credits_capacity.{}", m.id), capacity));
+            let domains = f.domains_of(s) as f64;
+            metrics::gauge!("crawler_supervisor_domains", "supervisor" => m.id.clone()).set(domains);
+            line.push((format!("domains.{}", m.id), domains));
         }
         line.extend(
             profiling::gauge_values(true)

@@ -29,7 +29,8 @@
 //! This file holds admission, ownership and leases. Beside it: `window`
 //! (the windows and their reads), `parking` (which domains may hold a
 //! window), `adopt` (leases a rejoining supervisor
-//! still holds), `forget` (domains with nothing left), `index` (domain
+//! still holds), `rebalance` (domains moved to a supervisor that joins a
+//! running crawl), `forget` (domains with nothing left), `index` (domain
 //! name to id) and `seqs` (a domain's adopted and unconfirmed `seq`s).
 
 use std::collections::{HashMap, VecDeque};
@@ -199,6 +200,18 @@ pub struct Frontier {
     unanswered: HashMap<u64, unanswered::Unanswered>,
     /// Of those, the ones not asked about yet: (lease, URL).
     to_check: Vec<(u64, String)>,
+    /// A supervisor joined: domains are rebalanced at the next
+    /// [`Frontier::rebalance`].
+    rebalance_due: bool,
+    /// Domains moving to another supervisor once nothing of them is in
+    /// flight (`rebalance`), not leased meanwhile: few, and kept here
+    /// rather than in every domain's record.
+    moving: HashMap<u32, SupId>,
+    /// Domains moved between supervisors so far.
+    moved: u64,
+    /// The latest time (Unix ms) the frontier was told of, for holds that
+    /// start where no time is passed in (a move's hand-over).
+    clock_ms: u64,
 }
 
 impl Frontier {
@@ -232,6 +245,10 @@ impl Frontier {
             check_unanswered: false,
             unanswered: HashMap::new(),
             to_check: Vec::new(),
+            rebalance_due: false,
+            moving: HashMap::new(),
+            moved: 0,
+            clock_ms: 0,
         }
     }
 
@@ -393,6 +410,7 @@ impl Frontier {
 
     /// Un-pauses domains whose pause is over.
     pub fn release_blocked(&mut self, now_ms: u64) {
+        self.clock_ms = self.clock_ms.max(now_ms);
         let mut i = 0;
         while i < self.blocked.len() {
             let id = self.blocked[i];
@@ -423,6 +441,20 @@ impl Frontier {
     /// Queues a URL (already marked seen) at the back of its domain's queue.
     pub fn push(&mut self, url: String, domain: &str, depth: u16) {
         self.push_at(url, domain, depth, 0);
+    }
+
+    /// Queues a URL handed back unfetched (see `FailureKind::Fenced`) at
+    /// the front of its domain's queue, where its lease took it from.
+    pub fn push_front(&mut self, url: String, domain: &str, depth: u16) {
+        let id = self.domain_id(domain);
+        self.domains[id as usize].queue.push_front(Queued {
+            url,
+            depth,
+            queued_ms: 0,
+        });
+        self.queued += 1;
+        self.ensure_owner(id);
+        self.window_changed(id);
     }
 
     /// [`Frontier::push`], noting the time (Unix ms) for `queue_wait`.
@@ -498,6 +530,9 @@ impl Frontier {
     }
 
     fn make_ready(&mut self, id: u32) {
+        if self.finish_move(id) {
+            return;
+        }
         let d = &mut self.domains[id as usize];
         if d.in_ready
             || d.blocked_until != 0
@@ -522,6 +557,7 @@ impl Frontier {
             held: 0,
         });
         self.assign_unowned();
+        self.want_rebalance();
         id
     }
 
@@ -569,6 +605,7 @@ impl Frontier {
             let dq = &mut self.domains[d as usize];
             dq.owner = None;
             dq.in_ready = false;
+            self.moving.remove(&d);
             self.ensure_owner(d);
             self.make_ready(d);
         }
@@ -590,13 +627,18 @@ impl Frontier {
         // cost 2% of the dispatcher's CPU past its memory budget.
         let mut out = Vec::new();
         let mut waits = Vec::new();
+        self.clock_ms = self.clock_ms.max(now_ms);
         while out.len() < n {
             let Some(id) = self.sups.get_mut(sup).and_then(|s| s.ready.pop_front()) else {
                 break;
             };
             let d = &mut self.domains[id as usize];
             d.in_ready = false;
-            if d.owner != Some(sup) || d.blocked_until != 0 || d.in_flight >= self.max_inflight_per_domain {
+            if d.owner != Some(sup)
+                || d.blocked_until != 0
+                || self.moving.contains_key(&id)
+                || d.in_flight >= self.max_inflight_per_domain
+            {
                 continue;
             }
             let Some(q) = d.queue.pop_front() else { continue };
@@ -740,6 +782,7 @@ mod index;
 mod parking;
 #[cfg(test)]
 mod properties;
+mod rebalance;
 mod seqs;
 mod unanswered;
 mod window;

@@ -356,6 +356,7 @@ impl Args {
             allow_private_networks: self.allow_private_networks,
             keep_non_html_bodies: self.keep_non_html_bodies,
             canonical: self.canonical(),
+            heartbeat_timeout_ms: self.heartbeat_timeout_secs.saturating_mul(1000),
         }
     }
 }

@@ -614,9 +614,19 @@ impl<C> CrawlState<C> {
                 let wait = Duration::from_millis(now_ms.saturating_sub(r.sent_ms));
                 self.timing.record(Op::ResultWait, wait, "ok", None, None);
             }
+            let fenced = matches!(
+                r.outcome,
+                Outcome::Failed {
+                    kind: FailureKind::Fenced,
+                    ..
+                }
+            );
             // Ends the lease (and frees its credit) if it is `s`'s.
             let leased = match self.frontier.complete_for(s, r.lease, r.url.as_ref()) {
                 Ok(leased) => leased,
+                // Handed back after the lease had ended anyway (given up,
+                // re-queued): nothing to do, and no lie.
+                Err(LeaseRefusal::Unknown) if fenced => continue,
                 Err(why) => {
                     let (reason, what) = match why {
                         LeaseRefusal::Unknown => (Reason::UnknownLease, "a lease not out"),
@@ -631,6 +641,12 @@ impl<C> CrawlState<C> {
                 }
             };
             accepted += 1;
+            if fenced {
+                // Not fetched, not a failure of the URL: queued again, first.
+                self.stats.counts.fenced += 1;
+                self.frontier.push_front(leased.url, &leased.domain, leased.depth);
+                continue;
+            }
             self.members[s].results += 1;
             self.stats.record(&r.outcome);
             if breaker::is_error(&r.outcome).is_some() {
@@ -919,8 +935,10 @@ impl<C> CrawlState<C> {
     }
 
     /// Once a second: supervisors silent for too long are given up, the
-    /// others get a heartbeat, and expired leases go back to the queue.
+    /// others get a heartbeat, expired leases go back to the queue, and
+    /// domains are rebalanced after a supervisor joined.
     pub(crate) fn housekeeping(&mut self, now_ms: u64) {
+        self.frontier.rebalance();
         for s in 0..self.members.len() {
             if !self.members[s].live {
                 continue;

@@ -37,6 +37,10 @@ pub struct Counts {
     /// Leases that ended without their result (a supervisor left, a lease
     /// ran out) whose page the store already held: not fetched again.
     pub finished_unanswered: u64,
+    /// URLs handed back unfetched because their holder's right to crawl
+    /// had run out (it lost the dispatcher; `shared::fence`): queued again,
+    /// no try counted.
+    pub fenced: u64,
     pub too_deep: u64,
     pub over_page_limit: u64,
     pub bad_links: u64,
@@ -143,6 +147,9 @@ pub struct Summary<'a> {
     pub domains: usize,
     /// Domains forgotten during the crawl, once each time.
     pub domains_forgotten: u64,
+    /// Domains moved between supervisors to rebalance a crawl a node joined
+    /// (`frontier::rebalance`).
+    pub domains_moved: u64,
     pub supervisors: usize,
     /// The dispatcher's own store work, by collection and command
     /// (`shared::store_work`; the children log theirs as they end).

@@ -8,7 +8,8 @@
 //! dispatcher's heartbeats; when they stop (or a send fails) it drops the
 //! socket, reconnects with a new one and introduces itself again with a
 //! Hello that lists the URLs still held, which the dispatcher adopts.
-//! Meanwhile the children keep crawling and results wait in the outbox.
+//! Meanwhile the children crawl on while the node's right to crawl lasts
+//! ([`crate::fence`]), and results wait, unacknowledged, in the outbox.
 //!
 //! Every introduction is a challenge–response on the cluster secret
 //! ([`crate::cluster_auth`]): Hello (our nonce), the dispatcher's
@@ -30,8 +31,11 @@ use zeromq::{DealerSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// A Hello not answered within this long may be sent again.
 const HELLO_PATIENCE: Duration = Duration::from_secs(2);
-/// Longest a message to the dispatcher may take to leave.
-const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a message to the dispatcher may take to leave. Short: results
+/// are kept until acknowledged (the supervisor sends only a bounded window
+/// of them unacknowledged), so a link given up for a slow send loses
+/// nothing, while a long send would hold up the supervisor's loop.
+const SEND_TIMEOUT: Duration = Duration::from_secs(3);
 
 #[derive(Debug)]
 enum State {
@@ -60,6 +64,16 @@ pub struct DispatcherLink {
     /// When a message whose seal did not hold was last logged (at most one
     /// line per [`SEAL_LOG_EVERY`]; every one is counted).
     seal_logged: Option<Instant>,
+    /// A connection attempt under way, in its own task: a dispatcher whose
+    /// host does not answer takes [`CONNECT_TIMEOUT`] to give up on, and
+    /// the caller's loop must not wait for it.
+    connecting: Option<tokio::task::JoinHandle<anyhow::Result<DealerSocket>>>,
+    /// When our last Join was sent: a Welcome answering it proves the
+    /// dispatcher heard us no earlier (see [`crate::fence`]).
+    answered_at: Option<Instant>,
+    /// The counter of the last sealed message sent on this connection: the
+    /// dispatcher's `Ack` names it.
+    last_seq: u64,
 }
 
 /// At most one log line per this long about messages refused for their seal.
@@ -97,6 +111,9 @@ impl DispatcherLink {
             patience,
             key,
             seal_logged: None,
+            connecting: None,
+            answered_at: None,
+            last_seq: 0,
         };
         if !link.say_hello().await {
             bail!("could not send Hello to the dispatcher at {endpoint}");
@@ -152,7 +169,19 @@ impl DispatcherLink {
         };
         let bytes = protocol::encode(intro);
         let proof = introduction.answer(&self.key, d_nonce, &bytes);
+        self.answered_at = Some(Instant::now());
         self.send(&ToDispatcher::Join { proof, intro: bytes }).await;
+    }
+
+    /// When the Join that the current connection was welcomed on was sent.
+    pub fn answered_at(&self) -> Option<Instant> {
+        self.answered_at
+    }
+
+    /// The counter of the last sealed message sent on this connection
+    /// (what an `Ack` of it will name).
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
     }
 
     /// The dispatcher refused our Join (after start-up): the link goes
@@ -182,7 +211,7 @@ impl DispatcherLink {
         if !down && self.last_heard.elapsed() > self.silence_limit {
             tracing::warn!(
                 silent_for = ?self.silence_limit,
-                "dispatcher silent; reconnecting (children keep crawling)"
+                "dispatcher silent; reconnecting (children crawl on while the right to crawl lasts)"
             );
             self.go_down();
         }
@@ -196,15 +225,28 @@ impl DispatcherLink {
                 self.endpoint
             );
         }
-        match open(&self.endpoint).await {
-            Ok(socket) => {
+        let attempt = match self.connecting.take() {
+            Some(attempt) if attempt.is_finished() => attempt,
+            Some(attempt) => {
+                self.connecting = Some(attempt);
+                return Ok(());
+            }
+            None => {
+                let endpoint = self.endpoint.clone();
+                self.connecting = Some(tokio::spawn(async move { open(&endpoint).await }));
+                return Ok(());
+            }
+        };
+        match attempt.await {
+            Ok(Ok(socket)) => {
                 self.socket = Some(socket);
                 self.last_heard = Instant::now();
                 metrics::counter!("crawler_dispatcher_reconnects_total").increment(1);
                 self.say_hello().await;
             }
-            Err(e) if down_for.as_secs().is_multiple_of(10) => tracing::warn!("{e:#}; still trying"),
-            Err(_) => {}
+            Ok(Err(e)) if down_for.as_secs().is_multiple_of(10) => tracing::warn!("{e:#}; still trying"),
+            Ok(Err(_)) => {}
+            Err(e) => tracing::warn!(error = %e, "a connection attempt's task failed"),
         }
         Ok(())
     }
@@ -223,18 +265,22 @@ impl DispatcherLink {
         }
     }
 
-    /// Waits (a bounded time) for the dispatcher to confirm our Bye.
-    pub async fn await_farewell(&mut self, patience: Duration) {
+    /// Waits (a bounded time) for the dispatcher to confirm our Bye;
+    /// whether it did.
+    pub async fn await_farewell(&mut self, patience: Duration) -> bool {
         let wait = async {
             while let Some(msg) = self.recv().await {
                 if msg == ToSupervisor::Farewell {
-                    return;
+                    return true;
                 }
             }
+            false
         };
-        if tokio::time::timeout(patience, wait).await.is_err() {
+        let confirmed = tokio::time::timeout(patience, wait).await.unwrap_or(false);
+        if !confirmed {
             tracing::warn!("dispatcher did not confirm our stop; exiting anyway");
         }
+        confirmed
     }
 
     /// Sends `msg`; false (and the link goes down) when it could not be sent.
@@ -246,6 +292,7 @@ impl DispatcherLink {
             {
                 let payload = protocol::encode(m);
                 let (counter, tag) = session.seal(&payload);
+                self.last_seq = counter;
                 protocol::encode::<ToDispatcher>(&ToDispatcher::Sealed {
                     counter,
                     tag,
@@ -349,6 +396,7 @@ impl DispatcherLink {
                         tracing::info!(dispatcher = %self.endpoint, "rejoined the dispatcher");
                     }
                     self.state = State::Up(session);
+                    self.last_seq = 0;
                     ToSupervisor::Welcome { policy, proof }
                 }
                 // Until the dispatcher has proven itself, only its side of

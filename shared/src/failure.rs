@@ -43,11 +43,15 @@ pub enum FailureKind {
     /// not allow private networks: nothing was requested. Final: the same
     /// URL would be refused again.
     BlockedAddress,
+    /// Not fetched: the node's right to crawl the domain had run out (it
+    /// lost the dispatcher; see `crate::fence`). Not a failure of the URL:
+    /// the dispatcher queues it again without counting a try.
+    Fenced,
 }
 
 impl FailureKind {
     /// Every kind.
-    pub const ALL: [FailureKind; 13] = [
+    pub const ALL: [FailureKind; 14] = [
         FailureKind::BadUrl,
         FailureKind::Timeout,
         FailureKind::Connect,
@@ -61,6 +65,7 @@ impl FailureKind {
         FailureKind::Internal,
         FailureKind::StoreRejected,
         FailureKind::BlockedAddress,
+        FailureKind::Fenced,
     ];
 
     /// Bounded label for metrics, logs and the stored frontier.
@@ -79,6 +84,7 @@ impl FailureKind {
             FailureKind::Internal => "internal",
             FailureKind::StoreRejected => "store_rejected",
             FailureKind::BlockedAddress => "blocked_address",
+            FailureKind::Fenced => "fenced",
         }
     }
 
@@ -88,6 +94,8 @@ impl FailureKind {
         match self {
             // The site asked us to come back later; the domain already waits.
             FailureKind::Throttled => 10,
+            // Never tried: the dispatcher queues it again (see `Fenced`).
+            FailureKind::Fenced => u32::MAX,
             FailureKind::Timeout
             | FailureKind::Connect
             | FailureKind::Http

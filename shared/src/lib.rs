@@ -22,6 +22,7 @@ pub mod docs;
 pub mod exchange;
 pub mod extract;
 pub mod failure;
+pub mod fence;
 pub mod framing;
 pub mod hash_set48;
 pub mod http_client;

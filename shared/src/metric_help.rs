@@ -73,6 +73,16 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Domains with URLs queued only in the store, waiting for their turn to hold a window, set once a second.",
     ),
     (
+        "crawler_domains_moved_total",
+        Kind::Counter,
+        "Domains moved from one supervisor to another to give a node that joined a running crawl its share (each once nothing of it was in flight).",
+    ),
+    (
+        "crawler_supervisor_domains",
+        Kind::Gauge,
+        "Domains a supervisor owns, by supervisor, set once a second.",
+    ),
+    (
         "crawler_frontier_domains_forgotten_total",
         Kind::Counter,
         "Domains forgotten because nothing was left of them (met again, a domain starts afresh and counts again), set once a second.",
@@ -158,6 +168,31 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "crawler_supervisor_in_flight",
         Kind::Gauge,
         "URLs this supervisor has handed to its children and not yet had results for, set once a second.",
+    ),
+    (
+        "crawler_supervisor_results_acked_total",
+        Kind::Counter,
+        "Results the dispatcher acknowledged (until then the supervisor keeps them and sends them again on its next connection).",
+    ),
+    (
+        "crawler_supervisor_results_unacked",
+        Kind::Gauge,
+        "Results sent on the current connection and not yet acknowledged by the dispatcher, set at each heartbeat.",
+    ),
+    (
+        "crawler_supervisor_results_waiting",
+        Kind::Gauge,
+        "Results not yet sent on the current connection (the link is down, or the window of unacknowledged messages is full), set at each heartbeat.",
+    ),
+    (
+        "crawler_supervisor_right_seconds",
+        Kind::Gauge,
+        "Seconds this node's right to crawl still runs (renewed by the dispatcher's acknowledgements; 0 = lapsed, no request starts), set at each heartbeat.",
+    ),
+    (
+        "crawler_supervisor_fenced_total",
+        Kind::Counter,
+        "URLs this node's children handed back unfetched because its right to crawl had run out.",
     ),
     (
         "crawler_child_restarts_total",

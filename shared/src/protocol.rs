@@ -19,8 +19,9 @@ pub use crate::failure::FailureKind;
 /// 6: the introduction is a challenge–response on the cluster secret
 /// (see [`crate::cluster_auth`]). 8: a sealed message's tag is keyed
 /// BLAKE3, not HMAC-SHA256. 9: the crawl policy carries the canonical URL
-/// rules.
-pub const PROTOCOL_VERSION: u32 = 9;
+/// rules. 10: fencing and acknowledged results (`ToSupervisor::Ack`,
+/// `ToChild::Fence`, the policy's `heartbeat_timeout_ms`).
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// One URL to crawl, leased to whoever holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -134,6 +135,10 @@ pub struct CrawlPolicy {
     /// child turns one page's many spellings into the same URL: the
     /// dispatcher de-duplicates on what the children send.
     pub canonical: crate::canonical::CanonicalRules,
+    /// The dispatcher gives a supervisor up after this long without a
+    /// message from it; a supervisor's right to crawl runs out a margin
+    /// earlier (see [`crate::fence`]).
+    pub heartbeat_timeout_ms: u64,
 }
 
 /// Where a process serves `/debug/pprof` and `/metrics`.
@@ -243,6 +248,15 @@ pub enum ToSupervisor {
         #[serde(with = "serde_bytes")]
         payload: Vec<u8>,
     },
+    /// "I have read your messages up to the one sealed with counter `seq`"
+    /// (on this connection): the answer to each Heartbeat and Results.
+    /// Results up to it are in the dispatcher's hands; until then the
+    /// supervisor keeps them and sends them again on its next connection.
+    /// It also renews the supervisor's right to crawl from when that
+    /// message was sent (see [`crate::fence`]).
+    Ack {
+        seq: u64,
+    },
 }
 
 /// Supervisor → crawler-child.
@@ -252,6 +266,12 @@ pub enum ToChild {
     Work(Vec<WorkItem>),
     /// Finish what you hold, flush, exit 0.
     Stop,
+    /// Requests may start until this instant of the host's monotonic clock
+    /// ([`crate::fence::mono_ms`]); after it, held URLs come back as
+    /// `Fenced` failures, not fetched.
+    Fence {
+        until_mono_ms: u64,
+    },
 }
 
 /// Crawler-child → supervisor.

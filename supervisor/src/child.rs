@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use shared::fence::Fence;
 use shared::framing::{read_frame, write_frame};
 use shared::protocol::{CrawlPolicy, FromChild, ToChild, WorkItem};
 use tokio::io::AsyncWriteExt;
@@ -36,6 +37,9 @@ pub struct ChildSpec {
 pub enum SlotCmd {
     Work(Vec<WorkItem>),
     Stop,
+    /// The node's right to crawl now ends at this instant of the host's
+    /// monotonic clock (see `shared::fence`).
+    Fence(u64),
 }
 
 /// Events from a slot to the supervisor.
@@ -64,9 +68,12 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A child that lived this long counts as healthy again.
 const HEALTHY_AFTER: Duration = Duration::from_secs(30);
 
+/// `fence`: the right's latest end, which each new child is told right
+/// after its configuration, before any work.
 pub async fn run_slot(
     slot: usize,
     spec: ChildSpec,
+    fence: Fence,
     mut cmds: mpsc::Receiver<SlotCmd>,
     events: mpsc::Sender<SlotEvent>,
 ) {
@@ -75,7 +82,7 @@ pub async fn run_slot(
         let started = Instant::now();
         let outcome = match spawn(&spec) {
             Ok((child, stdin, frames)) => {
-                supervise(slot, &spec, child, stdin, frames, &mut cmds, &events).await
+                supervise(slot, &spec, &fence, child, stdin, frames, &mut cmds, &events).await
             }
             Err(e) => Incarnation::Lost(format!("cannot start {}: {e}", spec.program.display())),
         };
@@ -119,6 +126,8 @@ pub async fn run_slot(
                             Some(SlotCmd::Work(items)) => {
                                 let _ = events.send(SlotEvent::Lost { slot, why: format!("{} items arrived while restarting", items.len()) }).await;
                             }
+                            // The next child is told the latest right as it starts.
+                            Some(SlotCmd::Fence(_)) => {}
                         },
                     }
                 }
@@ -196,9 +205,11 @@ fn die_with_parent(cmd: &mut Command) {
     let _ = cmd;
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn supervise(
     slot: usize,
     spec: &ChildSpec,
+    fence: &Fence,
     mut child: Child,
     mut stdin: ChildStdin,
     mut frames: Frames,
@@ -207,6 +218,10 @@ async fn supervise(
 ) -> Incarnation {
     if let Err(e) = send(&mut stdin, &ToChild::Configure(spec.policy.clone())).await {
         return Incarnation::Lost(format!("configure failed: {e}"));
+    }
+    let until_mono_ms = fence.until();
+    if let Err(e) = send(&mut stdin, &ToChild::Fence { until_mono_ms }).await {
+        return Incarnation::Lost(format!("telling its right to crawl failed: {e}"));
     }
     let mut last_heard = Instant::now();
     let mut watchdog = tokio::time::interval(Duration::from_secs(1));
@@ -233,6 +248,13 @@ async fn supervise(
             cmd = cmds.recv() => match cmd {
                 Some(SlotCmd::Work(items)) => {
                     if let Err(e) = send(&mut stdin, &ToChild::Work(items)).await {
+                        let _ = child.start_kill();
+                        let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+                        return Incarnation::Lost(format!("write failed: {e}"));
+                    }
+                }
+                Some(SlotCmd::Fence(until_mono_ms)) => {
+                    if let Err(e) = send(&mut stdin, &ToChild::Fence { until_mono_ms }).await {
                         let _ = child.start_kill();
                         let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
                         return Incarnation::Lost(format!("write failed: {e}"));

@@ -4,6 +4,8 @@
 //! relays their results.
 
 mod child;
+mod outbox;
+mod right;
 use shared::dispatcher_link as link;
 
 use std::collections::{BTreeMap, HashMap};
@@ -15,13 +17,15 @@ use clap::Parser;
 use shared::cli::{ClusterArgs, ObsArgs, StoreArgs};
 use shared::cluster_auth::{ClusterKey, SECRET_ENV};
 use shared::protocol::{
-    self, CrawlResult, FailureKind, FromChild, Intro, Outcome, ProcessInfo, ToDispatcher, ToSupervisor,
-    WorkItem,
+    CrawlResult, FailureKind, FromChild, Intro, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem,
 };
 use shared::timing::TimingLog;
 use tokio::sync::mpsc;
 
 use child::{ChildSpec, SlotCmd, SlotEvent};
+use outbox::Outbox;
+use right::Right;
+use shared::fence::{self, Fence};
 
 const ROLE: &str = "supervisor";
 
@@ -117,6 +121,8 @@ async fn write_gauges(timing: TimingLog) {
 const RESULTS_FLUSH: Duration = Duration::from_millis(5);
 /// How soon unsent results are tried again while the dispatcher link is down.
 const RESULTS_RETRY: Duration = Duration::from_millis(100);
+/// How long a leaving supervisor keeps handing in its last results.
+const LEAVE_WAIT: Duration = Duration::from_secs(5);
 
 /// Sleeps until `at`, or for ever when it is `None` (a disabled timer).
 async fn sleep_until_some(at: Option<tokio::time::Instant>) {
@@ -201,6 +207,9 @@ async fn run(args: Args, key: ClusterKey) -> anyhow::Result<()> {
         max_crashes: args.max_child_crashes.max(1),
     };
     let mut sup = Supervisor::start(spec, args.children, intro);
+    // Our right to crawl runs from the Join the Welcome answered.
+    sup.right.welcomed(link.answered_at());
+    sup.tell_children();
     sup.serve(&mut link).await?;
     tracing::info!(supervisor = %id, "stopped");
     Ok(())
@@ -229,7 +238,14 @@ struct Supervisor {
     slots: Vec<mpsc::Sender<SlotCmd>>,
     events: mpsc::Receiver<SlotEvent>,
     in_flight: HashMap<u64, (usize, WorkItem, u32)>,
-    outbox: Vec<CrawlResult>,
+    /// Results until the dispatcher acknowledges them.
+    outbox: Outbox,
+    /// This node's right to crawl, renewed by acknowledgements.
+    right: Right,
+    /// The right's end as the slots pass it to new children.
+    fence: Fence,
+    /// How often to send a heartbeat (see `fence::beat_every`).
+    beat_every: Duration,
     hasher: ahash::RandomState,
     intro: Me,
     /// Live children by slot, re-announced after a reconnect.
@@ -239,10 +255,18 @@ struct Supervisor {
 impl Supervisor {
     fn start(spec: ChildSpec, children: usize, intro: Me) -> Supervisor {
         let (ev_tx, events) = mpsc::channel(4096);
+        let fence = Fence::default();
+        let timeout = Duration::from_millis(spec.policy.heartbeat_timeout_ms.max(1000));
         let slots = (0..children)
             .map(|slot| {
                 let (tx, rx) = mpsc::channel(1024);
-                tokio::spawn(child::run_slot(slot, spec.clone(), rx, ev_tx.clone()));
+                tokio::spawn(child::run_slot(
+                    slot,
+                    spec.clone(),
+                    fence.clone(),
+                    rx,
+                    ev_tx.clone(),
+                ));
                 tx
             })
             .collect();
@@ -250,7 +274,10 @@ impl Supervisor {
             slots,
             events,
             in_flight: HashMap::new(),
-            outbox: Vec::new(),
+            outbox: Outbox::default(),
+            right: Right::new(timeout),
+            fence,
+            beat_every: fence::beat_every(timeout),
             // Fixed keys: a domain maps to the same slot for the whole run.
             hasher: ahash::RandomState::with_seeds(1, 2, 3, 4),
             intro,
@@ -259,17 +286,10 @@ impl Supervisor {
     }
 
     /// An introduction listing every URL still held: with the children,
-    /// or finished and waiting in the outbox.
+    /// or finished and waiting in the outbox (sent or not).
     fn intro(&self) -> Intro {
         let mut holding: Vec<WorkItem> = self.in_flight.values().map(|(_, item, _)| item.clone()).collect();
-        holding.extend(self.outbox.iter().map(|r| WorkItem {
-            lease: r.lease,
-            lease_expires_ms: 0,
-            leased_ms: 0,
-            url: r.url.clone(),
-            domain: r.domain.clone(),
-            depth: r.depth,
-        }));
+        holding.extend(self.outbox.as_items());
         self.intro.intro(holding)
     }
 
@@ -326,13 +346,43 @@ impl Supervisor {
         }
     }
 
+    /// The right moved: the shared copy new children get, and the running
+    /// children (told only when it moved enough; a slot too busy to take
+    /// the word now gets the next one).
+    fn tell_children(&mut self) {
+        self.fence.set(self.right.until_mono_ms());
+        if let Some(until) = self.right.news_for_children() {
+            for s in &self.slots {
+                let _ = s.try_send(SlotCmd::Fence(until));
+            }
+        }
+    }
+
+    /// The dispatcher welcomed us on a new connection: what it never
+    /// acknowledged on the old one goes again, and our right runs from our
+    /// Join.
+    async fn welcomed(&mut self, link: &mut link::DispatcherLink) {
+        self.outbox.reconnected();
+        self.right.welcomed(link.answered_at());
+        self.tell_children();
+        self.announce_children(link).await;
+        self.flush(link).await;
+    }
+
+    /// A message went out: its acknowledgement will renew our right.
+    fn sent(&mut self, link: &link::DispatcherLink) {
+        self.right.sent(link.last_seq(), std::time::Instant::now());
+    }
+
     async fn serve(&mut self, link: &mut link::DispatcherLink) -> anyhow::Result<()> {
         // Results wait at most RESULTS_FLUSH for others to share their
         // message: every millisecond is a millisecond more each lease is
         // held, so more credit for the same rate (Little's law). The timer
         // runs only while results wait, so an idle supervisor sleeps.
         let mut flush_at: Option<tokio::time::Instant> = None;
-        let mut beat = tokio::time::interval(Duration::from_secs(1));
+        // Beats often enough that acknowledgements keep our right fresh.
+        let mut beat = tokio::time::interval(self.beat_every);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut stopping = false;
         // Set when stopping starts; see STOP_WAIT.
         let mut stop_by: Option<tokio::time::Instant> = None;
@@ -363,6 +413,15 @@ impl Supervisor {
                 }
                 msg = link.recv() => match msg {
                     Some(ToSupervisor::Work(items)) => self.assign(items, 0).await,
+                    Some(ToSupervisor::Ack { seq }) => {
+                        let acked = self.outbox.acked(seq);
+                        metrics::counter!("crawler_supervisor_results_acked_total").increment(acked as u64);
+                        self.right.acked(seq);
+                        self.tell_children();
+                        if self.outbox.waiting() > 0 {
+                            flush_at.get_or_insert_with(tokio::time::Instant::now);
+                        }
+                    }
                     Some(ToSupervisor::Stop) if !stopping => {
                         stopping = true;
                         self.stop_slots().await;
@@ -370,7 +429,7 @@ impl Supervisor {
                     Some(ToSupervisor::Reintroduce) => link.reintroduce().await,
                     Some(ToSupervisor::Challenge { nonce }) => link.answer(nonce, &self.intro()).await,
                     Some(ToSupervisor::Refused(why)) => link.refused(why),
-                    Some(ToSupervisor::Welcome { .. }) => self.announce_children(link).await,
+                    Some(ToSupervisor::Welcome { .. }) => self.welcomed(link).await,
                     // (The link opens sealed messages; none reaches here.)
                     Some(
                         ToSupervisor::Stop
@@ -383,6 +442,9 @@ impl Supervisor {
                 ev = self.events.recv() => match ev {
                     Some(SlotEvent::Message(_, FromChild::Result(r))) => {
                         self.in_flight.remove(&r.lease);
+                        if matches!(r.outcome, Outcome::Failed { kind: FailureKind::Fenced, .. }) {
+                            metrics::counter!("crawler_supervisor_fenced_total").increment(1);
+                        }
                         self.outbox.push(r);
                         flush_at.get_or_insert_with(|| tokio::time::Instant::now() + RESULTS_FLUSH);
                     }
@@ -426,17 +488,30 @@ impl Supervisor {
                 },
                 _ = sleep_until_some(flush_at) => {
                     self.flush(link).await;
-                    // Still there when the dispatcher link is down: try again later.
-                    flush_at = (!self.outbox.is_empty())
+                    // Still there when the dispatcher link is down (or the
+                    // window is full): try again later.
+                    flush_at = (self.outbox.waiting() > 0)
                         .then(|| tokio::time::Instant::now() + RESULTS_RETRY);
                 }
                 _ = beat.tick() => {
                     metrics::gauge!("crawler_supervisor_in_flight").set(self.in_flight.len() as f64);
+                    metrics::gauge!("crawler_supervisor_results_unacked").set(self.outbox.unacked() as f64);
+                    metrics::gauge!("crawler_supervisor_results_waiting").set(self.outbox.waiting() as f64);
+                    metrics::gauge!("crawler_supervisor_right_seconds").set(self.right.left().as_secs_f64());
+                    if self.right.just_lapsed() {
+                        tracing::warn!(
+                            held = self.in_flight.len(),
+                            unreported = self.outbox.waiting() + self.outbox.unacked(),
+                            "RIGHT TO CRAWL RAN OUT: no word from the dispatcher; no request starts until it is back (held URLs are handed back, results kept)"
+                        );
+                    }
                     if link.is_up() {
                         let beat = ToDispatcher::Heartbeat {
                             holding: self.held_leases(),
                         };
-                        link.send(&beat).await;
+                        if link.send(&beat).await {
+                            self.sent(link);
+                        }
                     }
                     if gave_up.is_none() {
                         if let Err(e) = link.maintain().await {
@@ -454,11 +529,11 @@ impl Supervisor {
     }
 
     /// Every lease this supervisor holds: with its children, or finished
-    /// and waiting in the outbox. Heartbeats carry them so the dispatcher
-    /// renews them.
+    /// and waiting for the dispatcher's acknowledgement. Heartbeats carry
+    /// them so the dispatcher renews them.
     fn held_leases(&self) -> Vec<u64> {
         let mut held: Vec<u64> = self.in_flight.keys().copied().collect();
-        held.extend(self.outbox.iter().map(|r| r.lease));
+        held.extend(self.outbox.results().map(|r| r.lease));
         held
     }
 
@@ -490,38 +565,63 @@ impl Supervisor {
         link: &mut link::DispatcherLink,
         gave_up: Option<anyhow::Error>,
     ) -> anyhow::Result<()> {
-        self.flush(link).await;
-        if !self.outbox.is_empty() {
+        self.hand_in(link, LEAVE_WAIT).await;
+        if self.outbox.waiting() > 0 {
             // Their pages are stored; the URLs stay queued in the stored
             // frontier and a resumed crawl finds the pages already there.
             tracing::warn!(
-                unreported = self.outbox.len(),
+                unreported = self.outbox.waiting(),
                 "dispatcher unreachable; results not reported"
             );
-        } else if link.send(&ToDispatcher::Bye).await {
-            link.await_farewell(Duration::from_secs(5)).await;
+        } else if link.send(&ToDispatcher::Bye).await && link.await_farewell(Duration::from_secs(5)).await {
+            // The Farewell comes after everything sent before the Bye was read.
+            self.outbox.all_acked();
         }
         gave_up.map_or(Ok(()), Err)
     }
 
-    /// Sends the outbox, in messages of bounded size; keeps what could not
-    /// be sent when the link is down.
+    /// Sends every waiting result, window by window, taking the
+    /// acknowledgements that open the window, for at most `patience`.
+    async fn hand_in(&mut self, link: &mut link::DispatcherLink, patience: Duration) {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            self.flush(link).await;
+            if self.outbox.waiting() == 0 || !link.is_up() {
+                return;
+            }
+            match tokio::time::timeout_at(deadline, link.recv()).await {
+                Ok(Some(ToSupervisor::Ack { seq })) => {
+                    self.outbox.acked(seq);
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return,
+            }
+        }
+    }
+
+    /// Sends the waiting results, in messages of bounded size and no more
+    /// than the window unacknowledged; keeps what could not be sent.
     async fn flush(&mut self, link: &mut link::DispatcherLink) {
-        if self.outbox.is_empty() || !link.is_up() {
+        if self.outbox.waiting() == 0 || !link.is_up() {
             return;
         }
-        let mut batches = protocol::split_results(std::mem::take(&mut self.outbox)).into_iter();
+        let mut batches = self.outbox.take_batches().into_iter();
         while let Some(results) = batches.next() {
             let n = results.len();
             let msg = ToDispatcher::Results(results);
-            if link.send(&msg).await {
+            let sent = link.send(&msg).await;
+            let ToDispatcher::Results(results) = msg else {
+                return;
+            };
+            if sent {
                 metrics::counter!("crawler_supervisor_results_total").increment(n as u64);
+                self.sent(link);
+                self.outbox.sent(link.last_seq(), results);
                 continue;
             }
-            if let ToDispatcher::Results(results) = msg {
-                self.outbox = results;
-            }
-            self.outbox.extend(batches.flatten());
+            let mut rest = vec![results];
+            rest.extend(batches);
+            self.outbox.unsent(rest);
             return;
         }
     }

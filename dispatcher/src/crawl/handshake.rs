@@ -6,14 +6,14 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use shared::cluster_auth::{Nonce, Proof, Refusal, SealError};
-use shared::protocol::{self, now_ms, Intro, ToDispatcher, ToSupervisor, PROTOCOL_VERSION};
+use shared::protocol::{self, Intro, ToDispatcher, ToSupervisor, PROTOCOL_VERSION};
 
 use crate::cluster::SupervisorView;
 use crate::frontier::SupId;
 use crate::refusals::Reason;
 use crate::state::Leaving;
 
-use super::{short_id, Conn, Dispatcher, MAX_PENDING_CHALLENGES};
+use super::{now_ms, short_id, Conn, Dispatcher, MAX_PENDING_CHALLENGES};
 
 impl Dispatcher {
     /// Opens a sealed message from `identity` (admitted as `s`) with the

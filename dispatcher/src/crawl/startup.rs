@@ -4,10 +4,10 @@
 
 use std::time::Instant;
 
+use super::now_ms;
 use anyhow::{bail, Context};
 use bson::{doc, Document};
 use shared::docs::DomainDoc;
-use shared::protocol::now_ms;
 use shared::store::{decode_each, Stores};
 
 use crate::resume::{self, SeenScan, SeenScanTask, Stored};

@@ -63,6 +63,7 @@ impl Dispatcher {
             seen_urls: self.state.seen_count(),
             domains: f.domain_count(),
             domains_forgotten: f.forgotten(),
+            domains_moved: f.domains_moved(),
             supervisors: self.state.members().len(),
             store_work: shared::store_work::totals_json(),
             counts: &stats.counts,

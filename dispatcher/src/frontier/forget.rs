@@ -69,9 +69,10 @@ impl Frontier {
     /// forgotten.
     pub(super) fn sweep(&mut self) -> usize {
         let mut gone = Vec::new();
+        let moving = &self.moving;
         for (id, d) in self.domains.iter_mut().enumerate() {
             // A free slot has no name (a URL's host is never empty).
-            if !d.name.is_empty() && d.is_forgettable() {
+            if !d.name.is_empty() && d.is_forgettable() && !moving.contains_key(&(id as u32)) {
                 gone.push(id as u32);
             }
             d.recent = false;

@@ -157,6 +157,16 @@ impl<C> CrawlState<C> {
         }
     }
 
+    /// Tells live supervisor `s` that its messages up to the one sealed
+    /// with `seq` were read: its results up to there are in our hands, and
+    /// its right to crawl runs on from when it sent that message
+    /// (`shared::fence`). Sent for each Heartbeat and Results.
+    pub(crate) fn acknowledge(&mut self, s: SupId, seq: u64) {
+        if self.is_live(s) {
+            self.effects.push(Effect::Send(s, ToSupervisor::Ack { seq }));
+        }
+    }
+
     /// The held URLs of `s` looked up in the store (see `adopt`).
     pub(super) fn adopt_stored(
         &mut self,

@@ -129,6 +129,9 @@ struct Sim {
     held: HashMap<u32, Vec<WorkItem>>,
     /// The last lease of each URL.
     out: HashMap<String, Out>,
+    /// Leases of each domain that may still be out: a domain is never out
+    /// at two live connections at once (one child paces it).
+    domain_out: HashMap<String, Vec<Out>>,
     /// Leases whose result reached the dispatcher on a live connection.
     reported: HashSet<u64>,
     leased: HashMap<String, u32>,
@@ -170,6 +173,7 @@ impl Sim {
             reads: Vec::new(),
             held: HashMap::new(),
             out: HashMap::new(),
+            domain_out: HashMap::new(),
             reported: HashSet::new(),
             leased: HashMap::new(),
             sent: Vec::new(),
@@ -223,14 +227,24 @@ impl Sim {
                                 item.url, prev.conn, prev.lease
                             );
                         }
-                        self.out.insert(
-                            item.url.clone(),
-                            Out {
-                                conn,
-                                lease: item.lease,
-                                expires_ms: item.lease_expires_ms,
-                            },
-                        );
+                        let lease = Out {
+                            conn,
+                            lease: item.lease,
+                            expires_ms: item.lease_expires_ms,
+                        };
+                        let mut others = self.domain_out.remove(&item.domain).unwrap_or_default();
+                        others.retain(|o| {
+                            self.live(o.conn) && self.now < o.expires_ms && !self.reported.contains(&o.lease)
+                        });
+                        if let Some(o) = others.iter().find(|o| o.conn != conn) {
+                            panic!(
+                                "domain {} leased to connection {conn} while connection {} holds lease {} of it",
+                                item.domain, o.conn, o.lease
+                            );
+                        }
+                        others.push(lease);
+                        self.domain_out.insert(item.domain.clone(), others);
+                        self.out.insert(item.url.clone(), lease);
                         *self.leased.entry(item.url.clone()).or_default() += 1;
                         self.held.entry(conn).or_default().push(item);
                     }
@@ -907,6 +921,72 @@ fn a_silent_supervisor_is_given_up_and_its_urls_go_to_another_once() {
     assert!(sim.marks.is_empty());
     sim.run_to_end();
     sim.assert_each_finished_once();
+}
+
+/// Issue 46: a node that joins a running crawl gets a fair share of the
+/// domains (they move once nothing of them is in flight; the domain check
+/// in `pump` fails on any domain out at two connections at once).
+#[test]
+fn a_supervisor_that_joins_a_running_crawl_gets_a_share_of_its_domains() {
+    let mut sim = Sim::new(settings(), 63);
+    sim.seed(12);
+    let a = sim.join("a", 64, Vec::new());
+    for _ in 0..3 {
+        sim.answer_reads();
+        sim.dispatch();
+        sim.report(a, usize::MAX);
+        sim.advance(1_000);
+        sim.housekeeping(&[]);
+    }
+    let before: HashSet<String> = sim.out.keys().cloned().collect();
+    let b = sim.join("b", 64, Vec::new());
+    sim.run_to_end();
+    sim.assert_each_crawled_once();
+    let after: Vec<&Out> = sim
+        .out
+        .iter()
+        .filter(|(u, _)| !before.contains(*u))
+        .map(|(_, o)| o)
+        .collect();
+    let by_b = after.iter().filter(|o| o.conn == b).count();
+    assert!(
+        by_b * 3 >= after.len(),
+        "b crawled {by_b} of the {} pages left when it joined",
+        after.len()
+    );
+    assert!(sim.st.frontier().domains_moved() >= 5);
+}
+
+/// Issue 46: a URL a node hands back unfetched (its right to crawl ran
+/// out) is queued again at once, without counting a try; results and
+/// heartbeats are acknowledged by their message's counter.
+#[test]
+fn a_url_handed_back_fenced_is_leased_again_without_a_try() {
+    let mut sim = Sim::new(settings(), 1);
+    sim.seed(1);
+    let a = sim.join("a", 1, Vec::new());
+    sim.dispatch();
+    let item = sim.held[&a][0].clone();
+    sim.held.insert(a, Vec::new());
+    sim.deliver(a, vec![failed(&item, FailureKind::Fenced)]);
+    let s = sim.sup_of(a).unwrap();
+    sim.st.acknowledge(s, 7);
+    sim.pump();
+    assert_eq!(sim.sent_to(a, |m| *m == ToSupervisor::Ack { seq: 7 }), 1);
+    let counts = &sim.st.stats().counts;
+    assert_eq!((counts.fenced, counts.retried, counts.fetched), (1, 0, 0));
+    assert!(sim.marks.is_empty());
+    sim.dispatch();
+    let again = sim.held[&a].clone();
+    assert_eq!(again.len(), 1, "leased again at once, no retry pause");
+    assert_eq!(again[0].url, item.url);
+    // The old lease handed back again (sent twice over a reconnect): dropped.
+    sim.deliver(a, vec![failed(&item, FailureKind::Fenced)]);
+    assert_eq!(sim.st.stats().counts.fenced, 1);
+    sim.run_to_end();
+    // Leased twice (handed back once), fetched and finished once.
+    sim.assert_each_finished_once();
+    assert_eq!(sim.leased[&item.url], 2);
 }
 
 #[test]

@@ -1,0 +1,236 @@
+//! Rebalancing: a supervisor that joins (or rejoins) a running crawl gets
+//! a fair share of the domains within seconds.
+//!
+//! New domains already go to the supervisor with the fewest, but a crawl
+//! whose domains are all known when a node joins would leave it idle:
+//! every domain keeps its owner, so that one child alone paces it. So,
+//! after a supervisor joins, the domains that have work are counted per
+//! live supervisor, and each supervisor over its fair share (the ceiling
+//! of domains with work over live supervisors) gives the excess to those
+//! under it. A domain moves only when nothing of it is in flight: one to
+//! move stops being leased to its owner and moves when its last lease
+//! ends (a result, or the owner leaving). It is then held for
+//! [`HANDOVER_MS`] before the new owner gets a URL of it: by then the old
+//! owner's child has written the domain's last-crawled time to the second
+//! store (it flushes every second), and the new owner's child, which reads
+//! it before its first request, keeps the domain's pace across the move.
+//!
+//! Counted in `crawler_domains_moved_total`; the domains each supervisor
+//! owns are the `crawler_supervisor_domains` gauge.
+
+use super::{Frontier, SupId, HALTED};
+
+/// How long a moved domain waits before its new owner gets a URL of it.
+pub const HANDOVER_MS: u64 = 3_000;
+
+impl Frontier {
+    /// Asks for a rebalance at the next [`Frontier::rebalance`] (a
+    /// supervisor joined).
+    pub(super) fn want_rebalance(&mut self) {
+        self.rebalance_due = true;
+    }
+
+    /// Once a second: when a supervisor joined since the last call, starts
+    /// moving domains from supervisors over their fair share to those
+    /// under it. One pass over the domains, only then. Returns how many
+    /// domains were chosen to move.
+    pub fn rebalance(&mut self) -> usize {
+        if !std::mem::take(&mut self.rebalance_due) || !self.assigning {
+            return 0;
+        }
+        let live: Vec<SupId> = (0..self.sups.len()).filter(|&s| self.sups[s].live).collect();
+        if live.len() < 2 {
+            return 0;
+        }
+        // Domains with work, per owner, that could move.
+        let mut owned: Vec<Vec<u32>> = vec![Vec::new(); self.sups.len()];
+        let mut total = 0usize;
+        for (id, d) in self.domains.iter().enumerate() {
+            let has_work = !d.queue.is_empty() || d.spilled > 0 || d.in_flight > 0;
+            let Some(owner) = d.owner else { continue };
+            let moving = self.moving.contains_key(&(id as u32));
+            if !has_work || d.blocked_until == HALTED || moving || !self.sups[owner].live {
+                continue;
+            }
+            total += 1;
+            // Idle ones first: they move at once.
+            owned[owner].push(id as u32);
+        }
+        let fair = total.div_ceil(live.len());
+        let floor = total / live.len();
+        let mut excess: Vec<u32> = Vec::new();
+        for &s in &live {
+            let mut mine = std::mem::take(&mut owned[s]);
+            if mine.len() > fair {
+                mine.sort_by_key(|&id| self.domains[id as usize].in_flight);
+                excess.extend(mine.drain(..mine.len() - fair));
+            }
+            owned[s] = mine;
+        }
+        let mut moved = 0;
+        for &to in &live {
+            while owned[to].len() < floor.max(1) {
+                let Some(id) = excess.pop() else { break };
+                owned[to].push(id);
+                self.start_move(id, to);
+                moved += 1;
+            }
+        }
+        if moved > 0 {
+            tracing::info!(
+                moved,
+                domains_with_work = total,
+                supervisors = live.len(),
+                "rebalancing: domains move to supervisors under their fair share once nothing of them is in flight"
+            );
+        }
+        moved
+    }
+
+    /// Starts moving domain `id` to `to`: it is not leased to its owner
+    /// any more, and moves when nothing of it is in flight.
+    fn start_move(&mut self, id: u32, to: SupId) {
+        self.moving.insert(id, to);
+        self.finish_move(id);
+    }
+
+    /// Moves domain `id` if it is moving and nothing of it is in flight;
+    /// gives up the move if its destination left. Whether it is still
+    /// waiting to move (and so must not be leased).
+    pub(super) fn finish_move(&mut self, id: u32) -> bool {
+        if self.moving.is_empty() {
+            return false;
+        }
+        let Some(&to) = self.moving.get(&id) else {
+            return false;
+        };
+        if !self.sups.get(to).is_some_and(|s| s.live) {
+            self.moving.remove(&id);
+            return false;
+        }
+        let d = &self.domains[id as usize];
+        if d.in_flight > 0 {
+            return true;
+        }
+        let from = d.owner;
+        self.moving.remove(&id);
+        let d = &mut self.domains[id as usize];
+        d.owner = Some(to);
+        d.in_ready = false;
+        if let Some(from) = from {
+            self.sups[from].domains = self.sups[from].domains.saturating_sub(1);
+            self.sups[from].ready.retain(|&x| x != id);
+        }
+        self.sups[to].domains += 1;
+        self.moved += 1;
+        metrics::counter!("crawler_domains_moved_total").increment(1);
+        // Held while the old owner's last-crawled time reaches the store.
+        let until = self.clock_ms.saturating_add(HANDOVER_MS);
+        let d = &mut self.domains[id as usize];
+        if d.blocked_until == 0 {
+            self.blocked.push(id);
+        }
+        d.blocked_until = d.blocked_until.max(until);
+        false
+    }
+
+    /// Domains moved between supervisors so far.
+    pub fn domains_moved(&self) -> u64 {
+        self.moved
+    }
+
+    /// Domains supervisor `sup` owns.
+    pub fn domains_of(&self, sup: SupId) -> usize {
+        self.sups.get(sup).map_or(0, |s| s.domains)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::*;
+    use super::HANDOVER_MS;
+
+    fn owners(f: &Frontier) -> Vec<Option<SupId>> {
+        f.domains.iter().map(|d| d.owner).collect()
+    }
+
+    #[test]
+    fn a_joining_supervisor_gets_a_fair_share_once_nothing_is_in_flight() {
+        let mut f = Frontier::new(4, 60_000, 1);
+        f.start_assigning();
+        let a = f.add_supervisor();
+        for d in 0..6 {
+            for p in 0..3 {
+                f.push(format!("http://d{d}.test/{p}"), &format!("d{d}.test"), 0);
+            }
+        }
+        // Everything is a's; domains 0-2 have a URL out.
+        let out = f.take(a, 3, 0);
+        assert_eq!(out.len(), 3);
+        assert!(owners(&f).iter().all(|o| *o == Some(a)));
+        f.clock_ms = 1_000;
+        let b = f.add_supervisor();
+        assert_eq!(f.rebalance(), 3, "half of six domains move");
+        assert_eq!(f.rebalance(), 0, "only once per join");
+        // The idle ones moved at once, but wait for the hand-over.
+        let moved_now = owners(&f).iter().filter(|o| **o == Some(b)).count();
+        assert_eq!(moved_now, 3, "{:?}", owners(&f));
+        assert!(f.take(b, 10, 1_000).is_empty(), "held for the hand-over");
+        f.release_blocked(1_000 + HANDOVER_MS);
+        let got = f.take(b, 10, 1_000 + HANDOVER_MS);
+        assert_eq!(got.len(), 9, "all of the three moved domains' URLs");
+        // a keeps leasing its own three, and nothing of b's.
+        let a_got = f.take(a, 10, 1_000 + HANDOVER_MS);
+        assert!(a_got.iter().all(|i| !got.iter().any(|g| g.domain == i.domain)));
+        assert_eq!((f.domains_of(a), f.domains_of(b), f.domains_moved()), (3, 3, 3));
+    }
+
+    #[test]
+    fn a_busy_domain_moves_when_its_last_lease_ends() {
+        let mut f = Frontier::new(4, 60_000, 1);
+        f.start_assigning();
+        let a = f.add_supervisor();
+        for d in 0..2 {
+            for p in 0..3 {
+                f.push(format!("http://d{d}.test/{p}"), &format!("d{d}.test"), 0);
+            }
+        }
+        let out = f.take(a, 10, 0);
+        assert_eq!(out.len(), 6, "both domains busy");
+        let b = f.add_supervisor();
+        assert_eq!(f.rebalance(), 1);
+        // Nothing moved yet, and the moving domain is not leased to a.
+        assert_eq!(f.domains_of(b), 0);
+        let moving = *f.moving.keys().next().unwrap() as usize;
+        let name = f.domains[moving].name.to_string();
+        let mine: Vec<u64> = out.iter().filter(|i| i.domain == name).map(|i| i.lease).collect();
+        for lease in &mine[..2] {
+            f.complete(*lease);
+        }
+        assert!(f.take(a, 10, 0).iter().all(|i| i.domain != name));
+        assert_eq!(f.domains_of(b), 0, "one still in flight");
+        f.complete(mine[2]);
+        assert_eq!((f.domains_of(a), f.domains_of(b)), (1, 1));
+        f.release_blocked(HANDOVER_MS);
+        assert!(f.take(b, 10, HANDOVER_MS).iter().all(|i| i.domain == name));
+    }
+
+    #[test]
+    fn a_move_to_a_supervisor_that_left_is_given_up() {
+        let mut f = Frontier::new(4, 60_000, 1);
+        f.start_assigning();
+        let a = f.add_supervisor();
+        for d in 0..2 {
+            f.push(format!("http://d{d}.test/0"), &format!("d{d}.test"), 0);
+        }
+        let out = f.take(a, 10, 0);
+        let b = f.add_supervisor();
+        assert_eq!(f.rebalance(), 1);
+        f.remove_supervisor(b);
+        for i in &out {
+            f.complete(i.lease);
+        }
+        assert_eq!(f.domains_of(a), 2);
+        assert!(f.moving.is_empty());
+    }
+}
