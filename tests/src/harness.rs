@@ -1,8 +1,11 @@
 //! Runs the real crawler for tests and benchmarks: store servers (through
 //! `scripts/store.sh`, the same script developers use), one dispatcher and
 //! N supervisors (which start their own children), all as real processes
-//! talking over real sockets.
+//! talking over real sockets; optionally each in a network namespace of a
+//! [`crate::netns::Net`] ([`ClusterSpec::netns`]), so they talk over real
+//! links that a test can cut or slow down.
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -113,6 +116,8 @@ pub struct StoreServer {
     pub uri: String,
     /// `mongod` or `nx-27017`.
     pub kind: String,
+    /// Set by [`StoreServer::start_on`]: the store as seen on another address.
+    exposed: Option<crate::relay::Relay>,
 }
 
 impl StoreServer {
@@ -126,16 +131,61 @@ impl StoreServer {
         Self::launch(tempfile::tempdir()?, free_port(), true)
     }
 
-    /// Starts a stopped persistent store again on the same port, with its data.
-    pub fn restart(&mut self) -> anyhow::Result<()> {
-        let port = self
-            .uri
+    /// [`StoreServer::start`], reachable at `addr` (and [`StoreServer::uri`]
+    /// naming it) rather than at 127.0.0.1: for crawlers in network
+    /// namespaces, which cannot reach the root namespace's loopback; `addr`
+    /// is then the bridge's ([`crate::netns::Net::host_addr`]).
+    ///
+    /// `scripts/store.sh` binds 127.0.0.1 only, so the store still listens
+    /// there, and a relay without delay ([`crate::relay::Relay`]) forwards
+    /// `addr`, on the store's port, to it.
+    pub fn start_on(addr: IpAddr) -> anyhow::Result<StoreServer> {
+        let mut store = Self::start()?;
+        store.expose_on(addr)?;
+        Ok(store)
+    }
+
+    /// [`StoreServer::start_persistent`], reachable at `addr` as with
+    /// [`StoreServer::start_on`].
+    pub fn start_persistent_on(addr: IpAddr) -> anyhow::Result<StoreServer> {
+        let mut store = Self::start_persistent()?;
+        store.expose_on(addr)?;
+        Ok(store)
+    }
+
+    fn expose_on(&mut self, addr: IpAddr) -> anyhow::Result<()> {
+        let port = self.port()?;
+        let relay = crate::relay::Relay::start(
+            SocketAddr::new(addr, port),
+            SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+            Duration::ZERO,
+        )
+        .context("exposing the store")?;
+        self.uri = format!("mongodb://{}", SocketAddr::new(addr, port));
+        self.exposed = Some(relay);
+        Ok(())
+    }
+
+    fn port(&self) -> anyhow::Result<u16> {
+        self.uri
             .rsplit(':')
             .next()
             .and_then(|p| p.parse().ok())
-            .with_context(|| format!("no port in {}", self.uri))?;
+            .with_context(|| format!("no port in {}", self.uri))
+    }
+
+    /// Starts a stopped persistent store again on the same port, with its
+    /// data (and on the same address, after [`StoreServer::start_persistent_on`]:
+    /// the relay dials the store anew for each connection).
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        let port = self.port()?;
         let state = std::mem::replace(&mut self.state, tempfile::tempdir()?);
+        let (uri, exposed) = (self.uri.clone(), self.exposed.take());
         *self = Self::launch(state, port, true)?;
+        if exposed.is_some() {
+            self.uri = uri;
+            self.exposed = exposed;
+        }
         Ok(())
     }
 
@@ -162,7 +212,12 @@ impl StoreServer {
         let kind = std::fs::read_to_string(state.path().join("kind"))?
             .trim()
             .to_string();
-        Ok(StoreServer { state, uri, kind })
+        Ok(StoreServer {
+            state,
+            uri,
+            kind,
+            exposed: None,
+        })
     }
 
     pub fn stop(&self) {
@@ -210,9 +265,64 @@ pub struct ClusterSpec {
     /// The cluster secret the dispatcher and the supervisors share, random
     /// per spec; it reaches them in their environment (`CRAWLER_CLUSTER_SECRET`).
     pub cluster_secret: String,
-    /// `--min-supervisors` for the dispatcher (default: `supervisors`); a
-    /// test that joins supervisors of its own sets it higher.
+    /// `--min-supervisors` for the dispatcher (default: the supervisors
+    /// [`spawn_crawl`] starts, `supervisors - late_supervisors`); a test
+    /// that joins supervisors of its own sets it higher.
     pub min_supervisors: Option<usize>,
+    /// Where the processes run when not all in the root namespace: the
+    /// dispatcher in one network namespace, each supervisor (and so its
+    /// children) in another. `None`: all on 127.0.0.1, as before.
+    pub netns: Option<NetPlacement>,
+    /// The last this many of `supervisors` are not started by
+    /// [`spawn_crawl`]: the test starts them with
+    /// [`RunningCrawl::start_late_supervisor`], to join a running crawl.
+    pub late_supervisors: usize,
+}
+
+/// Where [`spawn_crawl`] runs the dispatcher and the supervisors when they
+/// run in network namespaces ([`crate::netns::Net`]).
+#[derive(Clone, Debug)]
+pub struct NetPlacement {
+    /// The dispatcher's namespace.
+    pub dispatcher_ns: String,
+    /// The dispatcher binds `tcp://<dispatcher_addr>:<dispatcher_port>`:
+    /// its namespace's address, which the supervisors reach over the bridge.
+    pub dispatcher_addr: Ipv4Addr,
+    /// Chosen up front, so that a relay to the dispatcher can be started
+    /// before the crawl ([`NetPlacement::dispatcher_socket`]).
+    pub dispatcher_port: u16,
+    /// Supervisor `i` runs in `supervisor_ns[i]`.
+    pub supervisor_ns: Vec<String>,
+    /// What the supervisors dial instead of the dispatcher's endpoint
+    /// (`tcp://host:port` of a [`crate::relay::Relay`] that adds latency).
+    pub supervisor_endpoint: Option<String>,
+}
+
+impl NetPlacement {
+    /// The dispatcher in node `dispatcher` of `net`, supervisor `i` in node
+    /// `supervisors[i]`, connecting straight to the dispatcher.
+    ///
+    /// # Panics
+    /// If a node is not in `net`.
+    pub fn new(net: &crate::netns::Net, dispatcher: &str, supervisors: &[&str]) -> NetPlacement {
+        NetPlacement {
+            dispatcher_ns: net.ns(dispatcher).to_string(),
+            dispatcher_addr: net.addr(dispatcher),
+            dispatcher_port: free_port(),
+            supervisor_ns: supervisors.iter().map(|n| net.ns(n).to_string()).collect(),
+            supervisor_endpoint: None,
+        }
+    }
+
+    /// The dispatcher's listening address (a relay's target).
+    pub fn dispatcher_socket(&self) -> SocketAddr {
+        SocketAddr::from((self.dispatcher_addr, self.dispatcher_port))
+    }
+
+    /// The dispatcher's ZeroMQ endpoint.
+    pub fn dispatcher_endpoint(&self) -> String {
+        format!("tcp://{}", self.dispatcher_socket())
+    }
 }
 
 impl ClusterSpec {
@@ -234,6 +344,8 @@ impl ClusterSpec {
             per_supervisor_args: Vec::new(),
             cluster_secret: random_secret(),
             min_supervisors: None,
+            netns: None,
+            late_supervisors: 0,
         }
     }
 
@@ -244,13 +356,22 @@ impl ClusterSpec {
         server: &crate::web::WebServer,
         dir: &Path,
     ) -> anyhow::Result<ClusterSpec> {
+        Self::for_web_at(mongo_uri, server, dir, IpAddr::V4(Ipv4Addr::LOCALHOST))
+    }
+
+    /// [`ClusterSpec::for_web`] with the names mapped to `addr`, where the
+    /// server listens (a bridge's address, for crawlers in namespaces). The
+    /// children trust hosts-file entries, so a private `addr` needs no
+    /// `--allow-private-networks`.
+    pub fn for_web_at(
+        mongo_uri: &str,
+        server: &crate::web::WebServer,
+        dir: &Path,
+        addr: IpAddr,
+    ) -> anyhow::Result<ClusterSpec> {
         let web = server.web();
         let seeds = write_lines(dir, "seeds.txt", &web.seed_urls())?;
-        let names: Vec<String> = web
-            .host_names()
-            .iter()
-            .map(|h| format!("127.0.0.1 {h}"))
-            .collect();
+        let names: Vec<String> = web.host_names().iter().map(|h| format!("{addr} {h}")).collect();
         let mut spec = ClusterSpec::new(mongo_uri, &seeds);
         spec.hosts_file = Some(write_lines(dir, "hosts", &names)?);
         Ok(spec)
@@ -306,12 +427,15 @@ pub struct RunningCrawl {
     endpoint: String,
     started: std::time::Instant,
     dispatcher: Child,
-    supervisors: Vec<Child>,
+    /// `None`: a late supervisor not started yet ([`ClusterSpec::late_supervisors`]).
+    supervisors: Vec<Option<Child>>,
     /// Reads the dispatcher's stdout as it comes, so the pipe never fills up.
     stdout: tokio::task::JoinHandle<std::io::Result<String>>,
     /// The dispatcher's debug endpoint (`/debug/cluster`, `/metrics`, `/debug/pprof/...`)
     /// when `--debug-addr` is among [`ClusterSpec::dispatcher_args`] (otherwise the
-    /// dispatcher picks a free port and only prints it on stderr).
+    /// dispatcher picks a free port and only prints it on stderr). With
+    /// [`ClusterSpec::netns`], this address is in the dispatcher's namespace
+    /// (its 127.0.0.1 is not the test's).
     pub debug_addr: Option<std::net::SocketAddr>,
 }
 
@@ -321,10 +445,34 @@ pub async fn spawn_crawl(spec: &ClusterSpec) -> anyhow::Result<RunningCrawl> {
     let debug_addr = flag_value(&spec.dispatcher_args, "--debug-addr")
         .map(|a| a.parse().with_context(|| format!("--debug-addr {a}")))
         .transpose()?;
-    let endpoint = format!("tcp://127.0.0.1:{}", free_port());
+    let endpoint = match &spec.netns {
+        Some(place) => {
+            if place.supervisor_ns.len() < spec.supervisors {
+                bail!(
+                    "NetPlacement names {} supervisor namespaces for {} supervisors",
+                    place.supervisor_ns.len(),
+                    spec.supervisors
+                );
+            }
+            place.dispatcher_endpoint()
+        }
+        None => format!("tcp://127.0.0.1:{}", free_port()),
+    };
+    if spec.late_supervisors > spec.supervisors {
+        bail!(
+            "{} late supervisors of {}",
+            spec.late_supervisors,
+            spec.supervisors
+        );
+    }
     let (dispatcher, stdout) = start_dispatcher(spec, &endpoint)?;
+    let now = spec.supervisors - spec.late_supervisors;
     let supervisors = (0..spec.supervisors)
-        .map(|i| start_supervisor(spec, &endpoint, i))
+        .map(|i| {
+            (i < now)
+                .then(|| start_supervisor(spec, &endpoint, i))
+                .transpose()
+        })
         .collect::<anyhow::Result<_>>()?;
     Ok(RunningCrawl {
         spec: spec.clone(),
@@ -339,14 +487,24 @@ pub async fn spawn_crawl(spec: &ClusterSpec) -> anyhow::Result<RunningCrawl> {
 
 type StdoutReader = tokio::task::JoinHandle<std::io::Result<String>>;
 
+/// `program`, in namespace `ns` when given (`ip netns exec`, which execs
+/// it: the child's pid is the program's, so kills and `kill_on_drop` reach it).
+fn command_in(ns: Option<&str>, program: PathBuf) -> Command {
+    match ns {
+        Some(ns) => crate::netns::ns_command(ns, program),
+        None => Command::new(program),
+    }
+}
+
 fn start_dispatcher(spec: &ClusterSpec, endpoint: &str) -> anyhow::Result<(Child, StdoutReader)> {
-    let mut dispatcher = Command::new(bin("dispatcher")?)
+    let ns = spec.netns.as_ref().map(|p| p.dispatcher_ns.as_str());
+    let min_supervisors = spec
+        .min_supervisors
+        .unwrap_or(spec.supervisors - spec.late_supervisors.min(spec.supervisors));
+    let mut dispatcher = command_in(ns, bin("dispatcher")?)
         .args(["--bind", endpoint, "--seeds"])
         .arg(&spec.seeds_file)
-        .args([
-            "--min-supervisors",
-            &spec.min_supervisors.unwrap_or(spec.supervisors).to_string(),
-        ])
+        .args(["--min-supervisors", &min_supervisors.to_string()])
         .args(spec.store_args())
         .args(&spec.dispatcher_args)
         .env(shared::cluster_auth::SECRET_ENV, &spec.cluster_secret)
@@ -366,8 +524,23 @@ fn start_dispatcher(spec: &ClusterSpec, endpoint: &str) -> anyhow::Result<(Child
     Ok((dispatcher, reader))
 }
 
+/// Starts supervisor `i`; `endpoint` is the dispatcher's, which it dials
+/// unless the placement names another ([`NetPlacement::supervisor_endpoint`]).
 fn start_supervisor(spec: &ClusterSpec, endpoint: &str, i: usize) -> anyhow::Result<Child> {
-    let mut cmd = Command::new(bin("supervisor")?);
+    let (ns, endpoint) = match &spec.netns {
+        Some(place) => (
+            Some(
+                place
+                    .supervisor_ns
+                    .get(i)
+                    .with_context(|| format!("no namespace for supervisor {i}"))?
+                    .as_str(),
+            ),
+            place.supervisor_endpoint.as_deref().unwrap_or(endpoint),
+        ),
+        None => (None, endpoint),
+    };
+    let mut cmd = command_in(ns, bin("supervisor")?);
     cmd.args(["--dispatcher", endpoint, "--id", &format!("sup{i}")])
         .args(["--children", &spec.children.to_string()])
         .args(spec.store_args())
@@ -408,17 +581,34 @@ impl RunningCrawl {
 
     /// SIGKILLs supervisor `i` (its children die with it) and reaps it.
     pub async fn kill_supervisor(&mut self, i: usize) -> anyhow::Result<()> {
-        self.supervisors[i].kill().await?;
-        Ok(())
+        match self.supervisors.get_mut(i) {
+            Some(Some(sup)) => Ok(sup.kill().await?),
+            _ => bail!("supervisor {i} was never started"),
+        }
     }
 
     /// Starts supervisor `i` again with the same command line (and id).
     pub fn restart_supervisor(&mut self, i: usize) -> anyhow::Result<()> {
-        self.supervisors[i] = start_supervisor(&self.spec, &self.endpoint, i)?;
+        let sup = self
+            .supervisors
+            .get_mut(i)
+            .with_context(|| format!("no supervisor {i}"))?;
+        *sup = Some(start_supervisor(&self.spec, &self.endpoint, i)?);
         Ok(())
     }
 
-    /// The dispatcher's ZeroMQ endpoint (`tcp://127.0.0.1:PORT`).
+    /// Starts late supervisor `i` ([`ClusterSpec::late_supervisors`]), which
+    /// joins the running crawl; [`RunningCrawl::wait`] then waits for it too.
+    pub fn start_late_supervisor(&mut self, i: usize) -> anyhow::Result<()> {
+        match self.supervisors.get(i) {
+            None => bail!("no supervisor {i} (the spec has {})", self.supervisors.len()),
+            Some(Some(_)) => bail!("supervisor {i} is already running"),
+            Some(None) => self.restart_supervisor(i),
+        }
+    }
+
+    /// The dispatcher's ZeroMQ endpoint (`tcp://127.0.0.1:PORT`, or its
+    /// namespace's address with [`ClusterSpec::netns`]).
     pub fn endpoint(&self) -> &str {
         &self.endpoint
     }
@@ -428,14 +618,18 @@ impl RunningCrawl {
         self.dispatcher.id()
     }
 
-    /// The supervisors' pids.
+    /// The pids of the supervisors that run (started and not reaped).
     pub fn supervisor_pids(&self) -> Vec<u32> {
-        self.supervisors.iter().filter_map(Child::id).collect()
+        self.supervisors.iter().flatten().filter_map(Child::id).collect()
     }
 
-    /// The crawler children of supervisor `i`.
+    /// The crawler children of supervisor `i` (none if it is not running).
     pub fn child_pids(&self, i: usize) -> Vec<u32> {
-        self.supervisors[i].id().map(children_of).unwrap_or_default()
+        self.supervisors
+            .get(i)
+            .and_then(|s| s.as_ref()?.id())
+            .map(children_of)
+            .unwrap_or_default()
     }
 
     /// Whether the dispatcher has exited (the crawl is over or it died).
@@ -452,12 +646,14 @@ impl RunningCrawl {
     }
 
     /// Waits for the crawl to end by itself (or `timeout`; then every process is killed).
+    /// [`CrawlRun::supervisors`] has the supervisors that were started, in
+    /// order; a late one never started is left out.
     pub async fn wait(mut self, timeout: Duration) -> anyhow::Result<CrawlRun> {
         let run = async {
             let out = (&mut self.stdout).await.context("dispatcher stdout reader")??;
             let d = self.dispatcher.wait().await?;
             let mut statuses = Vec::new();
-            for s in &mut self.supervisors {
+            for s in self.supervisors.iter_mut().flatten() {
                 statuses.push(s.wait().await?);
             }
             anyhow::Ok((d, statuses, out))
@@ -486,7 +682,7 @@ impl Drop for RunningCrawl {
     /// then crawl on (and hold the test's stdout open). Kill those first. After a
     /// successful [`RunningCrawl::wait`] every process is reaped and this does nothing.
     fn drop(&mut self) {
-        for sup in &self.supervisors {
+        for sup in self.supervisors.iter().flatten() {
             if let Some(pid) = sup.id() {
                 kill_children_of(pid);
             }

@@ -2,5 +2,7 @@
 
 pub mod harness;
 pub mod host_server;
+pub mod netns;
+pub mod relay;
 pub mod verify;
 pub mod web;

@@ -129,7 +129,8 @@ impl Peer {
         self.next_but(within, |_| false).await
     }
 
-    /// The next message that is neither a heartbeat nor one `skip` takes.
+    /// The next message that is neither a heartbeat, an acknowledgement
+    /// nor one `skip` takes.
     async fn next_but(
         &mut self,
         within: Duration,
@@ -139,7 +140,7 @@ impl Peer {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.recv(left).await? {
-                ToSupervisor::Heartbeat => continue,
+                ToSupervisor::Heartbeat | ToSupervisor::Ack { .. } => continue,
                 m if skip(&m) => continue,
                 m => return Some(m),
             }

@@ -22,5 +22,6 @@ mod extract_scan;
 mod fault_e2e;
 mod forget_e2e;
 mod hostile_e2e;
+mod netns_e2e;
 mod politeness_gap_e2e;
 mod traps_e2e;

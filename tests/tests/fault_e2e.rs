@@ -85,7 +85,12 @@ async fn setup(web: WebSpec, store: StoreServer, min_delay_ms: u64) -> Setup {
 /// ground truth, once each; nothing forbidden was requested; nothing is
 /// left queued. Returns page requests per stored page (an undisturbed
 /// crawl of these webs makes a little over 1: redirect hops, retries).
-async fn assert_end_state(store: &StoreServer, server: &WebServer, expected: &Expected, hosts: usize) -> f64 {
+pub(crate) async fn assert_end_state(
+    store: &StoreServer,
+    server: &WebServer,
+    expected: &Expected,
+    hosts: usize,
+) -> f64 {
     let db = store.client().await.unwrap().database("crawler");
     let stored = verify::stored_statuses(&db).await.unwrap();
     verify::assert_pages_match(&stored, expected);

@@ -1,6 +1,8 @@
 //! One HTTP/1.1 server on one 127.0.0.1 port that serves every host of a
 //! [`SyntheticWeb`], routed by the `Host` header, and logs each request
-//! (with `extras.internal`, also on 127.0.0.2 and [::1], same port).
+//! (with `extras.internal`, also on 127.0.0.2 and [::1], same port) with
+//! the address it came from, so a multi-node test can tell which node
+//! fetched what.
 //!
 //! A single axum fallback handler (no routing table) keeps per-request
 //! overhead to parsing the host/path and rendering the body.
@@ -8,14 +10,14 @@
 //! With [`WebExtras`] the same handler also serves the hostile hosts
 //! (streamed, dripping and never-answered bodies) and slow hosts.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use std::convert::Infallible;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::serve::ListenerExt;
 use axum::Router;
@@ -46,6 +48,10 @@ pub struct RequestRecord {
     /// response was dropped unfinished. `None` while it is still being sent
     /// and for a never-answered request.
     pub done: Option<SystemTime>,
+    /// The address the request came from (the peer of its connection):
+    /// which node fetched it, when the crawlers run in network namespaces
+    /// (`crate::netns`). `None` only if the connection's address was unknown.
+    pub client: Option<IpAddr>,
 }
 
 impl RequestRecord {
@@ -112,7 +118,7 @@ impl WebServer {
                 let app = app.clone();
                 let closing = closing_rx_extra.clone();
                 tokio::spawn(async move {
-                    let _ = axum::serve(extra, app)
+                    let _ = axum::serve(extra, app.into_make_service_with_connect_info::<SocketAddr>())
                         .with_graceful_shutdown(closed(closing))
                         .await;
                 });
@@ -123,7 +129,7 @@ impl WebServer {
         });
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
+            let _ = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
                 .with_graceful_shutdown(async {
                     let _ = stopped.await;
                 })
@@ -194,7 +200,14 @@ fn host_for_log(raw: &str) -> String {
 }
 
 /// Appends a record to the log; returns its index (the log only grows).
-fn log_request(log: &Log, host: &str, path: &str, status: u16, arrived: SystemTime) -> usize {
+fn log_request(
+    log: &Log,
+    host: &str,
+    path: &str,
+    status: u16,
+    arrived: SystemTime,
+    client: Option<IpAddr>,
+) -> usize {
     let mut log = lock(log);
     log.push(RequestRecord {
         host: host_for_log(host),
@@ -203,6 +216,7 @@ fn log_request(log: &Log, host: &str, path: &str, status: u16, arrived: SystemTi
         at: SystemTime::now(),
         arrived,
         done: None,
+        client,
     });
     log.len() - 1
 }
@@ -251,6 +265,12 @@ fn tracked_full(bytes: Bytes, done: MarkDone, headers: &mut axum::http::HeaderMa
 
 async fn handle(State(st): State<Arc<AppState>>, req: Request) -> axum::response::Response {
     let arrived = SystemTime::now();
+    // Every listener serves with connect info; read it from the extensions
+    // rather than as an extractor so a missing one cannot fail the request.
+    let client = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| peer.ip());
     let host = req
         .headers()
         .get(header::HOST)
@@ -263,7 +283,7 @@ async fn handle(State(st): State<Arc<AppState>>, req: Request) -> axum::response
     }
     if let Some(special) = st.web.special_host(host) {
         let reply = st.hostile.respond(special, host, path);
-        let index = log_request(&st.log, host, path, reply.status, arrived);
+        let index = log_request(&st.log, host, path, reply.status, arrived, client);
         let done = MarkDone {
             log: st.log.clone(),
             index,
@@ -271,7 +291,7 @@ async fn handle(State(st): State<Arc<AppState>>, req: Request) -> axum::response
         return hostile_response(reply, st.closing.clone(), done).await;
     }
     let resp = st.web.respond(host, path);
-    let index = log_request(&st.log, host, path, resp.status, arrived);
+    let index = log_request(&st.log, host, path, resp.status, arrived, client);
     let done = MarkDone {
         log: st.log.clone(),
         index,

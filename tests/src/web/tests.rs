@@ -420,6 +420,12 @@ async fn serves_over_http_and_logs_requests() {
         ]
     );
     assert!(log.windows(2).all(|w| w[0].at <= w[1].at));
+    // Each request is logged with the address it came from.
+    assert!(
+        log.iter().all(|r| r.client == Some(addr.ip())),
+        "clients: {:?}",
+        log.iter().map(|r| r.client).collect::<Vec<_>>()
+    );
     // Each response was finished (queued to the socket) before the next request came.
     assert!(log
         .windows(2)
