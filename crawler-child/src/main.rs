@@ -145,7 +145,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             let end = !matches!(
                 msg,
                 Ok(Some(
-                    ToChild::Work(_) | ToChild::Configure(_) | ToChild::Fence { .. }
+                    ToChild::Work(_) | ToChild::Configure(_) | ToChild::Fence { .. } | ToChild::Recall { .. }
                 ))
             );
             if work_tx.send(msg).await.is_err() || end {
@@ -165,6 +165,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 }
                 Some(Ok(Some(ToChild::Configure(_)))) => {}
                 Some(Ok(Some(ToChild::Fence { until_mono_ms }))) => fence.set(until_mono_ms),
+                Some(Ok(Some(ToChild::Recall { domains }))) => worker.recall(&domains),
                 Some(Ok(Some(ToChild::Stop)) | Ok(None)) | None => break,
                 Some(Err(e)) => {
                     tracing::error!(error = %e, "bad message from the supervisor; stopping");

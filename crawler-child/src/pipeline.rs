@@ -69,14 +69,15 @@ pub fn canonicalizer(policy: &CrawlPolicy) -> Canonicalizer {
     })
 }
 
-/// A domain idle this long has its pace read from the second store again
-/// before its next request: it may have been crawled by another node
-/// meanwhile (the dispatcher moved it, or gave it to another node while
-/// this one was cut off), and that node's last request is in the store.
-/// Longer than the domain-time flush period (1 s) and the dispatcher's
-/// hand-over hold (`frontier::rebalance`), so the other node's time is
-/// there to be read.
-const PACE_RELOAD_AFTER: Duration = Duration::from_secs(5);
+/// A domain idle this long (nothing asked of its pace, and no request
+/// due) has its pace read from the second store again before its next
+/// request: it may have been crawled by another node meanwhile (the
+/// dispatcher moved it, or gave it to another node while this one was cut
+/// off), and that node's last request is in the store. Shorter than the
+/// shortest time a domain can be away (two of the dispatcher's 2 s
+/// hand-over holds, `frontier::rebalance`), longer than the domain-time
+/// flush period (1 s).
+const PACE_RELOAD_AFTER: Duration = Duration::from_secs(3);
 
 /// What the child knows about one domain it owns.
 pub struct DomainState {
@@ -84,8 +85,8 @@ pub struct DomainState {
     /// Loaded from the second store on first use, and again after the
     /// domain was idle for [`PACE_RELOAD_AFTER`].
     pace: Option<Pace>,
-    /// When the pace was last used.
-    paced_at: Instant,
+    /// When the pace was last asked for.
+    paced_at: tokio::time::Instant,
     robots: HashMap<String, Arc<RobotsEntry>>,
     /// Failures in a row to get an origin's robots.txt (sets the backoff).
     robots_failures: HashMap<String, u32>,
@@ -98,7 +99,7 @@ impl DomainState {
         DomainState {
             domain: domain.to_string(),
             pace: None,
-            paced_at: Instant::now(),
+            paced_at: tokio::time::Instant::now(),
             robots: HashMap::new(),
             robots_failures: HashMap::new(),
             throttles: 0,
@@ -106,8 +107,14 @@ impl DomainState {
     }
 
     async fn pace(&mut self, ctx: &Ctx) -> &mut Pace {
-        let stale = self.paced_at.elapsed() > PACE_RELOAD_AFTER;
-        self.paced_at = Instant::now();
+        // Idle since the later of the last ask and the next request due.
+        let busy_until = self
+            .pace
+            .as_ref()
+            .map_or(self.paced_at, |p| p.next_allowed().max(self.paced_at));
+        let now = tokio::time::Instant::now();
+        let stale = now.saturating_duration_since(busy_until) > PACE_RELOAD_AFTER;
+        self.paced_at = now;
         if self.pace.is_none() || stale {
             let stored = ctx.times.load(&self.domain).await;
             let min = Duration::from_millis(ctx.policy.min_delay_ms);
@@ -171,6 +178,14 @@ async fn robots_for(ctx: &Ctx, st: &SharedDomain, url: &Url) -> Result<Arc<Robot
     let entry = Arc::new(entry);
     s.robots.insert(origin, entry.clone());
     Ok(entry)
+}
+
+/// Hands `item` back untouched (`kind` is one of
+/// `FailureKind::is_handed_back`): not a failure of the URL.
+pub(crate) fn hand_back(ctx: &Ctx, item: &WorkItem, kind: FailureKind, why: &str) {
+    let _ = ctx
+        .report
+        .send(result(item, Outcome::failed(kind, why), Vec::new()));
 }
 
 /// An error when this child may not start a request now (see
@@ -248,12 +263,7 @@ impl SharedDomain {
 pub async fn crawl(ctx: &Ctx, st: &SharedDomain, item: WorkItem) {
     crate::fault::freeze_on(&item.url);
     if let Err(e) = fenced(ctx) {
-        // Handed back untouched: not a failure of the URL.
-        let _ = ctx.report.send(result(
-            &item,
-            Outcome::failed(e.kind(), e.to_string()),
-            Vec::new(),
-        ));
+        hand_back(ctx, &item, e.kind(), &e.to_string());
         return;
     }
     let done = match AssertUnwindSafe(crawl_url(ctx, st, &item)).catch_unwind().await {

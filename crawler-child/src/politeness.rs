@@ -99,6 +99,11 @@ impl Pace {
         self.next_allowed = self.next_allowed.max(start + delay.min(MAX_WAIT));
     }
 
+    /// When the next request may start.
+    pub fn next_allowed(&self) -> Instant {
+        self.next_allowed
+    }
+
     /// Keeps `other`'s next start when it is later (a pace read again from
     /// the store must not forget what this child did itself).
     pub fn keep_later(&mut self, other: &Pace) {

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use std::time::{Duration, Instant};
 
-use shared::protocol::{now_ms, WorkItem};
+use shared::protocol::{now_ms, FailureKind, WorkItem};
 use shared::timing::Op;
 use tokio::sync::Notify;
 
@@ -97,6 +97,38 @@ impl Worker {
             pipeline::crawl(&self.ctx, &domain.state, item).await;
             if self.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
                 self.idle.notify_waiters();
+            }
+        }
+    }
+
+    /// Hands back the URLs of `domains` not started yet, as `Recalled`
+    /// results: the dispatcher is moving those domains to another node.
+    /// A URL being crawled finishes as usual.
+    pub fn recall(&self, domains: &[String]) {
+        for name in domains {
+            let Some(domain) = self
+                .domains
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(name)
+                .cloned()
+            else {
+                continue;
+            };
+            let taken: Vec<WorkItem> = {
+                let mut q = domain.queue.lock().unwrap_or_else(|e| e.into_inner());
+                q.0.drain(..).map(|(item, _)| item).collect()
+            };
+            for item in taken {
+                pipeline::hand_back(
+                    &self.ctx,
+                    &item,
+                    FailureKind::Recalled,
+                    "its domain moves to another node",
+                );
+                if self.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
+                    self.idle.notify_waiters();
+                }
             }
         }
     }

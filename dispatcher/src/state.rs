@@ -614,19 +614,13 @@ impl<C> CrawlState<C> {
                 let wait = Duration::from_millis(now_ms.saturating_sub(r.sent_ms));
                 self.timing.record(Op::ResultWait, wait, "ok", None, None);
             }
-            let fenced = matches!(
-                r.outcome,
-                Outcome::Failed {
-                    kind: FailureKind::Fenced,
-                    ..
-                }
-            );
+            let handed_back = matches!(r.outcome, Outcome::Failed { kind, .. } if kind.is_handed_back());
             // Ends the lease (and frees its credit) if it is `s`'s.
             let leased = match self.frontier.complete_for(s, r.lease, r.url.as_ref()) {
                 Ok(leased) => leased,
                 // Handed back after the lease had ended anyway (given up,
                 // re-queued): nothing to do, and no lie.
-                Err(LeaseRefusal::Unknown) if fenced => continue,
+                Err(LeaseRefusal::Unknown) if handed_back => continue,
                 Err(why) => {
                     let (reason, what) = match why {
                         LeaseRefusal::Unknown => (Reason::UnknownLease, "a lease not out"),
@@ -641,9 +635,9 @@ impl<C> CrawlState<C> {
                 }
             };
             accepted += 1;
-            if fenced {
+            if handed_back {
                 // Not fetched, not a failure of the URL: queued again, first.
-                self.stats.counts.fenced += 1;
+                self.stats.counts.handed_back += 1;
                 self.frontier.push_front(leased.url, &leased.domain, leased.depth);
                 continue;
             }
@@ -938,7 +932,10 @@ impl<C> CrawlState<C> {
     /// others get a heartbeat, expired leases go back to the queue, and
     /// domains are rebalanced after a supervisor joined.
     pub(crate) fn housekeeping(&mut self, now_ms: u64) {
-        self.frontier.rebalance();
+        for (s, domains) in self.frontier.rebalance() {
+            self.effects
+                .push(Effect::Send(s, ToSupervisor::Recall { domains }));
+        }
         for s in 0..self.members.len() {
             if !self.members[s].live {
                 continue;

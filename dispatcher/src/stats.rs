@@ -37,10 +37,11 @@ pub struct Counts {
     /// Leases that ended without their result (a supervisor left, a lease
     /// ran out) whose page the store already held: not fetched again.
     pub finished_unanswered: u64,
-    /// URLs handed back unfetched because their holder's right to crawl
-    /// had run out (it lost the dispatcher; `shared::fence`): queued again,
-    /// no try counted.
-    pub fenced: u64,
+    /// URLs handed back unfetched, because their holder's right to crawl
+    /// had run out (it lost the dispatcher; `shared::fence`) or their
+    /// domain was moving to another node (`frontier::rebalance`): queued
+    /// again, first, no try counted.
+    pub handed_back: u64,
     pub too_deep: u64,
     pub over_page_limit: u64,
     pub bad_links: u64,

@@ -47,11 +47,15 @@ pub enum FailureKind {
     /// lost the dispatcher; see `crate::fence`). Not a failure of the URL:
     /// the dispatcher queues it again without counting a try.
     Fenced,
+    /// Not fetched: the dispatcher recalled the URL's domain, to move it to
+    /// another node (see `frontier::rebalance` in the dispatcher). Queued
+    /// again, like [`FailureKind::Fenced`].
+    Recalled,
 }
 
 impl FailureKind {
     /// Every kind.
-    pub const ALL: [FailureKind; 14] = [
+    pub const ALL: [FailureKind; 15] = [
         FailureKind::BadUrl,
         FailureKind::Timeout,
         FailureKind::Connect,
@@ -66,6 +70,7 @@ impl FailureKind {
         FailureKind::StoreRejected,
         FailureKind::BlockedAddress,
         FailureKind::Fenced,
+        FailureKind::Recalled,
     ];
 
     /// Bounded label for metrics, logs and the stored frontier.
@@ -85,6 +90,7 @@ impl FailureKind {
             FailureKind::StoreRejected => "store_rejected",
             FailureKind::BlockedAddress => "blocked_address",
             FailureKind::Fenced => "fenced",
+            FailureKind::Recalled => "recalled",
         }
     }
 
@@ -95,7 +101,7 @@ impl FailureKind {
             // The site asked us to come back later; the domain already waits.
             FailureKind::Throttled => 10,
             // Never tried: the dispatcher queues it again (see `Fenced`).
-            FailureKind::Fenced => u32::MAX,
+            FailureKind::Fenced | FailureKind::Recalled => u32::MAX,
             FailureKind::Timeout
             | FailureKind::Connect
             | FailureKind::Http
@@ -109,6 +115,12 @@ impl FailureKind {
             | FailureKind::StoreRejected
             | FailureKind::BlockedAddress => 1,
         }
+    }
+
+    /// Whether the URL was handed back unfetched (not a failure of it):
+    /// the dispatcher queues it again, first, without counting a try.
+    pub fn is_handed_back(self) -> bool {
+        matches!(self, FailureKind::Fenced | FailureKind::Recalled)
     }
 
     /// Whether the failure says something about the site's health (and so

@@ -20,7 +20,7 @@ pub use crate::failure::FailureKind;
 /// (see [`crate::cluster_auth`]). 8: a sealed message's tag is keyed
 /// BLAKE3, not HMAC-SHA256. 9: the crawl policy carries the canonical URL
 /// rules. 10: fencing and acknowledged results (`ToSupervisor::Ack`,
-/// `ToChild::Fence`, the policy's `heartbeat_timeout_ms`).
+/// `ToChild::Fence`, the policy's `heartbeat_timeout_ms`, `Recall`).
 pub const PROTOCOL_VERSION: u32 = 10;
 
 /// One URL to crawl, leased to whoever holds it.
@@ -257,6 +257,14 @@ pub enum ToSupervisor {
     Ack {
         seq: u64,
     },
+    /// Hand these domains' URLs back unless their fetch has started (as
+    /// `Recalled` failures): the dispatcher moves the domains to another
+    /// supervisor once nothing of them is in flight (`frontier::rebalance`
+    /// in the dispatcher), and a child's queue of a paced domain could
+    /// otherwise hold them for a long time.
+    Recall {
+        domains: Vec<String>,
+    },
 }
 
 /// Supervisor → crawler-child.
@@ -271,6 +279,10 @@ pub enum ToChild {
     /// `Fenced` failures, not fetched.
     Fence {
         until_mono_ms: u64,
+    },
+    /// See [`ToSupervisor::Recall`].
+    Recall {
+        domains: Vec<String>,
     },
 }
 

@@ -40,6 +40,8 @@ pub enum SlotCmd {
     /// The node's right to crawl now ends at this instant of the host's
     /// monotonic clock (see `shared::fence`).
     Fence(u64),
+    /// Hand back these domains' URLs not started yet (`ToChild::Recall`).
+    Recall(Vec<String>),
 }
 
 /// Events from a slot to the supervisor.
@@ -126,8 +128,9 @@ pub async fn run_slot(
                             Some(SlotCmd::Work(items)) => {
                                 let _ = events.send(SlotEvent::Lost { slot, why: format!("{} items arrived while restarting", items.len()) }).await;
                             }
-                            // The next child is told the latest right as it starts.
-                            Some(SlotCmd::Fence(_)) => {}
+                            // The next child is told the latest right as it
+                            // starts; it holds nothing to recall.
+                            Some(SlotCmd::Fence(_) | SlotCmd::Recall(_)) => {}
                         },
                     }
                 }
@@ -245,23 +248,19 @@ async fn supervise(
                     return Incarnation::Lost(format!("exited: {status}"));
                 }
             },
-            cmd = cmds.recv() => match cmd {
-                Some(SlotCmd::Work(items)) => {
-                    if let Err(e) = send(&mut stdin, &ToChild::Work(items)).await {
-                        let _ = child.start_kill();
-                        let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-                        return Incarnation::Lost(format!("write failed: {e}"));
-                    }
+            cmd = cmds.recv() => {
+                let msg = match cmd {
+                    Some(SlotCmd::Work(items)) => ToChild::Work(items),
+                    Some(SlotCmd::Fence(until_mono_ms)) => ToChild::Fence { until_mono_ms },
+                    Some(SlotCmd::Recall(domains)) => ToChild::Recall { domains },
+                    Some(SlotCmd::Stop) | None => return stop(slot, child, stdin, frames, events).await,
+                };
+                if let Err(e) = send(&mut stdin, &msg).await {
+                    let _ = child.start_kill();
+                    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+                    return Incarnation::Lost(format!("write failed: {e}"));
                 }
-                Some(SlotCmd::Fence(until_mono_ms)) => {
-                    if let Err(e) = send(&mut stdin, &ToChild::Fence { until_mono_ms }).await {
-                        let _ = child.start_kill();
-                        let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-                        return Incarnation::Lost(format!("write failed: {e}"));
-                    }
-                }
-                Some(SlotCmd::Stop) | None => return stop(slot, child, stdin, frames, events).await,
-            },
+            }
             _ = watchdog.tick() => {
                 if last_heard.elapsed() > spec.hang_timeout {
                     let _ = child.start_kill();

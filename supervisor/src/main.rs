@@ -311,6 +311,21 @@ impl Supervisor {
         }
     }
 
+    /// The dispatcher moves these domains away: each one's child hands
+    /// back what it has not started.
+    async fn recall(&mut self, domains: Vec<String>) {
+        let mut per_slot: Vec<Vec<String>> = vec![Vec::new(); self.slots.len()];
+        for d in domains {
+            let slot = self.slot_of(&d);
+            per_slot[slot].push(d);
+        }
+        for (slot, domains) in per_slot.into_iter().enumerate() {
+            if !domains.is_empty() {
+                let _ = self.slots[slot].send(SlotCmd::Recall(domains)).await;
+            }
+        }
+    }
+
     /// URLs of a dead child go to its successor, unless they keep killing it.
     async fn reassign_lost(&mut self, slot: usize, why: &str) {
         let lost: Vec<u64> = self
@@ -422,6 +437,7 @@ impl Supervisor {
                             flush_at.get_or_insert_with(tokio::time::Instant::now);
                         }
                     }
+                    Some(ToSupervisor::Recall { domains }) => self.recall(domains).await,
                     Some(ToSupervisor::Stop) if !stopping => {
                         stopping = true;
                         self.stop_slots().await;

@@ -23,5 +23,6 @@ mod fault_e2e;
 mod forget_e2e;
 mod hostile_e2e;
 mod netns_e2e;
+mod partition_e2e;
 mod politeness_gap_e2e;
 mod traps_e2e;

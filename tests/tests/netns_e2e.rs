@@ -18,57 +18,66 @@ use crawl_tests::web::{Expected, WebServer, WebSpec};
 
 use crate::fault_e2e::assert_end_state;
 
-const HOSTS: usize = 6;
+const HOSTS: usize = 16;
 const NODES: [&str; 2] = ["n1", "n2"];
 /// Each test stays within about a minute.
 const CRAWL_TIMEOUT: Duration = Duration::from_secs(50);
 
-/// A small web with two Crawl-delay hosts (site0, site3), served on the
-/// bridge, with the store beside it.
-struct Setup {
-    server: WebServer,
-    expected: Expected,
-    store: StoreServer,
-    spec: ClusterSpec,
+/// A web served on the bridge, the store beside it, and a cluster spec
+/// with the dispatcher in node "d" and a supervisor in each of `nodes`.
+pub(crate) struct Setup {
+    pub(crate) server: WebServer,
+    pub(crate) expected: Expected,
+    pub(crate) store: StoreServer,
+    pub(crate) spec: ClusterSpec,
     /// Holds the seeds and hosts files.
     _dir: tempfile::TempDir,
     /// Last, so it is dropped last: the servers on its bridge go first.
-    net: Net,
+    pub(crate) net: Net,
+}
+
+/// A web whose crawl is not held back by politeness (no Crawl-delay, no
+/// minimum delay), so that its rate shows what the links cost: realistic
+/// pages, `HOSTS` hosts.
+fn unpaced_web(seed: u64) -> WebSpec {
+    WebSpec {
+        seed,
+        crawl_delay_every: 0,
+        ..WebSpec::realistic_sized(HOSTS, 150)
+    }
+}
+
+async fn setup(seed: u64) -> Option<Setup> {
+    let mut s = setup_with(unpaced_web(seed), &NODES).await?;
+    s.spec.dispatcher_args = args(&["--min-delay-ms", "0", "--progress-secs", "5"]);
+    Some(s)
 }
 
 /// `None` when namespaces cannot be made.
-async fn setup(seed: u64) -> Option<Setup> {
-    let net = Net::create(&["d", NODES[0], NODES[1]]).expect("creating the network")?;
+pub(crate) async fn setup_with(web: WebSpec, nodes: &[&str]) -> Option<Setup> {
+    let mut names = vec!["d"];
+    names.extend_from_slice(nodes);
+    let net = Net::create(&names).expect("creating the network")?;
     let host = IpAddr::V4(net.host_addr());
-    let web = WebSpec {
-        seed,
-        hosts: HOSTS,
-        outside_hosts: 1,
-        pages_per_host: 30,
-        crawl_delay_every: 3,
-        crawl_delay_secs: 0.2,
-        ..WebSpec::default()
-    };
     let server = WebServer::start(web, SocketAddr::new(host, 0))
         .await
         .expect("starting the web on the bridge");
     let expected = server.web().expected_crawl();
     let store = StoreServer::start_on(host).expect("starting the store on the bridge");
     eprintln!(
-        "netns: web on {}, store ({}) at {}, dispatcher in {} ({}), supervisors in {:?}",
+        "netns: web on {}, store ({}) at {}, dispatcher in {} ({}), supervisors at {:?}",
         server.addr(),
         store.kind,
         store.uri,
         net.ns("d"),
         net.addr("d"),
-        NODES.map(|n| net.addr(n))
+        nodes.iter().map(|n| net.addr(n)).collect::<Vec<_>>()
     );
     let dir = tempfile::tempdir().expect("temp dir");
     let mut spec = ClusterSpec::for_web_at(&store.uri, &server, dir.path(), host).expect("cluster spec");
-    spec.supervisors = NODES.len();
+    spec.supervisors = nodes.len();
     spec.children = 2;
-    spec.dispatcher_args = args(&["--min-delay-ms", "50", "--progress-secs", "5"]);
-    spec.netns = Some(NetPlacement::new(&net, "d", &NODES));
+    spec.netns = Some(NetPlacement::new(&net, "d", nodes));
     Some(Setup {
         server,
         expected,
@@ -80,7 +89,7 @@ async fn setup(seed: u64) -> Option<Setup> {
 }
 
 /// Requests per client address in the web server's log.
-fn requests_by_client(server: &WebServer) -> BTreeMap<Option<IpAddr>, usize> {
+pub(crate) fn requests_by_client(server: &WebServer) -> BTreeMap<Option<IpAddr>, usize> {
     let mut by = BTreeMap::new();
     for r in server.requests() {
         *by.entry(r.client).or_insert(0) += 1;
@@ -91,14 +100,20 @@ fn requests_by_client(server: &WebServer) -> BTreeMap<Option<IpAddr>, usize> {
 /// Runs the spec to its end and checks it: every process exited cleanly,
 /// the ground truth is stored once each, and the web saw requests from the
 /// supervisors' nodes only (all of them when `all_nodes`).
-async fn crawl_and_check(s: &Setup, all_nodes: bool) {
+async fn crawl_and_check(s: &Setup, label: &str, all_nodes: bool) {
     let run = spawn_crawl(&s.spec)
         .await
         .expect("starting the crawl")
         .wait(CRAWL_TIMEOUT)
         .await
         .expect("the crawl ends");
-    eprintln!("netns: crawl took {:?}; summary {}", run.wall, run.summary);
+    // The figure (not asserted: tests never judge time) for the notes.
+    eprintln!(
+        "netns: {label}: {} pages in {:?}, {:.0} pages/s",
+        run.summary["fetched"],
+        run.wall,
+        run.summary["pages_per_sec"].as_f64().unwrap_or(0.0)
+    );
     assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
     assert!(
         run.supervisors.iter().all(|st| st.success()),
@@ -130,15 +145,17 @@ async fn crawl_and_check(s: &Setup, all_nodes: bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn netns_crawl_across_namespaces_stores_everything_once() {
     let Some(s) = setup(61).await else { return };
-    crawl_and_check(&s, true).await;
+    crawl_and_check(&s, "0 ms between the nodes and the dispatcher", true).await;
 }
 
-/// The same through a relay adding 20 ms each way (40 ms round trips)
-/// between the supervisors and the dispatcher. Only correctness is
-/// checked here; rates under latency are the product's to assert.
+/// The same web through a relay adding 20 ms each way (40 ms round trips)
+/// between the supervisors and the dispatcher: credits (512 URLs a node)
+/// keep the nodes busy across the latency (Little's law: 40 ms at
+/// 2,000 pages/s holds 80 URLs). The rates of both tests are printed
+/// (`netns: ... pages/s`), for the notes; a test does not judge time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn netns_crawl_through_a_40ms_link_stores_everything_once() {
-    let Some(mut s) = setup(62).await else { return };
+    let Some(mut s) = setup(61).await else { return };
     let place = s.spec.netns.as_mut().expect("placed");
     let relay = Relay::start(
         SocketAddr::new(IpAddr::V4(s.net.host_addr()), 0),
@@ -147,37 +164,6 @@ async fn netns_crawl_through_a_40ms_link_stores_everything_once() {
     )
     .expect("starting the relay");
     place.supervisor_endpoint = Some(format!("tcp://{}", relay.addr()));
-    crawl_and_check(&s, true).await;
+    crawl_and_check(&s, "40 ms round trips between the nodes and the dispatcher", true).await;
     drop(relay);
-}
-
-/// A node that joins a running crawl: "n2" starts once pages are being
-/// stored, and the crawl still ends with everything stored once and both
-/// supervisors exiting cleanly.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn netns_late_supervisor_joins_and_exits_with_the_crawl() {
-    let Some(mut s) = setup(63).await else { return };
-    s.spec.late_supervisors = 1;
-    let mut crawl = spawn_crawl(&s.spec).await.expect("starting the crawl");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while s.server.request_count() < 20 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(s.server.request_count() >= 20, "the crawl did not start");
-    assert!(crawl.start_late_supervisor(1).is_ok());
-    assert!(crawl.start_late_supervisor(1).is_err(), "started twice");
-    let run = crawl.wait(CRAWL_TIMEOUT).await.expect("the crawl ends");
-    eprintln!("netns: crawl took {:?}; summary {}", run.wall, run.summary);
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    assert_eq!(run.supervisors.len(), 2, "both supervisors waited for");
-    assert!(
-        run.supervisors.iter().all(|st| st.success()),
-        "supervisors: {:?}",
-        run.supervisors
-    );
-    assert_end_state(&s.store, &s.server, &s.expected, HOSTS).await;
-    let by_client = requests_by_client(&s.server);
-    eprintln!("netns: requests by client address: {by_client:?}");
-    let n1 = Some(IpAddr::V4(s.net.addr("n1")));
-    assert!(by_client.contains_key(&n1), "no request from n1: {by_client:?}");
 }

@@ -21,7 +21,7 @@
 use super::{Frontier, SupId, HALTED};
 
 /// How long a moved domain waits before its new owner gets a URL of it.
-pub const HANDOVER_MS: u64 = 3_000;
+pub const HANDOVER_MS: u64 = 2_000;
 
 impl Frontier {
     /// Asks for a rebalance at the next [`Frontier::rebalance`] (a
@@ -32,15 +32,19 @@ impl Frontier {
 
     /// Once a second: when a supervisor joined since the last call, starts
     /// moving domains from supervisors over their fair share to those
-    /// under it. One pass over the domains, only then. Returns how many
-    /// domains were chosen to move.
-    pub fn rebalance(&mut self) -> usize {
+    /// under it. One pass over the domains, only then. Returns the domains
+    /// that wait for URLs in flight, by owner: the shell asks the owner to
+    /// hand back those it has not started (`ToSupervisor::Recall`), so a
+    /// paced domain moves within about one request, not after every URL
+    /// its child holds.
+    pub fn rebalance(&mut self) -> Vec<(SupId, Vec<String>)> {
+        let mut recalls: Vec<(SupId, Vec<String>)> = Vec::new();
         if !std::mem::take(&mut self.rebalance_due) || !self.assigning {
-            return 0;
+            return recalls;
         }
         let live: Vec<SupId> = (0..self.sups.len()).filter(|&s| self.sups[s].live).collect();
         if live.len() < 2 {
-            return 0;
+            return recalls;
         }
         // Domains with work, per owner, that could move.
         let mut owned: Vec<Vec<u32>> = vec![Vec::new(); self.sups.len()];
@@ -72,7 +76,16 @@ impl Frontier {
             while owned[to].len() < floor.max(1) {
                 let Some(id) = excess.pop() else { break };
                 owned[to].push(id);
-                self.start_move(id, to);
+                let from = self.domains[id as usize].owner;
+                if self.start_move(id, to) {
+                    if let Some(from) = from {
+                        let name = self.domains[id as usize].name.to_string();
+                        match recalls.iter_mut().find(|(s, _)| *s == from) {
+                            Some((_, names)) => names.push(name),
+                            None => recalls.push((from, vec![name])),
+                        }
+                    }
+                }
                 moved += 1;
             }
         }
@@ -84,14 +97,15 @@ impl Frontier {
                 "rebalancing: domains move to supervisors under their fair share once nothing of them is in flight"
             );
         }
-        moved
+        recalls
     }
 
     /// Starts moving domain `id` to `to`: it is not leased to its owner
-    /// any more, and moves when nothing of it is in flight.
-    fn start_move(&mut self, id: u32, to: SupId) {
+    /// any more, and moves when nothing of it is in flight. Whether it
+    /// waits for URLs in flight.
+    fn start_move(&mut self, id: u32, to: SupId) -> bool {
         self.moving.insert(id, to);
-        self.finish_move(id);
+        self.finish_move(id)
     }
 
     /// Moves domain `id` if it is moving and nothing of it is in flight;
@@ -170,8 +184,10 @@ mod tests {
         assert!(owners(&f).iter().all(|o| *o == Some(a)));
         f.clock_ms = 1_000;
         let b = f.add_supervisor();
-        assert_eq!(f.rebalance(), 3, "half of six domains move");
-        assert_eq!(f.rebalance(), 0, "only once per join");
+        // Half of six domains move: the idle ones, so nothing is recalled.
+        assert_eq!(f.rebalance(), vec![]);
+        assert_eq!(f.domains_moved(), 3);
+        assert!(f.rebalance().is_empty(), "only once per join");
         // The idle ones moved at once, but wait for the hand-over.
         let moved_now = owners(&f).iter().filter(|o| **o == Some(b)).count();
         assert_eq!(moved_now, 3, "{:?}", owners(&f));
@@ -198,11 +214,13 @@ mod tests {
         let out = f.take(a, 10, 0);
         assert_eq!(out.len(), 6, "both domains busy");
         let b = f.add_supervisor();
-        assert_eq!(f.rebalance(), 1);
-        // Nothing moved yet, and the moving domain is not leased to a.
+        let recalls = f.rebalance();
+        // Nothing moved yet, and the moving domain is not leased to a,
+        // which is asked to hand back what it has not started.
         assert_eq!(f.domains_of(b), 0);
         let moving = *f.moving.keys().next().unwrap() as usize;
         let name = f.domains[moving].name.to_string();
+        assert_eq!(recalls, vec![(a, vec![name.clone()])]);
         let mine: Vec<u64> = out.iter().filter(|i| i.domain == name).map(|i| i.lease).collect();
         for lease in &mine[..2] {
             f.complete(*lease);
@@ -225,7 +243,7 @@ mod tests {
         }
         let out = f.take(a, 10, 0);
         let b = f.add_supervisor();
-        assert_eq!(f.rebalance(), 1);
+        assert_eq!(f.rebalance().len(), 1);
         f.remove_supervisor(b);
         for i in &out {
             f.complete(i.lease);

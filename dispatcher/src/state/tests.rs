@@ -974,7 +974,7 @@ fn a_url_handed_back_fenced_is_leased_again_without_a_try() {
     sim.pump();
     assert_eq!(sim.sent_to(a, |m| *m == ToSupervisor::Ack { seq: 7 }), 1);
     let counts = &sim.st.stats().counts;
-    assert_eq!((counts.fenced, counts.retried, counts.fetched), (1, 0, 0));
+    assert_eq!((counts.handed_back, counts.retried, counts.fetched), (1, 0, 0));
     assert!(sim.marks.is_empty());
     sim.dispatch();
     let again = sim.held[&a].clone();
@@ -982,7 +982,7 @@ fn a_url_handed_back_fenced_is_leased_again_without_a_try() {
     assert_eq!(again[0].url, item.url);
     // The old lease handed back again (sent twice over a reconnect): dropped.
     sim.deliver(a, vec![failed(&item, FailureKind::Fenced)]);
-    assert_eq!(sim.st.stats().counts.fenced, 1);
+    assert_eq!(sim.st.stats().counts.handed_back, 1);
     sim.run_to_end();
     // Leased twice (handed back once), fetched and finished once.
     sim.assert_each_finished_once();
