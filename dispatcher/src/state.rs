@@ -192,6 +192,10 @@ pub(crate) struct Member<C> {
     pub(crate) live: bool,
     pub(crate) said_bye: bool,
     pub(crate) results: u64,
+    /// An earlier connection of the same supervisor was met (it reconnected,
+    /// perhaps after it was given up): what it held then and reports now
+    /// may have been finished or handed out meanwhile, honestly.
+    pub(crate) rejoined: bool,
 }
 
 /// The crawl's state; `C` is the shell's connection handle.
@@ -621,6 +625,12 @@ impl<C> CrawlState<C> {
                 // Handed back after the lease had ended anyway (given up,
                 // re-queued): nothing to do, and no lie.
                 Err(LeaseRefusal::Unknown) if handed_back => continue,
+                // Sent again after a reconnect, for a URL finished or handed
+                // out elsewhere while it was away: a duplicate.
+                Err(LeaseRefusal::Unknown) if self.members[s].rejoined => {
+                    self.stats.counts.stale_results += 1;
+                    continue;
+                }
                 Err(why) => {
                     let (reason, what) = match why {
                         LeaseRefusal::Unknown => (Reason::UnknownLease, "a lease not out"),

@@ -42,6 +42,11 @@ pub struct Counts {
     /// domain was moving to another node (`frontier::rebalance`): queued
     /// again, first, no try counted.
     pub handed_back: u64,
+    /// URLs a supervisor held, or results it sent again, after it rejoined
+    /// (it was given up, or reconnected), for URLs finished or handed out
+    /// elsewhere meanwhile: dropped as duplicates. A page is stored once,
+    /// and the links of one its children stored come from the stored page.
+    pub stale_results: u64,
     pub too_deep: u64,
     pub over_page_limit: u64,
     pub bad_links: u64,

@@ -56,6 +56,7 @@ impl<C> CrawlState<C> {
     ) -> SupId {
         let sid = self.frontier.add_supervisor();
         debug_assert_eq!(sid, self.members.len());
+        let rejoined = self.members.iter().any(|m| m.id == id);
         self.members.push(Member {
             id,
             conn,
@@ -64,6 +65,7 @@ impl<C> CrawlState<C> {
             live: true,
             said_bye: false,
             results: 0,
+            rejoined,
         });
         if !holding.is_empty() {
             self.adopt(sid, holding, now_ms);
@@ -110,7 +112,19 @@ impl<C> CrawlState<C> {
     }
 
     fn refuse_unadoptable(&mut self, s: SupId, report: &Adoption) {
-        if report.refused > 0 {
+        if report.refused > 0 && self.members.get(s).is_some_and(|m| m.rejoined) {
+            // Its own earlier leases, finished or handed out elsewhere
+            // while it was away (given up, its pages found in the store):
+            // not a lie, and their results are duplicates.
+            let n = report.refused;
+            self.stats.counts.stale_results += n as u64;
+            let id = self.members.get(s).map_or("?", |m| m.id.as_str());
+            tracing::info!(
+                supervisor = %id,
+                held = n,
+                "held URLs finished or handed out elsewhere while it was away; their results are dropped as duplicates (a page is stored once)"
+            );
+        } else if report.refused > 0 {
             let n = report.refused;
             let id = self.members.get(s).map_or("?", |m| m.id.as_str());
             self.refusals.refuse(Reason::UnadoptableLease, n as u64, || {

@@ -989,6 +989,38 @@ fn a_url_handed_back_fenced_is_leased_again_without_a_try() {
     assert_eq!(sim.leased[&item.url], 2);
 }
 
+/// Issue 46: a supervisor given up (its link was cut) whose children
+/// stored pages it could not report, rejoins and sends those results
+/// again: the pages were found in the store meanwhile, so nothing is
+/// fetched again, and its held URLs and results are dropped as
+/// duplicates, not refused as lies.
+#[test]
+fn a_rejoining_supervisors_stale_results_are_dropped_as_duplicates() {
+    let mut sim = Sim::new(settings(), 7);
+    sim.seed(2);
+    let a = sim.join("a", 8, Vec::new());
+    let _b = sim.join("b", 8, Vec::new());
+    sim.dispatch();
+    let a_held = sim.held.insert(a, Vec::new()).unwrap_or_default();
+    assert!(!a_held.is_empty());
+    for i in &a_held {
+        sim.pages_stored.insert(i.url.clone(), links_of(&i.url, 7));
+    }
+    sim.advance(HEARTBEAT_TIMEOUT_MS + 1);
+    sim.housekeeping(&[a]);
+    assert!(!sim.live(a));
+    sim.answer_reads();
+    let a2 = sim.join("a", 8, a_held.clone());
+    let results = a_held.iter().map(|i| fetched(i, links_of(&i.url, 7))).collect();
+    sim.deliver(a2, results);
+    assert_eq!(sim.st.stats().counts.stale_results, 2 * a_held.len() as u64);
+    sim.run_to_end();
+    sim.assert_each_finished_once();
+    for i in &a_held {
+        assert_eq!(sim.leased[&i.url], 1, "{} leased again", i.url);
+    }
+}
+
 #[test]
 fn a_reconnecting_supervisor_keeps_what_it_holds() {
     let mut sim = Sim::new(settings(), 7);
