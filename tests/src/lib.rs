@@ -1,5 +1,7 @@
 //! Test support: the synthetic web and a harness that runs the real crawler.
 
+#[cfg(test)]
+mod doc_paths;
 pub mod harness;
 pub mod host_server;
 pub mod netns;
