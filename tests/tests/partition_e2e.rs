@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::time::{Duration, Instant, SystemTime};
 
-use crawl_tests::harness::{args, spawn_crawl};
-use crawl_tests::web::{RequestRecord, WebSpec};
+use crawl_tests::harness::{args, spawn_crawl, CrawlRun, RunningCrawl};
+use crawl_tests::web::{RequestRecord, WebServer, WebSpec};
 
 use crate::fault_e2e::assert_end_state;
 use crate::netns_e2e::{requests_by_client, setup_with};
@@ -29,8 +29,15 @@ const SLACK: Duration = Duration::from_millis(5);
 /// the host's delay: (host, first client, second client, gap in ms).
 fn cross_node_violations(
     log: &[RequestRecord],
-    delay_of: impl Fn(&str) -> Duration,
+    server: &WebServer,
+    min_delay_ms: u64,
 ) -> (usize, Vec<(String, String, String, f64)>) {
+    let web = server.web();
+    // A host's delay: its Crawl-delay, or --min-delay-ms when longer.
+    let delay_of = |host: &str| {
+        let crawl_delay = web.crawl_delay(host).unwrap_or(0.0);
+        Duration::from_millis(min_delay_ms).max(Duration::from_secs_f64(crawl_delay))
+    };
     let mut by_host: BTreeMap<&str, Vec<&RequestRecord>> = BTreeMap::new();
     for r in log {
         by_host.entry(&r.host).or_default().push(r);
@@ -66,6 +73,22 @@ fn fetches_per_url(log: &[RequestRecord]) -> f64 {
     let pages: Vec<&RequestRecord> = log.iter().filter(|r| r.path != "/robots.txt").collect();
     let distinct: BTreeSet<(&str, &str)> = pages.iter().map(|r| (r.host.as_str(), r.path.as_str())).collect();
     pages.len() as f64 / distinct.len().max(1) as f64
+}
+
+/// Waits for the crawl to end by itself, every process exiting 0.
+async fn ends_cleanly(crawl: RunningCrawl, label: &str) -> CrawlRun {
+    let run = crawl
+        .wait(Duration::from_secs(120))
+        .await
+        .expect("the crawl ends");
+    eprintln!("{label}: crawl took {:?}; summary {}", run.wall, run.summary);
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    assert!(
+        run.supervisors.iter().all(|st| st.success()),
+        "supervisors: {:?}",
+        run.supervisors
+    );
+    run
 }
 
 /// Requests from `client` that arrived after `since`.
@@ -114,27 +137,13 @@ async fn netns_a_node_cut_off_from_the_dispatcher_stops_and_loses_nothing() {
     s.net.heal("n1", "d").expect("healing the link");
     let healed_at = SystemTime::now();
     eprintln!("partition: cut n1 from the dispatcher for 12 s");
-    let run = crawl
-        .wait(Duration::from_secs(120))
-        .await
-        .expect("the crawl ends");
-    eprintln!("partition: crawl took {:?}; summary {}", run.wall, run.summary);
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    assert!(
-        run.supervisors.iter().all(|st| st.success()),
-        "supervisors: {:?}",
-        run.supervisors
-    );
+    ends_cleanly(crawl, "partition").await;
 
     // Nothing lost, nothing stored twice, and no page fetched again.
     assert_end_state(&s.store, &s.server, &s.expected, HOSTS).await;
     let log = s.server.requests();
     let per_url = fetches_per_url(&log);
-    let web = s.server.web();
-    let (handovers, bad) = cross_node_violations(&log, |host| {
-        let crawl_delay = web.crawl_delay(host).unwrap_or(0.0);
-        Duration::from_millis(MIN_DELAY_MS).max(Duration::from_secs_f64(crawl_delay))
-    });
+    let (handovers, bad) = cross_node_violations(&log, &s.server, MIN_DELAY_MS);
     let during = requests_after(&log, n1, cut_at) - requests_after(&log, n1, healed_at);
     let after = requests_after(&log, n1, healed_at);
     eprintln!(
@@ -182,17 +191,7 @@ async fn netns_a_node_that_joins_a_running_crawl_takes_its_share() {
     }
     let joined_at = SystemTime::now();
     crawl.start_late_supervisor(1).expect("starting n2");
-    let run = crawl
-        .wait(Duration::from_secs(120))
-        .await
-        .expect("the crawl ends");
-    eprintln!("join: crawl took {:?}; summary {}", run.wall, run.summary);
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    assert!(
-        run.supervisors.iter().all(|st| st.success()),
-        "supervisors: {:?}",
-        run.supervisors
-    );
+    let run = ends_cleanly(crawl, "join").await;
     assert_end_state(&s.store, &s.server, &s.expected, HOSTS).await;
 
     let log = s.server.requests();
@@ -202,11 +201,7 @@ async fn netns_a_node_that_joins_a_running_crawl_takes_its_share() {
         .collect();
     let n2 = IpAddr::V4(s.net.addr("n2"));
     let by_n2 = pages_after.iter().filter(|r| r.client == Some(n2)).count();
-    let web = s.server.web();
-    let (handovers, bad) = cross_node_violations(&log, |host| {
-        let crawl_delay = web.crawl_delay(host).unwrap_or(0.0);
-        Duration::from_millis(MIN_DELAY_MS).max(Duration::from_secs_f64(crawl_delay))
-    });
+    let (handovers, bad) = cross_node_violations(&log, &s.server, MIN_DELAY_MS);
     eprintln!(
         "join: n2 made {by_n2} of the {} page requests after it joined ({} domains moved, {handovers} hand-overs, {} too close)",
         pages_after.len(),

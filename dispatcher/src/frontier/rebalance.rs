@@ -168,16 +168,23 @@ mod tests {
         f.domains.iter().map(|d| d.owner).collect()
     }
 
-    #[test]
-    fn a_joining_supervisor_gets_a_fair_share_once_nothing_is_in_flight() {
+    /// A frontier with one supervisor, `a`, owning `domains` domains of
+    /// `pages` queued URLs each.
+    fn one_supervisor(domains: u32, pages: u32) -> (Frontier, SupId) {
         let mut f = Frontier::new(4, 60_000, 1);
         f.start_assigning();
         let a = f.add_supervisor();
-        for d in 0..6 {
-            for p in 0..3 {
+        for d in 0..domains {
+            for p in 0..pages {
                 f.push(format!("http://d{d}.test/{p}"), &format!("d{d}.test"), 0);
             }
         }
+        (f, a)
+    }
+
+    #[test]
+    fn a_joining_supervisor_gets_a_fair_share_once_nothing_is_in_flight() {
+        let (mut f, a) = one_supervisor(6, 3);
         // Everything is a's; domains 0-2 have a URL out.
         let out = f.take(a, 3, 0);
         assert_eq!(out.len(), 3);
@@ -203,14 +210,7 @@ mod tests {
 
     #[test]
     fn a_busy_domain_moves_when_its_last_lease_ends() {
-        let mut f = Frontier::new(4, 60_000, 1);
-        f.start_assigning();
-        let a = f.add_supervisor();
-        for d in 0..2 {
-            for p in 0..3 {
-                f.push(format!("http://d{d}.test/{p}"), &format!("d{d}.test"), 0);
-            }
-        }
+        let (mut f, a) = one_supervisor(2, 3);
         let out = f.take(a, 10, 0);
         assert_eq!(out.len(), 6, "both domains busy");
         let b = f.add_supervisor();
@@ -235,12 +235,7 @@ mod tests {
 
     #[test]
     fn a_move_to_a_supervisor_that_left_is_given_up() {
-        let mut f = Frontier::new(4, 60_000, 1);
-        f.start_assigning();
-        let a = f.add_supervisor();
-        for d in 0..2 {
-            f.push(format!("http://d{d}.test/0"), &format!("d{d}.test"), 0);
-        }
+        let (mut f, a) = one_supervisor(2, 1);
         let out = f.take(a, 10, 0);
         let b = f.add_supervisor();
         assert_eq!(f.rebalance().len(), 1);
