@@ -52,7 +52,7 @@ Figures (the JSON keys are in brackets):
   command (commands = round trips, and the documents they carried:
   inserted, update statements, or returned by reads), from the `store work`
   line each crawler process logs as it ends (the driver's command
-  monitoring, shared/src/store_work.rs).
+  monitoring, shared/store/src/work.rs).
 - [collections]: each crawl collection's documents, data and index bytes
   (collStats; what the store answers, else the error).
 - --node-cpu-quota CORES: each supervisor (a "node": it and its children)
@@ -432,7 +432,7 @@ def start_web(args, work, hosts, pages_per_host):
 def store_work(log_paths, pages):
     """The store's work per stored page, by collection and command: the
     `store work {json}` line every crawler process logs as it ends (from
-    the driver's command monitoring, shared/src/store_work.rs), added up.
+    the driver's command monitoring, shared/store/src/work.rs), added up.
     A process killed before its end (none in a bench) is missing."""
     total, processes = {}, 0
     for path in log_paths:

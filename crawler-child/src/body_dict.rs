@@ -1,4 +1,4 @@
-//! The child's body dictionary (see `shared::body_dict`): learnt from the
+//! The child's body dictionary (see `store::body_dict`): learnt from the
 //! first HTML pages it stores, written to the store, then used for every
 //! page after.
 //!
@@ -10,8 +10,8 @@
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use shared::body_dict::BodyDict;
-use shared::store::{self, Stores};
+use store::body_dict::BodyDict;
+use store::{self, Stores};
 
 /// HTML bodies learnt from: on the realistic pages 100 compressed as well
 /// as 300 or 1,000.
@@ -112,7 +112,7 @@ mod tests {
     #[tokio::test]
     async fn samples_are_handed_over_once_when_complete() {
         // Never connects: the driver connects on first use.
-        let args = shared::cli::StoreArgs {
+        let args = store::StoreArgs {
             mongo_uri: "mongodb://127.0.0.1:9".into(),
             db: "t".into(),
             robots_uri: None,

@@ -11,10 +11,10 @@
 
 use std::time::Duration;
 
+use link::protocol::{CrawlPolicy, FailureKind};
 use reqwest::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER};
 use reqwest::redirect::Policy;
 use shared::address_policy::{AddressPolicy, BlockedAddress};
-use shared::protocol::{CrawlPolicy, FailureKind};
 use shared::resolve::HostOverrides;
 use url::{Host, Url};
 
@@ -36,8 +36,8 @@ pub struct Http {
     /// Bounds [`Http::admit`]'s lookup, as it bounds a request's.
     connect_timeout: Duration,
     /// The headers every request carries besides `Host`, as stored with
-    /// each page (`shared::exchange`).
-    request_head: shared::docs::Head,
+    /// each page (`store::exchange`).
+    request_head: store::docs::Head,
 }
 
 /// What came back, with the body capped.
@@ -79,7 +79,7 @@ pub enum FetchError {
     /// Refused by the address policy: nothing was sent.
     #[error("{0}")]
     Blocked(BlockedAddress),
-    /// This node's right to crawl had run out (`shared::fence`): nothing
+    /// This node's right to crawl had run out (`link::fence`): nothing
     /// was sent.
     #[error("not fetched: this node's right to crawl has run out (it lost the dispatcher)")]
     Fenced,
@@ -145,7 +145,7 @@ impl Http {
             .build()?;
         // What reqwest sends on every request: our User-Agent, its default
         // Accept, and the Accept-Encoding its gzip and brotli features add.
-        let request_head = shared::exchange::head(
+        let request_head = store::exchange::head(
             None,
             [
                 ("user-agent", policy.user_agent.as_bytes()),
@@ -200,7 +200,7 @@ impl Http {
     }
 
     /// The headers each request carries besides `Host`, as stored.
-    pub(crate) fn request_head(&self) -> &shared::docs::Head {
+    pub(crate) fn request_head(&self) -> &store::docs::Head {
         &self.request_head
     }
 

@@ -1,6 +1,6 @@
 //! crawler-child: crawls the URLs its supervisor sends on stdin and writes
 //! results to stdout (length-prefixed bincode frames, see
-//! `shared::framing`). Started by `supervisor`, not by hand.
+//! `link::framing`). Started by `supervisor`, not by hand.
 //!
 //! Per URL: robots check → politeness → fetch → parse → store → report.
 
@@ -19,12 +19,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use shared::cli::{ObsArgs, StoreArgs};
-use shared::framing::{read_frame, write_frame};
-use shared::protocol::{now_ms, CrawlResult, FromChild, ProcessInfo, ToChild};
+use link::framing::{read_frame, write_frame};
+use link::protocol::{now_ms, CrawlResult, FromChild, ProcessInfo, ToChild};
+use shared::cli::ObsArgs;
 use shared::resolve::HostOverrides;
-use shared::store::Stores;
 use shared::timing::TimingLog;
+use store::StoreArgs;
+use store::Stores;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, Semaphore};
 
@@ -90,12 +91,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let timing = TimingLog::open(&args.obs.timing_config(ROLE))?;
     timing.spawn_flusher();
     // The name comes from the dispatcher: checked before it names collections.
-    let crawl = shared::store::CrawlId::parse(&policy.crawl_id)?;
+    let crawl = store::CrawlId::parse(&policy.crawl_id)?;
     let stores = Stores::connect(&args.store, ROLE, crawl).await?;
 
     // Closed until the supervisor opens it (its first `Fence` comes right
     // after `Configure`, before any work).
-    let fence = shared::fence::Fence::default();
+    let fence = link::fence::Fence::default();
     let (report_tx, report_rx) = mpsc::unbounded_channel();
     let (pages, writer_done) =
         page_writer::PageWriter::spawn(stores.clone(), report_tx.clone(), timing.clone());
@@ -203,7 +204,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     timing.flush();
     let _ = tokio::time::timeout(grace, writer).await;
     stores.shutdown().await;
-    shared::store_work::log_totals("crawler-child");
+    store::work::log_totals("crawler-child");
     Ok(())
 }
 
@@ -239,7 +240,7 @@ async fn write_gauges(worker: Weak<worker::Worker>, ctx: Weak<pipeline::Ctx>, ti
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v)),
         );
-        line.extend(shared::store_work::gauge_values());
+        line.extend(store::work::gauge_values());
         timing.gauges(&line);
     }
 }

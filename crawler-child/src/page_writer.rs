@@ -7,7 +7,7 @@
 //! success, so a page is stored exactly once.
 //!
 //! Errors are told apart by what a retry can do about them (see
-//! `shared::store_write`): while the store is down the batch is retried and
+//! `store::write`): while the store is down the batch is retried and
 //! the queue, bounded in bytes, fills up, so the crawl pauses instead of
 //! dropping pages or growing; a page the store refuses for good fails alone,
 //! reported with kind `store_rejected`, and the rest of its batch is written.
@@ -16,11 +16,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use shared::docs::PageDoc;
-use shared::protocol::{CrawlResult, FailureKind, Outcome};
-use shared::store::Stores;
-use shared::store_write;
+use link::protocol::{CrawlResult, FailureKind, Outcome};
 use shared::timing::{Op, TimingLog};
+use store::docs::PageDoc;
+use store::write;
+use store::Stores;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 const BATCH_DOCS: usize = 256;
@@ -131,7 +131,7 @@ async fn run(
         let (docs, waiting): (Vec<PageDoc>, Vec<_>) =
             batch.drain(..).map(|q| (q.doc, (q.result, q.budget))).unzip();
         crate::fault::slow_store(docs.len()).await;
-        let refused = store_write::insert_unordered(&pages, &docs, &timing, Op::Store, "storing pages").await;
+        let refused = write::insert_unordered(&pages, &docs, &timing, Op::Store, "storing pages").await;
         queued.fetch_sub(docs.len(), Ordering::Relaxed);
         metrics::counter!("crawler_pages_stored_total").increment((docs.len() - refused.len()) as u64);
         for (i, (mut result, _budget)) in waiting.into_iter().enumerate() {

@@ -22,14 +22,14 @@ use std::time::{Duration, Instant};
 
 use bson::DateTime;
 use futures::FutureExt;
+use link::fence::Fence;
+use link::protocol::{CrawlPolicy, CrawlResult, FailureKind, Outcome, WorkItem};
 use shared::canonical::Canonicalizer;
-use shared::docs::{PageDoc, Skipped};
 use shared::extract::{extract, ExtractOptions};
-use shared::fence::Fence;
-use shared::page_body;
-use shared::protocol::{CrawlPolicy, CrawlResult, FailureKind, Outcome, WorkItem};
 use shared::timing::{Op, TimingLog};
 use shared::urls::{self, domain_of, origin_of};
+use store::docs::{PageDoc, Skipped};
+use store::page_body;
 use tokio::sync::{mpsc, Semaphore};
 use url::Url;
 
@@ -55,7 +55,7 @@ pub struct Ctx {
     /// Fetches in progress across all domains of this child.
     pub fetch_slots: Semaphore,
     /// Until when this child may start requests (its supervisor's right to
-    /// crawl; see `shared::fence`): checked before every request.
+    /// crawl; see `link::fence`): checked before every request.
     pub fence: Fence,
 }
 
@@ -189,7 +189,7 @@ pub(crate) fn hand_back(ctx: &Ctx, item: &WorkItem, kind: FailureKind, why: &str
 }
 
 /// An error when this child may not start a request now (see
-/// `shared::fence`): checked before a politeness wait, so held URLs come
+/// `link::fence`): checked before a politeness wait, so held URLs come
 /// back at once, and again after it, just before the request.
 fn fenced(ctx: &Ctx) -> Result<(), FetchError> {
     if ctx.fence.allows() {
@@ -484,13 +484,13 @@ fn base_page(item: &WorkItem, ctx: &Ctx, final_url: &Url, resp: &Fetched) -> Pag
         .and_then(|s| s.canonical_reason())
         .unwrap_or("");
     let status_line = format!("{} {} {reason}", http_version(head.version), resp.status);
-    let parts = shared::exchange::ResponseParts {
+    let parts = store::exchange::ResponseParts {
         status_line: status_line.trim_end(),
         headers: head.headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
         ip: head.remote,
         started: DateTime::from_system_time(head.started),
     };
-    shared::exchange::store(&mut d, parts, ctx.http.request_head());
+    store::exchange::store(&mut d, parts, ctx.http.request_head());
     d
 }
 
@@ -513,7 +513,7 @@ fn cross_domain_redirect(ctx: &Ctx, item: &WorkItem, current: &Url, resp: &Fetch
     let mut d = base_page(item, ctx, current, resp);
     d.redirect_to = Some(target.to_string());
     d.outlinks = Some(1);
-    d.links = shared::page_links::pack(&[target.to_string()]);
+    d.links = store::page_links::pack(&[target.to_string()]);
     let outcome = fetched(current, item, resp);
     Done::Page(Box::new(d), result(item, outcome, vec![target.into()]))
 }
@@ -581,7 +581,7 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
             d.outlinks_dropped = Some(i64::try_from(f.over_cap).unwrap_or(i64::MAX));
         }
         // The bytes as sent, compressed; read back with `pages get` or
-        // `shared::page_body::html_of` (decompress, decode with `charset`).
+        // `store::page_body::html_of` (decompress, decode with `charset`).
         let charset = encoding.unwrap_or(encoding_rs::UTF_8).name();
         page_body::store(&mut d, &resp.body, Some(charset), ctx.body_dict.current());
         ctx.body_dict.learn(&resp.body);
@@ -590,7 +590,7 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
         d.canonical = f.canonical;
         d.lang = f.lang;
         d.outlinks = Some(i32::try_from(f.links.len()).unwrap_or(i32::MAX));
-        d.links = shared::page_links::pack(links_to_keep(&f.links));
+        d.links = store::page_links::pack(links_to_keep(&f.links));
         outlinks = f.links;
         ctx.timing
             .record(Op::Parse, start.elapsed(), "ok", Some(&item.domain), None);

@@ -14,10 +14,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use bson::doc;
-use shared::docs::DomainPace;
-use shared::protocol::now_ms;
-use shared::store::{self, Stores};
+use link::protocol::now_ms;
 use shared::timing::{Op, TimingLog};
+use store::docs::DomainPace;
+use store::{self, Stores};
 
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// The longest any one wait may be: a delay from a flag, a stored

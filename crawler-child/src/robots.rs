@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bson::doc;
-use shared::docs::RobotsDoc;
-use shared::protocol::{now_ms, CrawlPolicy};
-use shared::store::{self, Stores};
+use link::protocol::{now_ms, CrawlPolicy};
 use shared::timing::{Op, TimingLog};
+use store::docs::RobotsDoc;
+use store::{self, Stores};
 use texting_robots::Robot;
 use url::Url;
 

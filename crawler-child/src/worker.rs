@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use std::time::{Duration, Instant};
 
-use shared::protocol::{now_ms, FailureKind, WorkItem};
+use link::protocol::{now_ms, FailureKind, WorkItem};
 use shared::timing::Op;
 use tokio::sync::Notify;
 

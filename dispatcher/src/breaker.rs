@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use shared::protocol::Outcome;
+use link::protocol::Outcome;
 
 #[derive(Debug, Clone, Copy)]
 pub struct BreakerConfig {
@@ -318,7 +318,7 @@ mod tests {
             ..BreakerConfig::default()
         };
         let mut b = Breakers::new(cfg);
-        let timeout = Outcome::failed(shared::protocol::FailureKind::Timeout, "");
+        let timeout = Outcome::failed(link::protocol::FailureKind::Timeout, "");
         for i in 0..4 {
             assert_eq!(b.record("a", &timeout, i), None);
         }

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use link::protocol::ProcessInfo;
 use serde::Serialize;
-use shared::protocol::ProcessInfo;
 
 /// What `/debug/cluster` shows.
 #[derive(Default, Serialize, Clone)]

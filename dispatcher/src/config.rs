@@ -177,7 +177,7 @@ fn effective(cmd: &clap::Command, matches: &clap::ArgMatches, config: Option<&Pa
                 .map(|v| v.to_string_lossy().into_owned())
                 .map(|v| {
                     if SECRET_URIS.contains(&long) {
-                        shared::store::redact_uri(&v)
+                        store::redact_uri(&v)
                     } else if SECRET_VALUES.contains(&long) {
                         "***".to_string()
                     } else {

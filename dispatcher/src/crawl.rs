@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use bson::{doc, Document};
 use bytes::Bytes;
-use shared::cluster_auth::{Challenges, ClusterKey, Session};
-use shared::docs::DomainHalt;
-use shared::protocol::{self, CrawlPolicy, ProcessInfo, ToDispatcher, ToSupervisor, PROTOCOL_VERSION};
-use shared::store::Stores;
+use link::cluster_auth::{Challenges, ClusterKey, Session};
+use link::protocol::{self, CrawlPolicy, ProcessInfo, ToDispatcher, ToSupervisor, PROTOCOL_VERSION};
 use shared::timing::{Op, TimingLog};
+use store::docs::DomainHalt;
+use store::Stores;
 use tokio::sync::mpsc;
 use zeromq::{RouterSendHalf, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
@@ -52,11 +52,11 @@ const MAX_PENDING_CHALLENGES: usize = 4096;
 const MAX_UNADMITTED_MESSAGE: usize = 32 * 1024 * 1024;
 
 /// The dispatcher's clock: Unix milliseconds that never step
-/// (`shared::fence::steady_unix_ms`). Supervisors are given up by it
+/// (`link::fence::steady_unix_ms`). Supervisors are given up by it
 /// after their heartbeat timeout, which a wall-clock step must not cut
 /// short: their right to crawl ends a margin before, on their clocks.
 pub(crate) fn now_ms() -> u64 {
-    shared::fence::steady_unix_ms()
+    link::fence::steady_unix_ms()
 }
 
 pub async fn run(args: Args, settings: serde_json::Value, key: ClusterKey) -> anyhow::Result<()> {
@@ -82,7 +82,7 @@ pub async fn run(args: Args, settings: serde_json::Value, key: ClusterKey) -> an
     // index, which mongos then shards by instead of building an index of
     // the shard key alone. Sharding before the collections grow.
     stores.ensure_indexes().await?;
-    if shared::sharding::shard_collections(&stores).await? {
+    if store::sharding::shard_collections(&stores).await? {
         tracing::info!("the primary store is a mongos: this crawl's pages and frontier are sharded");
     }
 
@@ -149,7 +149,7 @@ struct Dispatcher {
     progress_every: Duration,
     monitor_every: Duration,
     admin: mpsc::Receiver<AdminCmd>,
-    /// The cluster secret supervisors must prove (see `shared::cluster_auth`).
+    /// The cluster secret supervisors must prove (see `link::cluster_auth`).
     key: ClusterKey,
     /// Introductions under way: challenges sent, by ZeroMQ identity.
     challenges: Challenges<Bytes>,
@@ -378,7 +378,7 @@ impl Dispatcher {
 
     /// One message from the ROUTER socket. Only Hello and Join are taken
     /// bare; everything else must be sealed with the keys of an admitted
-    /// connection (see `shared::cluster_auth::Session`). Anything else is
+    /// connection (see `link::cluster_auth::Session`). Anything else is
     /// dropped, counted, logged (rate-limited) and, unless it may have
     /// been injected into an admitted connection, answered with
     /// Reintroduce, the refusal that makes a real supervisor introduce
@@ -521,12 +521,12 @@ impl Dispatcher {
         let domains = self.stores.domains();
         let domain = domain.to_string();
         tokio::spawn(async move {
-            let mut backoff = shared::store::Backoff::default();
+            let mut backoff = store::Backoff::default();
             loop {
                 let write = domains
                     .update_one(doc! {"_id": &domain}, update.clone())
                     .upsert(true);
-                match shared::store::deadline(write).await {
+                match store::deadline(write).await {
                     Some(Ok(_)) => break,
                     Some(Err(e)) => backoff.wait("recording a domain halt", &e).await,
                     None => backoff.note("recording a domain halt", "no answer in time").await,
@@ -612,7 +612,7 @@ impl Dispatcher {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v)),
         );
-        line.extend(shared::store_work::gauge_values());
+        line.extend(store::work::gauge_values());
         self.timing.gauges(&line);
     }
 

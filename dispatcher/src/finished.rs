@@ -33,9 +33,8 @@ use std::collections::HashSet;
 use bson::{doc, RawDocumentBuf};
 use futures::TryStreamExt;
 use mongodb::Collection;
-use shared::docs::PageDoc;
-use shared::store;
 use shared::timing::{Op, TimingLog};
+use store::docs::PageDoc;
 
 /// URLs per look-up: a few hundred KB of `_id`s in one query.
 pub(crate) const LOOK_UP_BATCH: usize = 1000;
@@ -73,7 +72,7 @@ pub(crate) async fn links_of(
                 continue;
             };
             let links = match raw.get_binary(PageDoc::LINKS) {
-                Ok(b) => shared::page_links::unpack(b.bytes).unwrap_or_else(|e| {
+                Ok(b) => store::page_links::unpack(b.bytes).unwrap_or_else(|e| {
                     tracing::warn!(url, error = %e, "a stored page's links do not read back; they are not offered again");
                     Vec::new()
                 }),

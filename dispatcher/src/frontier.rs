@@ -35,7 +35,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use shared::protocol::WorkItem;
+use link::protocol::WorkItem;
 
 pub use adopt::Adoption;
 use index::DomainIndex;

@@ -25,9 +25,11 @@ use std::path::PathBuf;
 
 use admission::ScopeKind;
 use clap::Parser;
+use link::args::ClusterArgs;
+use link::protocol::CrawlPolicy;
 use seen::SeenCheck;
-use shared::cli::{ClusterArgs, ObsArgs, StoreArgs};
-use shared::protocol::CrawlPolicy;
+use shared::cli::ObsArgs;
+use store::StoreArgs;
 
 const ROLE: &str = "dispatcher";
 /// The user agent of crawls of the built-in synthetic web; a crawl of the
@@ -53,10 +55,10 @@ pub struct Args {
     #[arg(long)]
     pub seeds: Vec<PathBuf>,
     /// Crawl name: the crawl's collections are named after it (see
-    /// `shared::crawl_id`), so another name on the same database is another
+    /// `store::crawl_id`), so another name on the same database is another
     /// crawl, and the same name resumes this one.
-    #[arg(long, default_value = shared::store::CrawlId::DEFAULT)]
-    pub crawl_id: shared::store::CrawlId,
+    #[arg(long, default_value = store::CrawlId::DEFAULT)]
+    pub crawl_id: store::CrawlId,
     /// Links deeper than this many hops from a seed are not followed.
     #[arg(long, default_value_t = 16)]
     pub max_depth: u16,
@@ -377,7 +379,7 @@ fn main() -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("--strip-params: {e}"))?;
     let key = args
         .cluster
-        .key(std::env::var_os(shared::cluster_auth::SECRET_ENV))?;
+        .key(std::env::var_os(link::cluster_auth::SECRET_ENV))?;
     if key.is_insecure() {
         tracing::warn!(
             bind = %args.bind,
@@ -386,7 +388,7 @@ fn main() -> anyhow::Result<()> {
     }
     // Read once; nothing this process starts inherits it. Still
     // single-threaded here, so changing the environment is sound.
-    std::env::remove_var(shared::cluster_auth::SECRET_ENV);
+    std::env::remove_var(link::cluster_auth::SECRET_ENV);
     // The event loop runs as a task on the runtime's workers, not on this
     // thread (`block_on` would poll it here): every message, read answer
     // and confirmation the workers hand it would then wake another thread.

@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, RawDocumentBuf};
 use futures::TryStreamExt;
-use shared::docs::{Deferral, FrontierDoc, UrlState};
-use shared::failure::FailureKind;
-use shared::store::{self, Backoff, Stores};
-use shared::store_write;
+use link::failure::FailureKind;
 use shared::timing::{Op, TimingLog};
+use store::docs::{Deferral, FrontierDoc, UrlState};
+use store::write;
+use store::{self, Backoff, Stores};
 use tokio::sync::{mpsc, oneshot};
 
 /// Most writes in one batch.
@@ -285,7 +285,7 @@ async fn write_inserts(
         return;
     }
     let what = "frontier insert";
-    for (i, why) in store_write::insert_unordered(frontier, docs, timing, Op::FrontierInsert, what).await {
+    for (i, why) in write::insert_unordered(frontier, docs, timing, Op::FrontierInsert, what).await {
         // Cannot happen with URLs of at most 2 KiB, but if the store ever
         // refuses one, the crawl goes on without it, loudly.
         metrics::counter!("crawler_frontier_rejected_total").increment(1);

@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, RawDocument, RawDocumentBuf};
 use futures::TryStreamExt;
-use shared::docs::{FrontierDoc, PageDoc, UrlState};
-use shared::store::{self, Stores};
 use shared::timing::{Op, TimingLog};
+use store::docs::{FrontierDoc, PageDoc, UrlState};
+use store::{self, Stores};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 

@@ -70,9 +70,9 @@ impl Reason {
     }
 }
 
-impl From<shared::cluster_auth::Refusal> for Reason {
-    fn from(r: shared::cluster_auth::Refusal) -> Reason {
-        use shared::cluster_auth::Refusal;
+impl From<link::cluster_auth::Refusal> for Reason {
+    fn from(r: link::cluster_auth::Refusal) -> Reason {
+        use link::cluster_auth::Refusal;
         match r {
             Refusal::BadProof => Reason::BadProof,
             Refusal::NoChallenge => Reason::NoChallenge,

@@ -39,9 +39,9 @@ use std::time::Duration;
 use bson::{doc, RawBsonRef, RawDocument, RawDocumentBuf};
 use futures::TryStreamExt;
 use mongodb::Collection;
-use shared::docs::{FrontierDoc, PageDoc, UrlState};
-use shared::store::{self, READ_BATCH};
 use shared::timing::TimingLog;
+use store::docs::{FrontierDoc, PageDoc, UrlState};
+use store::{self, READ_BATCH};
 
 use crate::finished::LOOK_UP_BATCH;
 

@@ -7,9 +7,9 @@ use std::path::Path;
 
 use anyhow::Context;
 use bson::doc;
-use shared::docs::SeedDoc;
-use shared::store::{decode_each, only_duplicates, Stores};
 use shared::urls;
+use store::docs::SeedDoc;
+use store::{decode_each, only_duplicates, Stores};
 
 /// Reads a seeds file; bad lines are reported and skipped, never fatal.
 pub fn read_file(path: &Path) -> anyhow::Result<Vec<String>> {

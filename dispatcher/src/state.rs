@@ -15,11 +15,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use link::protocol::{CrawlResult, FailureKind, Outcome, ToSupervisor};
 use shared::canonical::{CanonicalRules, Canonicalizer};
-use shared::docs::{Deferral, UrlState};
-use shared::protocol::{CrawlResult, FailureKind, Outcome, ToSupervisor};
 use shared::timing::{Op, TimingLog};
 use shared::urls;
+use store::docs::{Deferral, UrlState};
 
 use crate::admission::{Admission, AdmissionSettings, Over, Refusal};
 use crate::breaker::{self, BreakerConfig, Breakers, Trip};
@@ -88,7 +88,7 @@ pub(crate) struct Settings {
     pub(crate) max_write_backlog: usize,
 }
 
-/// A stored frontier entry as start-up reads it (`shared::docs::FrontierDoc`
+/// A stored frontier entry as start-up reads it (`store::docs::FrontierDoc`
 /// without its failure), borrowed from the raw document: a finished URL,
 /// most of a big frontier, costs a hash and no allocation.
 #[derive(Debug, serde::Deserialize)]

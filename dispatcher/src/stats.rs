@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use link::protocol::{FailureKind, Outcome};
 use serde::Serialize;
-use shared::protocol::{FailureKind, Outcome};
 
 #[derive(Default, Serialize)]
 pub struct Counts {
@@ -38,7 +38,7 @@ pub struct Counts {
     /// ran out) whose page the store already held: not fetched again.
     pub finished_unanswered: u64,
     /// URLs handed back unfetched, because their holder's right to crawl
-    /// had run out (it lost the dispatcher; `shared::fence`) or their
+    /// had run out (it lost the dispatcher; `link::fence`) or their
     /// domain was moving to another node (`frontier::rebalance`): queued
     /// again, first, no try counted.
     pub handed_back: u64,
@@ -158,7 +158,7 @@ pub struct Summary<'a> {
     pub domains_moved: u64,
     pub supervisors: usize,
     /// The dispatcher's own store work, by collection and command
-    /// (`shared::store_work`; the children log theirs as they end).
+    /// (`store::work`; the children log theirs as they end).
     pub store_work: serde_json::Value,
     #[serde(flatten)]
     pub counts: &'a Counts,

@@ -22,7 +22,7 @@ from .reading import GaugeLine
 CUMULATIVE_GAUGES = frozenset({"cpu_seconds", "machine_busy_seconds"})
 # Per-machine facts repeated by every process that reports them, never summed.
 MACHINE_GAUGES = frozenset({"machine_cores"})
-# The store's work as the MongoDB driver counts it (shared/src/store_work.rs):
+# The store's work as the MongoDB driver counts it (shared/store/src/work.rs):
 # `store.<collection>.<command>.commands` and `...documents`, cumulative per
 # process like cpu_seconds, and a key appears only once its count is non-zero.
 STORE_PREFIX = "store."

@@ -12,32 +12,16 @@
 
 pub mod address_policy;
 pub mod alloc;
-pub mod body_dict;
 pub mod canonical;
 pub mod cli;
-pub mod cluster_auth;
-pub mod crawl_id;
-pub mod dispatcher_link;
-pub mod docs;
-pub mod exchange;
 pub mod extract;
-pub mod failure;
-pub mod fence;
-pub mod framing;
 pub mod hash_set48;
 pub mod http_client;
 pub mod limits;
 pub mod logging;
 pub mod metric_help;
-pub mod page_body;
-pub mod page_links;
-pub mod protocol;
 pub mod resolve;
-pub mod sharding;
 pub mod shutdown;
-pub mod store;
-pub mod store_work;
-pub mod store_write;
 pub mod timing;
 pub mod urls;
 

@@ -1,6 +1,6 @@
 //! Property tests of the code that reads what the network and users send:
-//! URL parsing and normalisation, link and feature extraction, the frame
-//! reader and the wire decoder. Whatever the input, they return a value or
+//! URL parsing and normalisation, link and feature extraction. Whatever the
+//! input, they return a value or
 //! an error, never panic, and keep their bounds.
 //!
 //! These stand in for `cargo fuzz`, which needs a nightly toolchain that
@@ -10,7 +10,6 @@
 
 use proptest::prelude::*;
 use shared::extract::{extract, extract_reference, ExtractOptions};
-use shared::protocol::{self, CrawlResult, Outcome, ToChild, ToDispatcher, ToSupervisor, WorkItem};
 use shared::urls::{self, MAX_URL_LEN};
 use url::Url;
 
@@ -117,56 +116,5 @@ proptest! {
     fn extraction_of_tag_soup_matches_the_reference(page in hostile_text()) {
         let f = extract(page.as_bytes(), &base(), None, options());
         prop_assert_eq!(f, extract_reference(page.as_bytes(), &base(), None, options()));
-    }
-
-    /// The wire decoder refuses garbage with an error (no panic, no
-    /// allocation the bytes do not pay for: the limit is the message cap).
-    #[test]
-    fn the_wire_decoder_takes_any_bytes(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
-        let _ = protocol::decode::<ToDispatcher>(&bytes);
-        let _ = protocol::decode::<ToSupervisor>(&bytes);
-        let _ = protocol::decode::<ToChild>(&bytes);
-        let _ = protocol::decode::<protocol::FromChild>(&bytes);
-    }
-
-    /// What is encoded decodes to the same message, and any cut of it is
-    /// an error or a message, never a panic.
-    #[test]
-    fn messages_round_trip(url in "\\PC{0,64}", domain in "[a-z.]{0,16}", depth: u16, lease: u64, cut: usize,
-                           links in prop::collection::vec("\\PC{0,32}", 0..8)) {
-        let item = WorkItem { lease, lease_expires_ms: lease / 2, leased_ms: 1, url: url.clone(), domain: domain.clone(), depth };
-        let result = CrawlResult {
-            lease,
-            url,
-            domain,
-            depth,
-            outcome: Outcome::failed(protocol::FailureKind::Timeout, "x".repeat(depth as usize % 2000)),
-            outlinks: links,
-            sent_ms: 7,
-        };
-        let work = ToChild::Work(vec![item]);
-        let bytes = protocol::encode(&work);
-        prop_assert_eq!(protocol::decode::<ToChild>(&bytes).ok(), Some(work));
-        let from = protocol::FromChild::Result(result);
-        let bytes = protocol::encode(&from);
-        prop_assert_eq!(protocol::decode::<protocol::FromChild>(&bytes).ok(), Some(from));
-        let _ = protocol::decode::<protocol::FromChild>(&bytes[..cut % (bytes.len() + 1)]);
-    }
-
-    /// The frame reader takes any byte stream: a frame, an error, or the
-    /// end, and never reads past a length over the cap.
-    #[test]
-    fn the_frame_reader_takes_any_stream(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
-        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
-        runtime.block_on(async {
-            let mut r = &bytes[..];
-            // At most one frame per four bytes read; stop at the first error.
-            for _ in 0..=bytes.len() / 4 {
-                match shared::framing::read_frame::<_, protocol::FromChild>(&mut r).await {
-                    Ok(Some(_)) => continue,
-                    Ok(None) | Err(_) => break,
-                }
-            }
-        });
     }
 }

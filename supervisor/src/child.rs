@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use shared::fence::Fence;
-use shared::framing::{read_frame, write_frame};
-use shared::protocol::{CrawlPolicy, FromChild, ToChild, WorkItem};
+use link::fence::Fence;
+use link::framing::{read_frame, write_frame};
+use link::protocol::{CrawlPolicy, FromChild, ToChild, WorkItem};
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
@@ -38,7 +38,7 @@ pub enum SlotCmd {
     Work(Vec<WorkItem>),
     Stop,
     /// The node's right to crawl now ends at this instant of the host's
-    /// monotonic clock (see `shared::fence`).
+    /// monotonic clock (see `link::fence`).
     Fence(u64),
     /// Hand back these domains' URLs not started yet (`ToChild::Recall`).
     Recall(Vec<String>),
@@ -152,7 +152,7 @@ fn spawn(spec: &ChildSpec) -> std::io::Result<(Child, ChildStdin, Frames)> {
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         // A child parses pages from the open web; it never needs the
         // cluster secret (main() already removed it; this keeps it so).
-        .env_remove(shared::cluster_auth::SECRET_ENV)
+        .env_remove(link::cluster_auth::SECRET_ENV)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -6,7 +6,7 @@
 mod child;
 mod outbox;
 mod right;
-use shared::dispatcher_link as link;
+use link::dispatcher_link::DispatcherLink;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -14,18 +14,20 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use shared::cli::{ClusterArgs, ObsArgs, StoreArgs};
-use shared::cluster_auth::{ClusterKey, SECRET_ENV};
-use shared::protocol::{
+use link::args::ClusterArgs;
+use link::cluster_auth::{ClusterKey, SECRET_ENV};
+use link::protocol::{
     CrawlResult, FailureKind, FromChild, Intro, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem,
 };
+use shared::cli::ObsArgs;
 use shared::timing::TimingLog;
+use store::StoreArgs;
 use tokio::sync::mpsc;
 
 use child::{ChildSpec, SlotCmd, SlotEvent};
+use link::fence::{self, Fence};
 use outbox::Outbox;
 use right::Right;
-use shared::fence::{self, Fence};
 
 const ROLE: &str = "supervisor";
 
@@ -165,7 +167,7 @@ async fn run(args: Args, key: ClusterKey) -> anyhow::Result<()> {
     if key.is_insecure() {
         tracing::warn!(supervisor = %id, "--insecure-cluster: no cluster secret is proven either way");
     }
-    let mut link = link::DispatcherLink::connect(
+    let mut link = DispatcherLink::connect(
         &args.dispatcher,
         key,
         Duration::from_secs(args.connect_timeout_secs),
@@ -350,7 +352,7 @@ impl Supervisor {
                         format!("crawler-child died {MAX_CHILD_ATTEMPTS} times holding it: {why}"),
                     ),
                     outlinks: Vec::new(),
-                    sent_ms: shared::protocol::now_ms(),
+                    sent_ms: link::protocol::now_ms(),
                 });
             } else {
                 retry.push((item, attempt + 1));
@@ -376,7 +378,7 @@ impl Supervisor {
     /// The dispatcher welcomed us on a new connection: what it never
     /// acknowledged on the old one goes again, and our right runs from our
     /// Join.
-    async fn welcomed(&mut self, link: &mut link::DispatcherLink) {
+    async fn welcomed(&mut self, link: &mut DispatcherLink) {
         self.outbox.reconnected();
         self.right.welcomed(link.answered_at());
         self.tell_children();
@@ -385,11 +387,11 @@ impl Supervisor {
     }
 
     /// A message went out: its acknowledgement will renew our right.
-    fn sent(&mut self, link: &link::DispatcherLink) {
+    fn sent(&mut self, link: &DispatcherLink) {
         self.right.sent(link.last_seq(), std::time::Instant::now());
     }
 
-    async fn serve(&mut self, link: &mut link::DispatcherLink) -> anyhow::Result<()> {
+    async fn serve(&mut self, link: &mut DispatcherLink) -> anyhow::Result<()> {
         // Results wait at most RESULTS_FLUSH for others to share their
         // message: every millisecond is a millisecond more each lease is
         // held, so more credit for the same rate (Little's law). The timer
@@ -562,7 +564,7 @@ impl Supervisor {
     }
 
     /// After a (re)join: tells the dispatcher which children run where.
-    async fn announce_children(&self, link: &mut link::DispatcherLink) {
+    async fn announce_children(&self, link: &mut DispatcherLink) {
         for (slot, process) in &self.children {
             let msg = ToDispatcher::Child {
                 slot: *slot as u32,
@@ -578,7 +580,7 @@ impl Supervisor {
     /// `gave_up` as the error, if any.
     async fn leave(
         &mut self,
-        link: &mut link::DispatcherLink,
+        link: &mut DispatcherLink,
         gave_up: Option<anyhow::Error>,
     ) -> anyhow::Result<()> {
         self.hand_in(link, LEAVE_WAIT).await;
@@ -598,7 +600,7 @@ impl Supervisor {
 
     /// Sends every waiting result, window by window, taking the
     /// acknowledgements that open the window, for at most `patience`.
-    async fn hand_in(&mut self, link: &mut link::DispatcherLink, patience: Duration) {
+    async fn hand_in(&mut self, link: &mut DispatcherLink, patience: Duration) {
         let deadline = tokio::time::Instant::now() + patience;
         loop {
             self.flush(link).await;
@@ -617,7 +619,7 @@ impl Supervisor {
 
     /// Sends the waiting results, in messages of bounded size and no more
     /// than the window unacknowledged; keeps what could not be sent.
-    async fn flush(&mut self, link: &mut link::DispatcherLink) {
+    async fn flush(&mut self, link: &mut DispatcherLink) {
         if self.outbox.waiting() == 0 || !link.is_up() {
             return;
         }

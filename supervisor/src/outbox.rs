@@ -17,7 +17,7 @@
 
 use std::collections::VecDeque;
 
-use shared::protocol::{self, CrawlResult, FailureKind, Outcome, WorkItem};
+use link::protocol::{self, CrawlResult, FailureKind, Outcome, WorkItem};
 
 /// Messages of results sent and not yet acknowledged, at most: 4 MiB of
 /// 64 KiB messages, enough to keep a link of tens of milliseconds busy

@@ -1,5 +1,5 @@
 //! This node's right to crawl its domains, renewed by the dispatcher's
-//! acknowledgements (the rule and its margin: `shared::fence`).
+//! acknowledgements (the rule and its margin: `link::fence`).
 //!
 //! State only: the supervisor's loop tells it what was sent and what was
 //! acknowledged, and passes the end of the right on to its children,
@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use shared::fence;
+use link::fence;
 
 /// The children are told again when the right has moved this much (it
 /// moves with every acknowledgement, many a second).

@@ -507,7 +507,7 @@ fn start_dispatcher(spec: &ClusterSpec, endpoint: &str) -> anyhow::Result<(Child
         .args(["--min-supervisors", &min_supervisors.to_string()])
         .args(spec.store_args())
         .args(&spec.dispatcher_args)
-        .env(shared::cluster_auth::SECRET_ENV, &spec.cluster_secret)
+        .env(link::cluster_auth::SECRET_ENV, &spec.cluster_secret)
         .envs(spec.dispatcher_env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -546,7 +546,7 @@ fn start_supervisor(spec: &ClusterSpec, endpoint: &str, i: usize) -> anyhow::Res
         .args(spec.store_args())
         .args(&spec.supervisor_args)
         .args(spec.per_supervisor_args.get(i).into_iter().flatten())
-        .env(shared::cluster_auth::SECRET_ENV, &spec.cluster_secret)
+        .env(link::cluster_auth::SECRET_ENV, &spec.cluster_secret)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .kill_on_drop(true);
     if let Some(h) = &spec.hosts_file {
@@ -736,19 +736,19 @@ fn flag_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
     found
 }
 
-/// The name of collection `kind` (`shared::store::PAGES`, ...) of the
+/// The name of collection `kind` (`store::PAGES`, ...) of the
 /// crawl a test runs when it names none (the default `--crawl-id`).
 pub fn crawl_coll(kind: &str) -> String {
-    shared::store::CrawlId::default().collection(kind)
+    store::CrawlId::default().collection(kind)
 }
 
 /// Every page of crawl `crawl`, as the crawl's readers see them.
 pub async fn all_pages(
     db: &mongodb::Database,
-    crawl: &shared::store::CrawlId,
-) -> anyhow::Result<Vec<shared::docs::PageDoc>> {
+    crawl: &store::CrawlId,
+) -> anyhow::Result<Vec<store::docs::PageDoc>> {
     let cursor = db
-        .collection::<shared::docs::PageDoc>(&crawl.collection(shared::store::PAGES))
+        .collection::<store::docs::PageDoc>(&crawl.collection(store::PAGES))
         .find(doc! {})
         .await?;
     Ok(cursor.try_collect().await?)

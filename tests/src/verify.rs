@@ -18,7 +18,7 @@ pub async fn stored_statuses(db: &mongodb::Database) -> anyhow::Result<BTreeMap<
 /// [`stored_statuses`] of crawl `crawl`.
 pub async fn stored_statuses_of(
     db: &mongodb::Database,
-    crawl: &shared::store::CrawlId,
+    crawl: &store::CrawlId,
 ) -> anyhow::Result<BTreeMap<String, i32>> {
     let pages = all_pages(db, crawl).await?;
     let mut stored = BTreeMap::new();
@@ -86,8 +86,8 @@ pub fn assert_nothing_forbidden_fetched(
 /// not marked (its stored page says it is finished, issue 45:
 /// `dispatcher/src/finished.rs`), so `queued` with a stored page is `done`.
 pub fn effective_state(state: &str, page_stored: bool) -> &str {
-    if state == shared::docs::UrlState::Queued.as_str() && page_stored {
-        shared::docs::UrlState::Done.as_str()
+    if state == store::docs::UrlState::Queued.as_str() && page_stored {
+        store::docs::UrlState::Done.as_str()
     } else {
         state
     }
@@ -96,7 +96,7 @@ pub fn effective_state(state: &str, page_stored: bool) -> &str {
 /// The `_id`s of the default crawl's stored pages.
 pub async fn stored_page_urls(db: &mongodb::Database) -> anyhow::Result<std::collections::HashSet<String>> {
     use futures::TryStreamExt;
-    let pages = db.collection::<bson::Document>(&crawl_coll(shared::store::PAGES));
+    let pages = db.collection::<bson::Document>(&crawl_coll(store::PAGES));
     let docs: Vec<bson::Document> = pages
         .find(doc! {})
         .projection(doc! {"_id": 1})
@@ -114,8 +114,8 @@ pub async fn stored_page_urls(db: &mongodb::Database) -> anyhow::Result<std::col
 pub async fn assert_frontier_finished(db: &mongodb::Database) -> anyhow::Result<()> {
     use futures::TryStreamExt;
     let queued: Vec<bson::Document> = db
-        .collection::<bson::Document>(&crawl_coll(shared::store::FRONTIER))
-        .find(doc! {shared::docs::FrontierDoc::STATE: shared::docs::UrlState::Queued.as_str()})
+        .collection::<bson::Document>(&crawl_coll(store::FRONTIER))
+        .find(doc! {store::docs::FrontierDoc::STATE: store::docs::UrlState::Queued.as_str()})
         .projection(doc! {"_id": 1})
         .await?
         .try_collect()

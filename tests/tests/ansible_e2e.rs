@@ -459,7 +459,7 @@ async fn the_playbook_installs_a_crawl_that_runs() {
 
     let db = store.client().await.unwrap().database("crawler");
     // The crawl id of the inventory names the crawl's collections.
-    let crawl = shared::store::CrawlId::parse("ansible-test").unwrap();
+    let crawl = store::CrawlId::parse("ansible-test").unwrap();
     verify::assert_pages_match(&verify::stored_statuses_of(&db, &crawl).await.unwrap(), &expected);
     let logs = prefix.join("logs");
     let summary: serde_json::Value =

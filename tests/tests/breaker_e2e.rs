@@ -90,7 +90,7 @@ async fn a_failing_domain_is_halted_until_unhalted() {
     assert_eq!(first_hits, 1 + HALT_AFTER, "requests to broken.test");
     let sdb = store.client().await.unwrap().database("crawler_robots");
     let d = sdb
-        .collection::<bson::Document>(shared::store::DOMAINS)
+        .collection::<bson::Document>(store::DOMAINS)
         .find_one(doc! {"_id": &broken})
         .await
         .unwrap()
@@ -98,7 +98,7 @@ async fn a_failing_domain_is_halted_until_unhalted() {
     assert_eq!(d.get_bool("halted"), Ok(true), "{d}");
     assert!(d.get_str("halted_reason").unwrap().contains("in a row"), "{d}");
     let db = store.client().await.unwrap().database("crawler");
-    let frontier = all_docs(&db, &crawl_coll(shared::store::FRONTIER)).await.unwrap();
+    let frontier = all_docs(&db, &crawl_coll(store::FRONTIER)).await.unwrap();
     let stored = crawl_tests::verify::stored_page_urls(&db).await.unwrap();
     let queued_broken = frontier
         .iter()

@@ -29,8 +29,8 @@ use crawl_tests::harness::{
 };
 use crawl_tests::verify;
 use crawl_tests::web::{WebServer, WebSpec};
-use shared::cluster_auth::{fresh_nonce, ClusterKey, Introduction, Session};
-use shared::protocol::{
+use link::cluster_auth::{fresh_nonce, ClusterKey, Introduction, Session};
+use link::protocol::{
     self, CrawlResult, FailureKind, Intro, Outcome, ProcessInfo, Refusal, ToDispatcher, ToSupervisor,
     WorkItem, PROTOCOL_VERSION,
 };
@@ -489,7 +489,7 @@ async fn only_holders_of_the_secret_join_and_only_their_own_leases_count() {
     let db = store.client().await.unwrap().database("crawler");
     verify::assert_pages_match(&verify::stored_statuses(&db).await.unwrap(), &expected);
     verify::assert_frontier_finished(&db).await.unwrap();
-    for d in all_docs(&db, &crawl_coll(shared::store::FRONTIER)).await.unwrap() {
+    for d in all_docs(&db, &crawl_coll(store::FRONTIER)).await.unwrap() {
         let url = d.get_str("_id").unwrap();
         assert!(!url.contains("forged"), "forged URL in the frontier: {url}");
         let host = url::Url::parse(url).unwrap().host_str().unwrap().to_string();

@@ -8,8 +8,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use crawl_tests::harness::{all_docs, all_pages, args, crawl_coll, run_crawl, ClusterSpec, StoreServer};
 use crawl_tests::verify;
 use crawl_tests::web::{WebServer, WebSpec};
-use shared::body_dict::Dictionaries;
-use shared::store::CrawlId;
+use store::body_dict::Dictionaries;
+use store::CrawlId;
 
 const MIN_DELAY_MS: u64 = 20;
 
@@ -75,7 +75,7 @@ async fn crawls_the_synthetic_web_into_two_stores() {
     assert!(expected.count_status(404) > 0 && expected.count_status(302) > 0);
     verify::assert_frontier_finished(&db).await.unwrap();
     let pages = all_pages(&db, &CrawlId::default()).await.unwrap();
-    let dicts = Dictionaries::load(&db.collection(&crawl_coll(shared::store::BODY_DICTS)))
+    let dicts = Dictionaries::load(&db.collection(&crawl_coll(store::BODY_DICTS)))
         .await
         .unwrap();
 
@@ -85,9 +85,9 @@ async fn crawls_the_synthetic_web_into_two_stores() {
         let id = &d.url;
         let url = url::Url::parse(d.final_url.as_deref().unwrap_or(id)).unwrap();
         let served = web.respond(url.host_str().unwrap(), &url[url::Position::BeforePath..]);
-        let stored = shared::page_body::raw_of(d, &dicts).unwrap_or_else(|e| panic!("body of {id}: {e}"));
+        let stored = store::page_body::raw_of(d, &dicts).unwrap_or_else(|e| panic!("body of {id}: {e}"));
         assert!(stored == served.body, "body of {id} differs from what was served");
-        let html = shared::page_body::html_of(d, &dicts).unwrap();
+        let html = store::page_body::html_of(d, &dicts).unwrap();
         assert!(html.contains("</html>"), "html of {id} missing");
         assert!(d.title.is_some(), "title of {id}");
     }
@@ -120,7 +120,7 @@ async fn crawls_the_synthetic_web_into_two_stores() {
         "robots.txt fetched more than once per host"
     );
     let sdb = second.client().await.unwrap().database("crawler_robots");
-    let robots = all_docs(&sdb, shared::store::ROBOTS).await.unwrap();
+    let robots = all_docs(&sdb, store::ROBOTS).await.unwrap();
     assert_eq!(robots.len(), in_scope.len());
     for d in &robots {
         let origin = d.get_str("_id").unwrap();
@@ -134,13 +134,13 @@ async fn crawls_the_synthetic_web_into_two_stores() {
             None => assert_eq!(status, 404, "{origin}"),
         }
     }
-    let domains = all_docs(&sdb, shared::store::DOMAINS).await.unwrap();
+    let domains = all_docs(&sdb, store::DOMAINS).await.unwrap();
     assert_eq!(domains.len(), in_scope.len());
     assert!(domains
         .iter()
         .all(|d| d.get_i64("last_crawled_ms").is_ok_and(|t| t > 1_600_000_000_000)));
     // The primary store holds no robots data and vice versa.
-    assert!(all_docs(&db, shared::store::ROBOTS).await.unwrap().is_empty());
+    assert!(all_docs(&db, store::ROBOTS).await.unwrap().is_empty());
 
     // Politeness: requests to one host are at least the delay apart.
     let mut by_host: HashMap<&str, Vec<u128>> = HashMap::new();
@@ -207,7 +207,7 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     let db = store.client().await.unwrap().database("crawler");
     let c1 = CrawlId::parse("c1").unwrap();
     let c1_coll = |kind: &str| c1.collection(kind);
-    let pages_of_c1 = || async { all_docs(&db, &c1_coll(shared::store::PAGES)).await.unwrap() };
+    let pages_of_c1 = || async { all_docs(&db, &c1_coll(store::PAGES)).await.unwrap() };
     let first_pages = pages_of_c1().await;
     let after_first = first_pages.len();
     assert_eq!(after_first, expected.pages.len());
@@ -221,11 +221,11 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     // queue, and read back (and skipped) with the others.
     let malformed_with_seq =
         bson::doc! {"_id": "http://bad2.test/", "domain": 9, "state": "queued", "seq": 3};
-    db.collection::<bson::Document>(&c1_coll(shared::store::FRONTIER))
+    db.collection::<bson::Document>(&c1_coll(store::FRONTIER))
         .insert_many([malformed_frontier.clone(), malformed_with_seq.clone()])
         .await
         .unwrap();
-    db.collection::<bson::Document>(&c1_coll(shared::store::SEEDS))
+    db.collection::<bson::Document>(&c1_coll(store::SEEDS))
         .insert_one(bson::doc! {"_id": 42})
         .await
         .unwrap();
@@ -234,7 +234,7 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     // no stored queue: it is read back on its own at start-up, and
     // crawled once more.
     let again = first_pages[0].get_str("_id").unwrap().to_string();
-    let frontier_coll = db.collection::<bson::Document>(&c1_coll(shared::store::FRONTIER));
+    let frontier_coll = db.collection::<bson::Document>(&c1_coll(store::FRONTIER));
     let flipped = frontier_coll
         .update_one(
             bson::doc! {"_id": &again},
@@ -245,7 +245,7 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     assert_eq!(flipped.modified_count, 1);
     // Without its page: a stored page would finish it (issue 45).
     let removed = db
-        .collection::<bson::Document>(&c1_coll(shared::store::PAGES))
+        .collection::<bson::Document>(&c1_coll(store::PAGES))
         .delete_one(bson::doc! {"_id": &again})
         .await
         .unwrap();
@@ -255,7 +255,7 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     // `{domain, seq}`. The second run builds `{domain, seq, state}` and
     // drops the old one, and resumes through the new one.
     let old_index = bson::doc! {"domain": 1, "seq": 1};
-    let new_index = shared::store::queue_index();
+    let new_index = store::queue_index();
     let index_keys = || async {
         let mut keys = Vec::new();
         let mut cursor = frontier_coll.list_indexes().await.unwrap();
@@ -316,7 +316,7 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     let keys: Vec<bson::Document> = index_keys().await.into_iter().map(|(k, _)| k).collect();
     assert!(keys.contains(&new_index), "indexes: {keys:?}");
     assert!(!keys.contains(&old_index), "the old queue index stayed: {keys:?}");
-    let frontier_of_c1 = all_docs(&db, &c1_coll(shared::store::FRONTIER)).await.unwrap();
+    let frontier_of_c1 = all_docs(&db, &c1_coll(store::FRONTIER)).await.unwrap();
     for m in [&malformed_frontier, &malformed_with_seq] {
         assert!(
             frontier_of_c1.contains(m),
@@ -348,7 +348,7 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         "crawl c2 changed crawl c1's pages"
     );
     assert_eq!(
-        all_docs(&db, &c1_coll(shared::store::FRONTIER)).await.unwrap(),
+        all_docs(&db, &c1_coll(store::FRONTIER)).await.unwrap(),
         frontier_of_c1,
         "crawl c2 changed crawl c1's frontier"
     );
@@ -357,10 +357,7 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         "crawl c2 did not fetch the pages again"
     );
     // Nothing went to the default crawl's collections.
-    assert!(all_docs(&db, &crawl_coll(shared::store::PAGES))
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(all_docs(&db, &crawl_coll(store::PAGES)).await.unwrap().is_empty());
 
     // A seed on the open web needs a user agent that names someone; the
     // refused seed is not stored.
@@ -384,7 +381,7 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         "a crawl of the open web ran with the default user agent: {stderr}"
     );
     assert!(stderr.contains("--user-agent"), "{stderr}");
-    let seeds = all_docs(&db, &c1_coll(shared::store::SEEDS)).await.unwrap();
+    let seeds = all_docs(&db, &c1_coll(store::SEEDS)).await.unwrap();
     assert!(
         seeds
             .iter()

@@ -140,13 +140,13 @@ async fn crawl(extra: &[&str]) -> Run {
     )
     .await;
     let db = store.client().await.unwrap().database("crawler");
-    let frontier = db.collection::<bson::Document>(&crawl_coll(shared::store::FRONTIER));
+    let frontier = db.collection::<bson::Document>(&crawl_coll(store::FRONTIER));
     let stored = frontier.count_documents(doc! {}).await.unwrap();
     let marked = frontier
         .count_documents(doc! {"state": {"$ne": "queued"}})
         .await
         .unwrap();
-    let seqs: Vec<i64> = crawl_tests::harness::all_docs(&db, &crawl_coll(shared::store::FRONTIER))
+    let seqs: Vec<i64> = crawl_tests::harness::all_docs(&db, &crawl_coll(store::FRONTIER))
         .await
         .unwrap()
         .iter()
@@ -174,7 +174,7 @@ async fn load(crawl: RunningCrawl, spec: &ClusterSpec, load_args: &[&str]) -> (s
         .args(["--dispatcher", crawl.endpoint()])
         .args(load_args)
         .args(["--max-secs", "300"])
-        .env(shared::cluster_auth::SECRET_ENV, &spec.cluster_secret)
+        .env(link::cluster_auth::SECRET_ENV, &spec.cluster_secret)
         .kill_on_drop(true)
         .output();
     let out = tokio::time::timeout(Duration::from_secs(320), load)
@@ -228,7 +228,7 @@ const STORED: u64 = 10_000;
 async fn a_restart_reads_the_stored_urls_into_the_seen_set_in_pages() {
     let store = StoreServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let crawl_id = shared::store::CrawlId::default().to_string();
+    let crawl_id = store::CrawlId::default().to_string();
     let fill = tokio::process::Command::new(bin("frontier_fill").unwrap())
         .args(["--mongo-uri", &store.uri, "--crawl-id", &crawl_id])
         .args(["--urls", &STORED.to_string(), "--domains", &DOMAINS.to_string()])

@@ -123,7 +123,7 @@ async fn a_crawl_exports_to_warc_that_warcio_reads_and_verifies() {
     for d in &stored {
         let id = &d.url;
         assert_eq!(d.ip.as_deref(), Some("127.0.0.1"), "ip of {id}");
-        let ex = shared::exchange::Exchange::of(d);
+        let ex = store::exchange::Exchange::of(d);
         assert!(
             ex.request_headers.iter().any(|(n, _)| n == "user-agent"),
             "request headers of {id}"

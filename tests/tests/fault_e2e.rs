@@ -110,7 +110,7 @@ async fn queued_in_store(store: &StoreServer) -> u64 {
         return 0;
     };
     let db = client.database("crawler");
-    let frontier = db.collection::<bson::Document>(&crawl_coll(shared::store::FRONTIER));
+    let frontier = db.collection::<bson::Document>(&crawl_coll(store::FRONTIER));
     let count = |state: &'static str| {
         let frontier = frontier.clone();
         async move { frontier.count_documents(doc! {"state": state}).await.unwrap_or(0) }
@@ -126,7 +126,7 @@ async fn pages_in_store(store: &StoreServer) -> u64 {
     };
     client
         .database("crawler")
-        .collection::<bson::Document>(&crawl_coll(shared::store::PAGES))
+        .collection::<bson::Document>(&crawl_coll(store::PAGES))
         .estimated_document_count()
         .await
         .unwrap_or(0)

@@ -15,8 +15,8 @@ use crawl_tests::harness::{all_docs, all_pages, args, crawl_coll, run_crawl, Clu
 use crawl_tests::verify;
 use crawl_tests::web::hostile::{self, Oversized, RobotsCase, HOSTILE_HOST, ROBOTS_CASE_LINKS};
 use crawl_tests::web::{RequestRecord, WebExtras, WebServer, WebSpec};
-use shared::body_dict::Dictionaries;
-use shared::docs::{PageDoc, Skipped};
+use store::body_dict::Dictionaries;
+use store::docs::{PageDoc, Skipped};
 
 const MIN_DELAY_MS: u64 = 20;
 const REQUEST_TIMEOUT_MS: u64 = 2000;
@@ -84,7 +84,7 @@ async fn stored(store: &StoreServer) -> Stored {
     let n = pages.len();
     let pages: BTreeMap<String, PageDoc> = pages.into_iter().map(|d| (d.url.clone(), d)).collect();
     assert_eq!(pages.len(), n, "a page was stored twice");
-    let frontier = all_docs(&db, &crawl_coll(shared::store::FRONTIER))
+    let frontier = all_docs(&db, &crawl_coll(store::FRONTIER))
         .await
         .unwrap()
         .into_iter()
@@ -94,7 +94,7 @@ async fn stored(store: &StoreServer) -> Stored {
             (url.clone(), state.to_string())
         })
         .collect();
-    let dicts = Dictionaries::load(&db.collection(&crawl_coll(shared::store::BODY_DICTS)))
+    let dicts = Dictionaries::load(&db.collection(&crawl_coll(store::BODY_DICTS)))
         .await
         .unwrap();
     Stored {
@@ -284,7 +284,7 @@ async fn survives_a_hostile_web() {
             f.check(d.skipped == Some(Skipped::ContentType), || {
                 format!("/pdf: skipped = {:?}", d.skipped)
             });
-            let body = shared::page_body::raw_of(d, &got.dicts);
+            let body = store::page_body::raw_of(d, &got.dicts);
             f.check(body.as_deref().ok() == Some(hostile::PDF), || {
                 format!("/pdf: stored body {body:?}, expected what was served")
             });
@@ -306,7 +306,7 @@ async fn survives_a_hostile_web() {
     f.check(title("/bad-utf8").is_some_and(|t| t.contains('\u{FFFD}')), || {
         format!("/bad-utf8 title {:?}, expected U+FFFD", title("/bad-utf8"))
     });
-    if let Some(html) = page("/latin1").and_then(|d| shared::page_body::html_of(d, &got.dicts).ok()) {
+    if let Some(html) = page("/latin1").and_then(|d| store::page_body::html_of(d, &got.dicts).ok()) {
         f.check(html.contains("café crème"), || {
             "/latin1 html not decoded".to_string()
         });
@@ -561,7 +561,7 @@ async fn survives_answers_too_big_for_the_crawler() {
     // 28 MB, would not fit a document; the compressed bytes do).
     let wide_url = web.url_on(Oversized::WideUtf8.host(), "/wide");
     if let Some(d) = got.pages.get(&wide_url) {
-        let raw = shared::page_body::raw_of(d, &got.dicts);
+        let raw = store::page_body::raw_of(d, &got.dicts);
         eprintln!(
             "/wide: bytes {:?}, stored body {:?} bytes, truncated {:?}",
             d.bytes,
@@ -576,7 +576,7 @@ async fn survives_answers_too_big_for_the_crawler() {
                 served.len()
             )
         });
-        let html = shared::page_body::html_of(d, &got.dicts).unwrap_or_default();
+        let html = store::page_body::html_of(d, &got.dicts).unwrap_or_default();
         f.check(
             html.starts_with(hostile::WIDE_HEAD)
                 && html.len() > 3 * hostile::WIDE_BYTES / 2
@@ -785,7 +785,7 @@ async fn a_panic_on_one_url_fails_that_url_alone() {
     // stored frontier says it failed.
     let stored = crawl_tests::verify::stored_statuses(&db).await.unwrap();
     crawl_tests::verify::assert_pages_match(&stored, &expected);
-    let frontier = all_docs(&db, &crawl_coll(shared::store::FRONTIER)).await.unwrap();
+    let frontier = all_docs(&db, &crawl_coll(store::FRONTIER)).await.unwrap();
     let state = frontier
         .iter()
         .find(|d| d.get_str("_id") == Ok(victim.as_str()))
@@ -835,7 +835,7 @@ async fn crawl_internal_links(extra: &[&str]) -> InternalCrawl {
     assert!(run.supervisors.iter().all(|s| s.success()));
     let log = server.requests();
     let db = store.client().await.unwrap().database("crawler");
-    let frontier = all_docs(&db, &crawl_coll(shared::store::FRONTIER))
+    let frontier = all_docs(&db, &crawl_coll(store::FRONTIER))
         .await
         .unwrap()
         .into_iter()

@@ -37,7 +37,7 @@ async fn stored(store: &StoreServer) -> (BTreeMap<String, i32>, Vec<bson::Docume
     let n = pages.len();
     let pages: BTreeMap<String, i32> = pages.into_iter().map(|d| (d.url, d.status)).collect();
     assert_eq!(pages.len(), n, "a page was stored twice");
-    let frontier = all_docs(&db, &crawl_coll(shared::store::FRONTIER)).await.unwrap();
+    let frontier = all_docs(&db, &crawl_coll(store::FRONTIER)).await.unwrap();
     (pages, frontier)
 }
 

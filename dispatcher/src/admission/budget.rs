@@ -23,7 +23,7 @@
 use std::hash::BuildHasher;
 
 use hashbrown::HashMap;
-use shared::docs::Deferral;
+use store::docs::Deferral;
 
 /// Which budget a URL is over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

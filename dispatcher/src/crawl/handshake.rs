@@ -1,12 +1,12 @@
 //! The cluster link's handshake: a supervisor says Hello, gets a
 //! challenge, and joins with a proof of the shared secret (see
-//! `shared::cluster_auth`); only then is a connection admitted.
+//! `link::cluster_auth`); only then is a connection admitted.
 
 use std::time::Instant;
 
 use bytes::Bytes;
-use shared::cluster_auth::{Nonce, Proof, Refusal, SealError};
-use shared::protocol::{self, Intro, ToDispatcher, ToSupervisor, PROTOCOL_VERSION};
+use link::cluster_auth::{Nonce, Proof, Refusal, SealError};
+use link::protocol::{self, Intro, ToDispatcher, ToSupervisor, PROTOCOL_VERSION};
 
 use crate::cluster::SupervisorView;
 use crate::frontier::SupId;

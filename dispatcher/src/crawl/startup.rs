@@ -7,8 +7,8 @@ use std::time::Instant;
 use super::now_ms;
 use anyhow::{bail, Context};
 use bson::{doc, Document};
-use shared::docs::DomainDoc;
-use shared::store::{decode_each, Stores};
+use store::docs::DomainDoc;
+use store::{decode_each, Stores};
 
 use crate::resume::{self, SeenScan, SeenScanTask, Stored};
 use crate::{seeds, Args};
@@ -27,16 +27,16 @@ pub(super) async fn next_scan(scan: &mut Option<SeenScanTask>) -> Option<SeenSca
 /// collections of their own (`frontier`, `pages`, ... without a prefix):
 /// it is not resumed, and the warning says how to make it resumable.
 async fn warn_of_unnamed_crawl(stores: &Stores) {
-    let unprefixed = stores.primary.collection::<Document>(shared::store::FRONTIER);
+    let unprefixed = stores.primary.collection::<Document>(store::FRONTIER);
     let old = unprefixed.find_one(doc! {}).projection(doc! {"crawl_id": 1});
-    if let Some(Ok(Some(d))) = shared::store::deadline(old).await {
-        let name = d.get_str("crawl_id").unwrap_or(shared::store::CrawlId::DEFAULT);
+    if let Some(Ok(Some(d))) = store::deadline(old).await {
+        let name = d.get_str("crawl_id").unwrap_or(store::CrawlId::DEFAULT);
         tracing::warn!(
             "the database holds crawl {name:?} in collections without a crawl prefix (from an earlier version); it is not resumed. To resume it, rename them in mongosh: {}",
             ["seeds", "frontier", "pages", "body_dicts"]
                 .map(|kind| format!(
                     "db.{kind}.renameCollection({:?});",
-                    shared::store::CrawlId::parse(name)
+                    store::CrawlId::parse(name)
                         .map(|c| c.collection(kind))
                         .unwrap_or_else(|_| format!("<crawl>__{kind}"))
                 ))
@@ -74,7 +74,7 @@ impl Dispatcher {
             self.state.halted_before(&d.domain);
         }
         warn_of_unnamed_crawl(&self.stores).await;
-        // The crawl's own frontier (see `shared::crawl_id`): another crawl
+        // The crawl's own frontier (see `store::crawl_id`): another crawl
         // id on the same database starts from nothing.
         let scan = self.resume().await.context("reading the stored frontier")?;
         let (finished, queued) = self.state.resumed();

@@ -47,7 +47,7 @@ impl Dispatcher {
         // to leave before the socket is dropped with the process.
         tokio::time::sleep(Duration::from_millis(300)).await;
         self.timing.flush();
-        shared::store_work::log_totals("dispatcher");
+        store::work::log_totals("dispatcher");
         let stats = self.state.stats();
         let elapsed = stats.started.elapsed().as_secs_f64();
         let f = self.state.frontier();
@@ -65,7 +65,7 @@ impl Dispatcher {
             domains_forgotten: f.forgotten(),
             domains_moved: f.domains_moved(),
             supervisors: self.state.members().len(),
-            store_work: shared::store_work::totals_json(),
+            store_work: store::work::totals_json(),
             counts: &stats.counts,
         };
         let json = serde_json::to_string(&summary)?;

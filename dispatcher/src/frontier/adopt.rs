@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use shared::protocol::WorkItem;
+use link::protocol::WorkItem;
 
 use super::{Frontier, Lease, Stored, SupId};
 

@@ -8,8 +8,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use link::protocol::WorkItem;
 use proptest::prelude::*;
-use shared::protocol::WorkItem;
 
 use super::{Frontier, SupId};
 

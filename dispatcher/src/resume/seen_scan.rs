@@ -27,9 +27,9 @@ use std::time::{Duration, Instant};
 use bson::{doc, RawBsonRef, RawDocumentBuf};
 use futures::TryStreamExt;
 use mongodb::Collection;
-use shared::docs::{FrontierDoc, UrlState};
-use shared::store::{self, READ_BATCH};
 use shared::timing::{Op, TimingLog};
+use store::docs::{FrontierDoc, UrlState};
+use store::{self, READ_BATCH};
 use tokio::sync::mpsc;
 
 /// What the background scan of stored URLs sends.

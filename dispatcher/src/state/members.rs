@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use shared::protocol::{ToSupervisor, WorkItem};
+use link::protocol::{ToSupervisor, WorkItem};
 
 use super::{CrawlState, Effect, Leaving, Member};
 use crate::frontier::{Adoption, Stored, SupId};
@@ -174,7 +174,7 @@ impl<C> CrawlState<C> {
     /// Tells live supervisor `s` that its messages up to the one sealed
     /// with `seq` were read: its results up to there are in our hands, and
     /// its right to crawl runs on from when it sent that message
-    /// (`shared::fence`). Sent for each Heartbeat and Results.
+    /// (`link::fence`). Sent for each Heartbeat and Results.
     pub(crate) fn acknowledge(&mut self, s: SupId, seq: u64) {
         if self.is_live(s) {
             self.effects.push(Effect::Send(s, ToSupervisor::Ack { seq }));

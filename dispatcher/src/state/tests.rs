@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::*;
 use crate::frontier::{ReadPage, Stored};
 use crate::resume::StoredQueue;
-use shared::protocol::WorkItem;
+use link::protocol::WorkItem;
 
 const LEASE_MS: u64 = 60_000;
 const HEARTBEAT_TIMEOUT_MS: u64 = 30_000;
@@ -1646,7 +1646,7 @@ fn random_crawls_neither_lose_nor_double_a_lease() {
 
 #[test]
 fn a_stored_frontier_entry_is_read_back_borrowed() {
-    let stored = shared::docs::FrontierDoc {
+    let stored = store::docs::FrontierDoc {
         url: url(3, 7),
         domain: "d3.test".into(),
         depth: 2,

@@ -52,7 +52,7 @@ class LogWriter:
 
 class StoreCounters:
     """One process's cumulative store-work counters, as its gauge lines
-    carry them (shared/src/store_work.rs): a key only once non-zero."""
+    carry them (shared/store/src/work.rs): a key only once non-zero."""
 
     def __init__(self):
         self.counts: dict[str, float] = {}

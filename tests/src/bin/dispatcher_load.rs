@@ -1,5 +1,5 @@
 //! Plays many supervisors against a running dispatcher, over real ZeroMQ
-//! sockets and the cluster-secret handshake (`shared::dispatcher_link`,
+//! sockets and the cluster-secret handshake (`link::dispatcher_link`,
 //! the supervisors' own link), so that the dispatcher alone is measured:
 //! every leased URL is answered at once as fetched (status 200, a fake
 //! size and content type), with `--links` links, `--dup-share` of them to
@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use shared::cli::ClusterArgs;
-use shared::cluster_auth::SECRET_ENV;
-use shared::dispatcher_link::DispatcherLink;
-use shared::protocol::{
+use link::args::ClusterArgs;
+use link::cluster_auth::SECRET_ENV;
+use link::dispatcher_link::DispatcherLink;
+use link::protocol::{
     split_results, CrawlResult, Intro, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem,
 };
 

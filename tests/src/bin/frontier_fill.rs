@@ -18,10 +18,10 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Parser;
 use futures::stream::{self, StreamExt};
-use shared::cli::StoreArgs;
-use shared::docs::{FrontierDoc, SeedDoc, UrlState};
-use shared::failure::FailureKind;
-use shared::store::{CrawlId, Stores};
+use link::failure::FailureKind;
+use store::docs::{FrontierDoc, SeedDoc, UrlState};
+use store::StoreArgs;
+use store::{CrawlId, Stores};
 
 #[derive(Parser, Debug)]
 #[command(about = "Writes a stored frontier of N URLs (see scripts/bench-dispatcher.sh --stored-urls)")]

@@ -12,8 +12,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use crawl_tests::web::{SyntheticWeb, WebSpec};
-use shared::docs::PageDoc;
 use shared::extract::{extract, ExtractOptions};
+use store::docs::PageDoc;
 use url::Url;
 
 #[derive(Parser, Debug)]
@@ -69,7 +69,7 @@ fn main() {
         "extract: {extract_us:.1} µs a page ({:.1} links a page)",
         links as f64 / pages.len() as f64
     );
-    // The links a page document keeps (`shared::page_links`).
+    // The links a page document keeps (`store::page_links`).
     let all_links: Vec<Vec<String>> = pages
         .iter()
         .map(|(url, body)| extract(body, url, None, options).links)
@@ -78,7 +78,7 @@ fn main() {
     let pack_us = best(args.rounds, || {
         packed = 0;
         for l in &all_links {
-            packed += shared::page_links::pack(l).map_or(0, |b| b.bytes.len());
+            packed += store::page_links::pack(l).map_or(0, |b| b.bytes.len());
         }
     }) / pages.len() as f64;
     println!(
@@ -93,7 +93,7 @@ fn main() {
         .map(|(_, b)| &b[..])
         .take(100)
         .collect();
-    let dict = shared::body_dict::BodyDict::train(&samples).ok();
+    let dict = store::body_dict::BodyDict::train(&samples).ok();
     for (what, dict) in [
         ("no dictionary", None),
         ("a dictionary of 100 pages", dict.as_ref()),
@@ -103,7 +103,7 @@ fn main() {
             stored = 0;
             for (_, body) in &pages {
                 let mut d = PageDoc::new(String::new(), String::new(), 0, 200, String::new(), 0);
-                shared::page_body::store(&mut d, body, Some("UTF-8"), dict);
+                store::page_body::store(&mut d, body, Some("UTF-8"), dict);
                 stored += d.body.map_or(0, |b| b.bytes.len());
             }
         }) / pages.len() as f64;

@@ -16,8 +16,8 @@ use std::time::Instant;
 use mongodb::error::{ErrorKind, WriteFailure};
 use serde::Serialize;
 
-use crate::store::{self, Backoff};
-use crate::timing::{Op, TimingLog};
+use crate::Backoff;
+use shared::timing::{Op, TimingLog};
 
 /// Tries for an error that is neither an outage nor a refusal.
 const MAX_UNCLEAR_TRIES: u32 = 5;
@@ -95,7 +95,7 @@ pub async fn insert_unordered<T: Serialize + Send + Sync>(
     let mut unclear = 0;
     loop {
         let start = Instant::now();
-        let res = store::deadline(coll.insert_many(docs).ordered(false)).await;
+        let res = crate::deadline(coll.insert_many(docs).ordered(false)).await;
         let verdict = match &res {
             None => Verdict::Outage,
             Some(Ok(_)) => Verdict::Stored,
@@ -125,7 +125,7 @@ pub async fn insert_unordered<T: Serialize + Send + Sync>(
             Verdict::Outage => {
                 let why = match &res {
                     Some(Err(e)) => e.to_string(),
-                    _ => format!("no answer within {:?}", store::OP_TIMEOUT),
+                    _ => format!("no answer within {:?}", crate::OP_TIMEOUT),
                 };
                 backoff.note(what, &why).await;
             }

@@ -1,7 +1,7 @@
 //! The documents of each collection, as serde structs: one per collection,
 //! used by every writer and reader, so a field's name and type are written
 //! down once. Collection names are in
-//! [`crate::store`] (`PAGES`, `FRONTIER`, ...), which also hands out typed
+//! [`crate`] (`PAGES`, `FRONTIER`, ...), which also hands out typed
 //! collections.
 //!
 //! Optional fields are left out when empty rather than stored as null: a

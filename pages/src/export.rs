@@ -22,11 +22,11 @@ use bson::{doc, DateTime, Document, RawDocumentBuf};
 use clap::{Args, ValueEnum};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
-use shared::body_dict::Dictionaries;
-use shared::docs::PageDoc;
-use shared::exchange::Exchange;
-use shared::page_body::{self, BodyError};
-use shared::store::{deadline, Stores};
+use store::body_dict::Dictionaries;
+use store::docs::PageDoc;
+use store::exchange::Exchange;
+use store::page_body::{self, BodyError};
+use store::{deadline, Stores};
 
 use crate::progress::Progress;
 use crate::warc::{self, Record};

@@ -15,6 +15,17 @@
 //! support are used: no `list_collections`, no index names but those the
 //! store lists, no transactions, no `bulkWrite` command.
 
+pub mod args;
+pub mod body_dict;
+pub mod crawl_id;
+pub mod docs;
+pub mod exchange;
+pub mod page_body;
+pub mod page_links;
+pub mod sharding;
+pub mod work;
+pub mod write;
+
 use std::time::Duration;
 
 use anyhow::Context;
@@ -22,7 +33,7 @@ use bson::{doc, Document, RawDocumentBuf};
 use mongodb::options::{ClientOptions, IndexOptions};
 use mongodb::{Client, Collection, Database, IndexModel};
 
-use crate::cli::StoreArgs;
+pub use crate::args::StoreArgs;
 pub use crate::crawl_id::CrawlId;
 use crate::docs::{BodyDictDoc, DomainDoc, FrontierDoc, PageDoc, RobotsDoc, SeedDoc};
 
@@ -277,7 +288,7 @@ async fn client(uri: &str, app_name: &str) -> anyhow::Result<Client> {
     opts.app_name = Some(app_name.to_string());
     opts.server_selection_timeout = Some(Duration::from_secs(10));
     opts.connect_timeout = Some(Duration::from_secs(5));
-    opts.command_event_handler = crate::store_work::handler();
+    opts.command_event_handler = crate::work::handler();
     Client::with_options(opts).context("creating MongoDB client")
 }
 

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use anyhow::Context;
 use bson::{doc, RawDocumentBuf};
 use futures::TryStreamExt;
-use shared::docs::PageDoc;
-use shared::store::{deadline, Stores};
+use store::docs::PageDoc;
+use store::{deadline, Stores};
 
 /// Domains listed by name; the rest are summed.
 const TOP_DOMAINS: usize = 20;

@@ -24,7 +24,7 @@
 
 use bson::{doc, Document};
 
-use crate::store::{queue_order, Stores, FRONTIER, PAGES};
+use crate::{queue_order, Stores, FRONTIER, PAGES};
 
 /// `(namespace, shard key)` of each collection the dispatcher shards.
 pub fn shard_keys(stores: &Stores) -> Vec<(String, Document)> {
@@ -58,7 +58,7 @@ pub async fn shard_collections(stores: &Stores) -> anyhow::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::StoreArgs;
+    use crate::args::StoreArgs;
     use crate::crawl_id::CrawlId;
 
     #[tokio::test]

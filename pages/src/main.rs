@@ -1,7 +1,7 @@
 //! pages: reads stored pages back, one at a time or as a whole crawl.
 //!
 //! Page bodies are stored zstd-compressed, as the bytes the server sent
-//! (see `shared::page_body`); this is the documented way to read them:
+//! (see `store::page_body`); this is the documented way to read them:
 //!
 //!     pages get http://site.test/p/1          # the HTML, decoded with its charset
 //!     pages get --raw http://site.test/p/1    # the bytes as sent
@@ -11,7 +11,7 @@
 //!     pages stats                             # counts by status, domain, type, day; bytes
 //!
 //! Each reads one crawl: `--crawl-id` (or `CRAWLER_CRAWL_ID`, default
-//! `crawl`), the dispatcher's name for it (see `shared::crawl_id`).
+//! `crawl`), the dispatcher's name for it (see `store::crawl_id`).
 
 mod export;
 mod progress;
@@ -23,11 +23,11 @@ use std::io::Write;
 use anyhow::{bail, Context};
 use bson::doc;
 use clap::{Parser, Subcommand};
-use shared::body_dict::Dictionaries;
-use shared::cli::StoreArgs;
-use shared::docs::PageDoc;
-use shared::page_body;
-use shared::store::{CrawlId, Stores};
+use store::body_dict::Dictionaries;
+use store::docs::PageDoc;
+use store::page_body;
+use store::StoreArgs;
+use store::{CrawlId, Stores};
 
 #[derive(Parser, Debug)]
 #[command(version, about = "Reads stored pages back")]
@@ -86,7 +86,7 @@ async fn command(stores: &Stores, cmd: Cmd) -> anyhow::Result<()> {
             doc,
             headers,
         } => {
-            let found = shared::store::deadline(stores.pages().find_one(doc! {PageDoc::URL: &url}))
+            let found = store::deadline(stores.pages().find_one(doc! {PageDoc::URL: &url}))
                 .await
                 .context("the store did not answer in time")?
                 .context("reading the page")?;
@@ -95,7 +95,7 @@ async fn command(stores: &Stores, cmd: Cmd) -> anyhow::Result<()> {
             };
             let mut out = std::io::stdout().lock();
             if headers {
-                let ex = shared::exchange::Exchange::of(&page);
+                let ex = store::exchange::Exchange::of(&page);
                 writeln!(out, "{}", export::status_line(&ex, page.status))?;
                 for (name, value) in ex.headers {
                     out.write_all(name.as_bytes())?;

@@ -96,7 +96,7 @@ pub(crate) fn http_block(start_line: &str, headers: &[(String, Vec<u8>)], body: 
     out.extend_from_slice(start_line.as_bytes());
     out.extend_from_slice(b"\r\n");
     for (name, value) in headers {
-        shared::exchange::push_header(&mut out, name, value);
+        store::exchange::push_header(&mut out, name, value);
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");

@@ -20,8 +20,8 @@ use anyhow::Context;
 use bson::spec::BinarySubtype;
 use bson::{doc, Binary, DateTime};
 
+use crate::decode_each;
 use crate::docs::BodyDictDoc;
-use crate::store::decode_each;
 
 /// Size of a trained dictionary: on the realistic pages 32 KiB compressed
 /// as well as 64 or 112 KiB and trains in a fifth of the time.

@@ -123,7 +123,7 @@ pub struct CrawlPolicy {
     /// Fetches a child runs at once (across its domains).
     pub child_concurrency: u32,
     /// Let children connect to internal addresses (loopback, private,
-    /// link-local, ...; see [`crate::address_policy`]). Off by default: a
+    /// link-local, ...; see [`shared::address_policy`]). Off by default: a
     /// page must not make the crawler request the operator's own network.
     pub allow_private_networks: bool,
     /// Store the bodies of responses that are not HTML (PDFs, images,
@@ -131,10 +131,10 @@ pub struct CrawlPolicy {
     /// for text would fill the store with media it never reads.
     pub keep_non_html_bodies: bool,
     /// How links are made canonical (session ids, tracking parameters and
-    /// userinfo removed; see [`crate::canonical`]). In the policy so every
+    /// userinfo removed; see [`shared::canonical`]). In the policy so every
     /// child turns one page's many spellings into the same URL: the
     /// dispatcher de-duplicates on what the children send.
-    pub canonical: crate::canonical::CanonicalRules,
+    pub canonical: shared::canonical::CanonicalRules,
     /// The dispatcher gives a supervisor up after this long without a
     /// message from it; a supervisor's right to crawl runs out a margin
     /// earlier (see [`crate::fence`]).

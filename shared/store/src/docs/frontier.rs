@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::failure::FailureKind;
+use link::failure::FailureKind;
 
 /// Where a URL stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -1,0 +1,18 @@
+//! The cluster link: everything that crosses the wire between dispatcher,
+//! supervisors and crawler children.
+//!
+//! One crate because the wire is one concept that three roles share: the
+//! typed, versioned messages ([`protocol`]) and their length-prefixed
+//! framing on a child's pipes ([`framing`]), why a URL came back unfetched
+//! ([`failure`]), the rule that stops a node cut off from the dispatcher
+//! ([`fence`]), the cluster secret's handshake and per-message seals
+//! ([`cluster_auth`], [`args`]), and the supervisor's end of the ZeroMQ
+//! connection ([`dispatcher_link`]).
+
+pub mod args;
+pub mod cluster_auth;
+pub mod dispatcher_link;
+pub mod failure;
+pub mod fence;
+pub mod framing;
+pub mod protocol;
