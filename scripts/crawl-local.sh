@@ -12,6 +12,8 @@
 #
 # Environment: SUPERVISORS (2), CHILDREN (2), WEB_HOSTS (40), WEB_PAGES (100) for the synthetic web,
 # WEB_TRAPS=1 to add the open web's traps to it (session ids, calendars, ...: tests/src/web/traps.rs).
+# CARGO_FEATURES for the build, e.g. crawler-child/fault-injection to honour the CRAWLER_FAULT_*
+# test hooks (scripts/README.md).
 # Everything of a run (store data, timing logs, summary, WARC) is kept in runs/<time>/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,7 +55,7 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== building release binaries"
-cargo build --release --workspace --bins
+cargo build --release --workspace --bins ${CARGO_FEATURES:+--features "$CARGO_FEATURES"}
 
 echo "== starting the store"
 uri=$(scripts/store.sh start "$run/store" --persist)

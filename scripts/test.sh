@@ -8,11 +8,15 @@ scripts/store.sh install
 scripts/ansible.sh install
 scripts/warcio.sh install
 PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s scripts/oprates/tests -t scripts  # oprates.py's unit tests
-# One release build: the end-to-end tests run these binaries.
-cargo build --release --workspace --bins
+# One release build: the end-to-end tests run these binaries, with the
+# crawler child's test hooks (crawler-child/src/fault.rs) compiled in. The
+# tests run with the same features, or cargo would rebuild the binaries
+# without the hooks.
+features=(--features crawler-child/fault-injection)
+cargo build --release --workspace --bins "${features[@]}"
 log=$(mktemp)
 status=0
-cargo test --release --workspace "$@" 2>&1 | tee "$log" || status=$?
+cargo test --release --workspace "${features[@]}" "$@" 2>&1 | tee "$log" || status=$?
 # One closing line over all test binaries (cargo prints one per binary).
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 rm -f "$log"

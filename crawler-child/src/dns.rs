@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use shared::address_policy::{AddressPolicy, BlockedAddress};
-use shared::resolve::HostOverrides;
+
+use crate::address_policy::{AddressPolicy, BlockedAddress};
+use crate::resolve::HostOverrides;
 
 const CACHE_TTL: Duration = Duration::from_secs(300);
 

@@ -1,4 +1,6 @@
-//! Test-only fault injection.
+//! Test-only fault injection, compiled only with the `fault-injection`
+//! feature (which only the tests turn on): the binary users build has none
+//! of it, and nothing of it on the per-URL path.
 //!
 //! - `CRAWLER_FAULT_SLOW_PARSE_US_PER_SEC=N` makes every `parse` take N µs
 //!   longer for each second the child has been running: a slowdown that
@@ -20,8 +22,6 @@
 //!
 //! The bottleneck tests use these two to check that the report names the
 //! resource they starve.
-//!
-//! Unset (always, outside tests) each costs one load per page.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -49,7 +49,7 @@ fn fault() -> Option<&'static Fault> {
 }
 
 /// Called inside the timed parse step.
-pub fn slow_parse() {
+pub(crate) fn slow_parse() {
     if let Some(f) = fault() {
         let us = f.started.elapsed().as_secs_f64() * f.growth_us_per_sec;
         std::thread::sleep(Duration::from_micros(us as u64));
@@ -63,7 +63,7 @@ fn pattern(cell: &'static OnceLock<Option<String>>, var: &str) -> Option<&'stati
 }
 
 /// Panics if `url` matches `CRAWLER_FAULT_PANIC_ON_URL`.
-pub fn panic_on(url: &str) {
+pub(crate) fn panic_on(url: &str) {
     static PANIC: OnceLock<Option<String>> = OnceLock::new();
     if pattern(&PANIC, "CRAWLER_FAULT_PANIC_ON_URL").is_some_and(|p| url.contains(p)) {
         panic!("FAULT INJECTION: panic on {url}");
@@ -71,7 +71,7 @@ pub fn panic_on(url: &str) {
 }
 
 /// Freezes this process if `url` matches `CRAWLER_FAULT_FREEZE_ON_URL`.
-pub fn freeze_on(url: &str) {
+pub(crate) fn freeze_on(url: &str) {
     static FREEZE: OnceLock<Option<String>> = OnceLock::new();
     if pattern(&FREEZE, "CRAWLER_FAULT_FREEZE_ON_URL").is_some_and(|p| url.contains(p)) {
         tracing::warn!(url, "FAULT INJECTION: freezing (SIGSTOP)");
@@ -92,7 +92,7 @@ fn micros(cell: &'static OnceLock<Option<u64>>, var: &str) -> Option<u64> {
 }
 
 /// Sleeps as long as `CRAWLER_FAULT_STORE_US_PER_PAGE` says for `pages`.
-pub async fn slow_store(pages: usize) {
+pub(crate) async fn slow_store(pages: usize) {
     static SLOW: OnceLock<Option<u64>> = OnceLock::new();
     if let Some(us) = micros(&SLOW, "CRAWLER_FAULT_STORE_US_PER_PAGE") {
         let total = us.saturating_mul(pages as u64);
@@ -101,7 +101,7 @@ pub async fn slow_store(pages: usize) {
 }
 
 /// Spins as long as `CRAWLER_FAULT_BURN_PARSE_US` says.
-pub fn burn_parse() {
+pub(crate) fn burn_parse() {
     static BURN: OnceLock<Option<u64>> = OnceLock::new();
     if let Some(us) = micros(&BURN, "CRAWLER_FAULT_BURN_PARSE_US") {
         let until = Instant::now() + Duration::from_micros(us);

@@ -14,11 +14,12 @@ use std::time::Duration;
 use link::protocol::{CrawlPolicy, FailureKind};
 use reqwest::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER};
 use reqwest::redirect::Policy;
-use shared::address_policy::{AddressPolicy, BlockedAddress};
-use shared::resolve::HostOverrides;
 use url::{Host, Url};
 
+use crate::address_policy::{AddressPolicy, BlockedAddress};
 use crate::dns::{self, Resolver};
+use crate::metric;
+use crate::resolve::HostOverrides;
 
 /// A body's first allocation when the server sends no Content-Length
 /// (chunked or compressed answers): about a realistic page.
@@ -27,7 +28,7 @@ const BODY_CAPACITY_GUESS: u64 = 32 * 1024;
 /// bigger bodies grow as they arrive.
 const BODY_CAPACITY_MAX: u64 = 256 * 1024;
 
-pub struct Http {
+pub(crate) struct Http {
     client: reqwest::Client,
     max_body: u64,
     /// The resolver reqwest uses, for [`Http::admit`].
@@ -42,7 +43,7 @@ pub struct Http {
 
 /// What came back, with the body capped.
 #[derive(Debug)]
-pub struct Fetched {
+pub(crate) struct Fetched {
     pub status: u16,
     pub content_type: Option<String>,
     pub location: Option<String>,
@@ -56,7 +57,7 @@ pub struct Fetched {
 
 /// The response's head and where it came from, kept for WARC records.
 #[derive(Debug)]
-pub struct ResponseHead {
+pub(crate) struct ResponseHead {
     pub version: reqwest::Version,
     /// As received, except that reqwest drops `Content-Encoding` and
     /// `Content-Length` when it decodes a compressed body.
@@ -69,7 +70,7 @@ pub struct ResponseHead {
 
 /// Why a fetch produced no response.
 #[derive(Debug, thiserror::Error)]
-pub enum FetchError {
+pub(crate) enum FetchError {
     #[error("timed out")]
     Timeout,
     #[error("connection failed: {0}")]
@@ -86,7 +87,7 @@ pub enum FetchError {
 }
 
 impl FetchError {
-    pub fn kind(&self) -> FailureKind {
+    pub(crate) fn kind(&self) -> FailureKind {
         match self {
             FetchError::Timeout => FailureKind::Timeout,
             FetchError::Connect(_) => FailureKind::Connect,
@@ -98,7 +99,7 @@ impl FetchError {
 
     /// A refusal by the policy, counted; `via`: how the address was found.
     fn blocked(b: BlockedAddress, via: &'static str) -> Self {
-        metrics::counter!("crawler_blocked_requests_total", "via" => via).increment(1);
+        metric::BLOCKED_REQUESTS.at([via]).increment(1);
         FetchError::Blocked(b)
     }
 
@@ -127,7 +128,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 impl Http {
-    pub fn new(policy: &CrawlPolicy, overrides: HostOverrides) -> anyhow::Result<Http> {
+    pub(crate) fn new(policy: &CrawlPolicy, overrides: HostOverrides) -> anyhow::Result<Http> {
         let addresses = AddressPolicy {
             allow_private_networks: policy.allow_private_networks,
         };
@@ -204,11 +205,11 @@ impl Http {
         &self.request_head
     }
 
-    pub async fn get(&self, url: &Url) -> Result<Fetched, FetchError> {
+    pub(crate) async fn get(&self, url: &Url) -> Result<Fetched, FetchError> {
         self.get_capped(url, self.max_body).await
     }
 
-    pub async fn get_capped(&self, url: &Url, max_body: u64) -> Result<Fetched, FetchError> {
+    pub(crate) async fn get_capped(&self, url: &Url, max_body: u64) -> Result<Fetched, FetchError> {
         self.check_literal(url)?;
         let started = std::time::SystemTime::now();
         let mut resp = self
@@ -261,7 +262,7 @@ impl Http {
 }
 
 /// True for content types we parse and store (HTML and XHTML).
-pub fn is_html(content_type: Option<&str>) -> bool {
+pub(crate) fn is_html(content_type: Option<&str>) -> bool {
     match content_type {
         // No header: sniffing is unreliable; HTML is the common case.
         None => true,
@@ -275,7 +276,7 @@ pub fn is_html(content_type: Option<&str>) -> bool {
 /// The page's charset: from the Content-Type header, else from a
 /// `<meta charset>` / `<meta http-equiv="Content-Type">` in the first
 /// 1024 bytes (HTML's prescan window), if encoding_rs knows the name.
-pub fn charset(content_type: Option<&str>, body: &[u8]) -> Option<&'static encoding_rs::Encoding> {
+pub(crate) fn charset(content_type: Option<&str>, body: &[u8]) -> Option<&'static encoding_rs::Encoding> {
     let from_header = content_type.and_then(|ct| {
         ct.split(';').skip(1).find_map(|param| {
             let (k, v) = param.split_once('=')?;
@@ -305,7 +306,7 @@ fn sniff_meta_charset(head: &[u8]) -> Option<&'static encoding_rs::Encoding> {
 
 /// How long a 429/503 asks us to wait: `Retry-After` in seconds or as an
 /// HTTP date. `None` when absent or unparseable.
-pub fn retry_after(value: Option<&str>) -> Option<std::time::Duration> {
+pub(crate) fn retry_after(value: Option<&str>) -> Option<std::time::Duration> {
     let v = value?.trim();
     if let Ok(secs) = v.parse::<u64>() {
         return Some(Duration::from_secs(secs));

@@ -23,6 +23,8 @@ use store::write;
 use store::Stores;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
+use crate::metric;
+
 const BATCH_DOCS: usize = 256;
 const QUEUE: usize = 1024;
 /// Page bytes (KiB) queued for writing at most. Stored pages are a few KB
@@ -40,7 +42,7 @@ struct Queued {
 }
 
 #[derive(Clone)]
-pub struct PageWriter {
+pub(crate) struct PageWriter {
     tx: mpsc::Sender<Queued>,
     budget: Arc<Semaphore>,
     /// Pages handed over and not yet written (the `store_queue` gauge).
@@ -50,7 +52,7 @@ pub struct PageWriter {
 impl PageWriter {
     /// Starts the writer task; results are sent to `report` once stored.
     /// The task ends (after a final flush) when every `PageWriter` is dropped.
-    pub fn spawn(
+    pub(crate) fn spawn(
         stores: Stores,
         report: mpsc::UnboundedSender<CrawlResult>,
         timing: TimingLog,
@@ -63,12 +65,12 @@ impl PageWriter {
     }
 
     /// Pages handed over and not yet written.
-    pub fn queued(&self) -> usize {
+    pub(crate) fn queued(&self) -> usize {
         self.queued.load(Ordering::Relaxed)
     }
 
     /// Queues a page; waits only when the queue is full (store slow or down).
-    pub async fn submit(&self, doc: PageDoc, result: CrawlResult) {
+    pub(crate) async fn submit(&self, doc: PageDoc, result: CrawlResult) {
         let queued = Instant::now();
         self.queued.fetch_add(1, Ordering::Relaxed);
         let kib = (approx_bytes(&doc) / 1024 + 1).min(QUEUE_KIB as usize) as u32;
@@ -130,13 +132,16 @@ async fn run(
         // budget until its page is written.
         let (docs, waiting): (Vec<PageDoc>, Vec<_>) =
             batch.drain(..).map(|q| (q.doc, (q.result, q.budget))).unzip();
+        #[cfg(feature = "fault-injection")]
         crate::fault::slow_store(docs.len()).await;
         let refused = write::insert_unordered(&pages, &docs, &timing, Op::Store, "storing pages").await;
         queued.fetch_sub(docs.len(), Ordering::Relaxed);
-        metrics::counter!("crawler_pages_stored_total").increment((docs.len() - refused.len()) as u64);
+        metric::PAGES_STORED
+            .get()
+            .increment((docs.len() - refused.len()) as u64);
         for (i, (mut result, _budget)) in waiting.into_iter().enumerate() {
             if let Some((_, why)) = refused.iter().find(|(at, _)| *at == i) {
-                metrics::counter!("crawler_store_rejected_total").increment(1);
+                metric::STORE_REJECTED.get().increment(1);
                 tracing::error!(url = %result.url, error = %why, "the store refused a page");
                 result.outcome = Outcome::failed(FailureKind::StoreRejected, why.clone());
                 result.outlinks.clear();

@@ -25,7 +25,6 @@ use futures::FutureExt;
 use link::fence::Fence;
 use link::protocol::{CrawlPolicy, CrawlResult, FailureKind, Outcome, WorkItem};
 use shared::canonical::Canonicalizer;
-use shared::extract::{extract, ExtractOptions};
 use shared::timing::{Op, TimingLog};
 use shared::urls::{self, domain_of, origin_of};
 use store::docs::{PageDoc, Skipped};
@@ -34,13 +33,15 @@ use tokio::sync::{mpsc, Semaphore};
 use url::Url;
 
 use crate::body_dict::BodyDictLearner;
+use crate::extract::{extract, ExtractOptions};
 use crate::http::{self, FetchError, Fetched, Http};
+use crate::metric;
 use crate::page_writer::PageWriter;
 use crate::politeness::{DomainTimes, Pace};
 use crate::robots::{RobotsEntry, RobotsSource};
 
 /// Everything a domain task needs, shared by all of them.
-pub struct Ctx {
+pub(crate) struct Ctx {
     pub policy: Arc<CrawlPolicy>,
     /// The policy's canonical URL rules, compiled once (see [`canonicalizer`]).
     pub canonical: Canonicalizer,
@@ -62,7 +63,7 @@ pub struct Ctx {
 /// Compiles the policy's canonical URL rules. The dispatcher checks them
 /// before it sends them, so a list that does not compile is a bug there:
 /// the child logs it and keeps links as resolved rather than stopping.
-pub fn canonicalizer(policy: &CrawlPolicy) -> Canonicalizer {
+pub(crate) fn canonicalizer(policy: &CrawlPolicy) -> Canonicalizer {
     policy.canonical.compile().unwrap_or_else(|e| {
         tracing::error!(error = %e, "BUG: the crawl policy's canonical URL rules do not compile; links are kept as resolved");
         Canonicalizer::none()
@@ -80,7 +81,7 @@ pub fn canonicalizer(policy: &CrawlPolicy) -> Canonicalizer {
 const PACE_RELOAD_AFTER: Duration = Duration::from_secs(3);
 
 /// What the child knows about one domain it owns.
-pub struct DomainState {
+pub(crate) struct DomainState {
     domain: String,
     /// Loaded from the second store on first use, and again after the
     /// domain was idle for [`PACE_RELOAD_AFTER`].
@@ -95,7 +96,7 @@ pub struct DomainState {
 }
 
 impl DomainState {
-    pub fn new(domain: &str) -> Self {
+    pub(crate) fn new(domain: &str) -> Self {
         DomainState {
             domain: domain.to_string(),
             pace: None,
@@ -216,7 +217,7 @@ impl DomainState {
             .unwrap_or(backoff)
             .min(MAX_THROTTLE_WAIT);
         self.pace(ctx).await.hold(wait);
-        metrics::counter!("crawler_throttled_total", "status" => status_class(resp.status)).increment(1);
+        metric::THROTTLED.at([status_class(resp.status)]).increment(1);
         Some(wait)
     }
 }
@@ -232,7 +233,7 @@ fn delay_for(policy: &CrawlPolicy, robots: Option<&RobotsEntry>) -> Duration {
 }
 
 /// A domain's state, shared by its tasks, and its connections.
-pub struct SharedDomain {
+pub(crate) struct SharedDomain {
     state: tokio::sync::Mutex<DomainState>,
     /// One permit per connection the policy allows the domain. A request
     /// to a domain with a delay takes all of them: with a delay, requests
@@ -246,7 +247,7 @@ pub struct SharedDomain {
 }
 
 impl SharedDomain {
-    pub fn new(domain: &str, max_connections: u32) -> SharedDomain {
+    pub(crate) fn new(domain: &str, max_connections: u32) -> SharedDomain {
         let max_connections = max_connections.clamp(1, tokio::sync::Semaphore::MAX_PERMITS as u32);
         SharedDomain {
             state: tokio::sync::Mutex::new(DomainState::new(domain)),
@@ -260,7 +261,8 @@ impl SharedDomain {
 /// reports after storing, or straight to the report channel). A panic
 /// while crawling it fails this URL alone (kind `internal`): the domain's
 /// task, its other URLs and the child go on.
-pub async fn crawl(ctx: &Ctx, st: &SharedDomain, item: WorkItem) {
+pub(crate) async fn crawl(ctx: &Ctx, st: &SharedDomain, item: WorkItem) {
+    #[cfg(feature = "fault-injection")]
     crate::fault::freeze_on(&item.url);
     if let Err(e) = fenced(ctx) {
         hand_back(ctx, &item, e.kind(), &e.to_string());
@@ -306,11 +308,12 @@ fn result(item: &WorkItem, outcome: Outcome, outlinks: Vec<String>) -> CrawlResu
 }
 
 fn failed(item: &WorkItem, kind: FailureKind, message: impl Into<String>) -> Done {
-    metrics::counter!("crawler_fetch_failures_total", "kind" => kind.as_str()).increment(1);
+    metric::FETCH_FAILURES.at([kind.as_str()]).increment(1);
     Done::NoPage(result(item, Outcome::failed(kind, message), Vec::new()))
 }
 
 async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
+    #[cfg(feature = "fault-injection")]
     crate::fault::panic_on(&item.url);
     let url = match urls::parse(&item.url) {
         Ok(u) => u,
@@ -337,7 +340,7 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
         }
         if !robots.allowed(&current) {
             if hops.len() == 1 {
-                metrics::counter!("crawler_disallowed_total").increment(1);
+                metric::DISALLOWED.get().increment(1);
                 return Done::NoPage(result(item, Outcome::Disallowed, Vec::new()));
             }
             return failed(
@@ -434,8 +437,8 @@ async fn fetch(
         Some(url.as_str()),
     );
     if let Ok(r) = &res {
-        metrics::counter!("crawler_pages_total", "status" => status_class(r.status)).increment(1);
-        metrics::counter!("crawler_fetched_bytes_total").increment(r.body.len() as u64);
+        metric::PAGES.at([status_class(r.status)]).increment(1);
+        metric::FETCHED_BYTES.get().increment(r.body.len() as u64);
     }
     res
 }
@@ -555,7 +558,7 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
     let html = http::is_html(resp.content_type.as_deref());
     if !html {
         d.skipped = Some(Skipped::ContentType);
-        metrics::counter!("crawler_skipped_total", "reason" => "content_type").increment(1);
+        metric::SKIPPED.at(["content_type"]).increment(1);
         if ctx.policy.keep_non_html_bodies {
             // No charset (not text to decode) and no dictionary: the
             // dictionaries are learnt from HTML.
@@ -570,13 +573,17 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
             canonical: Some(&ctx.canonical),
         };
         let f = extract(&resp.body, final_url, encoding, options);
-        crate::fault::slow_parse();
-        crate::fault::burn_parse();
+        #[cfg(feature = "fault-injection")]
+        {
+            crate::fault::slow_parse();
+            crate::fault::burn_parse();
+        }
         for reason in &f.rejected {
-            metrics::counter!("crawler_links_dropped_total", "reason" => reason.as_str()).increment(1);
+            metric::LINKS_DROPPED.at([reason.as_str()]).increment(1);
         }
         if f.over_cap > 0 {
-            metrics::counter!("crawler_links_dropped_total", "reason" => "over_page_cap")
+            metric::LINKS_DROPPED
+                .at(["over_page_cap"])
                 .increment(f.over_cap as u64);
             d.outlinks_dropped = Some(i64::try_from(f.over_cap).unwrap_or(i64::MAX));
         }

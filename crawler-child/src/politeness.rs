@@ -26,7 +26,7 @@ const FLUSH_EVERY: Duration = Duration::from_secs(1);
 const MAX_WAIT: Duration = Duration::from_secs(3600);
 
 /// When the next request to one domain may start.
-pub struct Pace {
+pub(crate) struct Pace {
     next_allowed: Instant,
     /// Optional requests-per-second ceiling (token bucket, burst of one).
     bucket: Option<Bucket>,
@@ -60,7 +60,7 @@ impl Bucket {
 impl Pace {
     /// A pace that continues from a stored last-crawled time; `max_rps` > 0
     /// also caps the domain's request rate.
-    pub fn resume(last_crawled_ms: Option<u64>, delay: Duration, max_rps: f64) -> Pace {
+    pub(crate) fn resume(last_crawled_ms: Option<u64>, delay: Duration, max_rps: f64) -> Pace {
         let now = Instant::now();
         let next_allowed = match last_crawled_ms {
             Some(last) => {
@@ -81,7 +81,7 @@ impl Pace {
     /// Sleeps until the domain may be asked again, takes its token, and
     /// keeps the next start at least `delay` after this one (so parallel
     /// connections to one domain, when allowed, still start spaced out).
-    pub async fn wait(&mut self, delay: Duration, timing: &TimingLog, domain: &str) {
+    pub(crate) async fn wait(&mut self, delay: Duration, timing: &TimingLog, domain: &str) {
         let now = Instant::now();
         let mut until = self.next_allowed;
         if let Some(b) = &mut self.bucket {
@@ -100,38 +100,38 @@ impl Pace {
     }
 
     /// When the next request may start.
-    pub fn next_allowed(&self) -> Instant {
+    pub(crate) fn next_allowed(&self) -> Instant {
         self.next_allowed
     }
 
     /// Keeps `other`'s next start when it is later (a pace read again from
     /// the store must not forget what this child did itself).
-    pub fn keep_later(&mut self, other: &Pace) {
+    pub(crate) fn keep_later(&mut self, other: &Pace) {
         self.next_allowed = self.next_allowed.max(other.next_allowed);
     }
 
     /// Called when a request has completed: the gap is measured from the
     /// end of one response to the start of the next request, so the server
     /// sees at least `delay` between two requests however long each took.
-    pub fn request_done(&mut self, delay: Duration) {
+    pub(crate) fn request_done(&mut self, delay: Duration) {
         self.next_allowed = self.next_allowed.max(Instant::now() + delay.min(MAX_WAIT));
     }
 
     /// Pushes the next request at least `wait` into the future (429/503).
-    pub fn hold(&mut self, wait: Duration) {
+    pub(crate) fn hold(&mut self, wait: Duration) {
         self.next_allowed = self.next_allowed.max(Instant::now() + wait.min(MAX_WAIT));
     }
 }
 
 /// Last-crawled times waiting to be written, and their writer.
 #[derive(Clone)]
-pub struct DomainTimes {
+pub(crate) struct DomainTimes {
     stores: Stores,
     dirty: Arc<Mutex<HashMap<String, (u64, u64)>>>,
 }
 
 impl DomainTimes {
-    pub fn new(stores: Stores) -> Self {
+    pub(crate) fn new(stores: Stores) -> Self {
         DomainTimes {
             stores,
             dirty: Arc::default(),
@@ -140,7 +140,7 @@ impl DomainTimes {
 
     /// The stored last-crawled time of `domain` (Unix ms) and the delay
     /// that was in force then, if the domain was crawled before.
-    pub async fn load(&self, domain: &str) -> Option<(u64, Duration)> {
+    pub(crate) async fn load(&self, domain: &str) -> Option<(u64, Duration)> {
         // A store that fails or does not answer costs the stored pace, not
         // the domain: it is crawled with the configured delay from now.
         let pace = store::deadline(self.stores.domains().find_one(doc! {"_id": domain}))
@@ -152,14 +152,14 @@ impl DomainTimes {
         Some((last, Duration::from_millis(delay)))
     }
 
-    pub fn touch(&self, domain: &str, delay: Duration) {
+    pub(crate) fn touch(&self, domain: &str, delay: Duration) {
         if let Ok(mut d) = self.dirty.lock() {
             d.insert(domain.to_string(), (now_ms(), delay.as_millis() as u64));
         }
     }
 
     /// Writes the dirty times every second until the process ends.
-    pub fn spawn_flusher(&self, timing: TimingLog) {
+    pub(crate) fn spawn_flusher(&self, timing: TimingLog) {
         let me = self.clone();
         tokio::spawn(async move {
             loop {
@@ -169,7 +169,7 @@ impl DomainTimes {
         });
     }
 
-    pub async fn flush(&self, timing: &TimingLog) {
+    pub(crate) async fn flush(&self, timing: &TimingLog) {
         let batch: Vec<_> = match self.dirty.lock() {
             Ok(mut d) => d.drain().collect(),
             Err(_) => return,
@@ -195,10 +195,9 @@ impl DomainTimes {
     }
 
     /// Upserts the times of `chunk` in one `update` command (several
-    /// statements): a command per domain cost the store 5 times more
-    /// (nx-27017: 0.55 ms of its CPU per command against 0.10 ms per
-    /// statement), and on mongod it is one round trip and one journal
-    /// commit instead of one per domain. Whether all were written.
+    /// statements): a command per domain costs the store several times
+    /// the CPU of a statement, and on mongod it is one round trip and one
+    /// journal commit instead of one per domain. Whether all were written.
     async fn write(&self, chunk: &[(String, (u64, u64))]) -> bool {
         let updates: Vec<bson::Document> = chunk
             .iter()

@@ -22,9 +22,10 @@ use texting_robots::Robot;
 use url::Url;
 
 use crate::http::Http;
+use crate::metric;
 
 /// RFC 9309 §2.5: parse at least 500 KiB; we parse exactly that much.
-pub const MAX_ROBOTS_BYTES: u64 = 500 * 1024;
+pub(crate) const MAX_ROBOTS_BYTES: u64 = 500 * 1024;
 const MAX_ROBOTS_REDIRECTS: usize = 5;
 /// How soon robots is retried after the server first failed to give it.
 const UNAVAILABLE_RETRY: Duration = Duration::from_secs(60);
@@ -33,7 +34,7 @@ const MAX_UNAVAILABLE_RETRY: Duration = Duration::from_secs(3600);
 
 /// How long to wait before asking again after the `failures`-th failure
 /// in a row to get robots.txt: doubling from [`UNAVAILABLE_RETRY`].
-pub fn unavailable_retry(failures: u32) -> Duration {
+pub(crate) fn unavailable_retry(failures: u32) -> Duration {
     UNAVAILABLE_RETRY
         .saturating_mul(2u32.saturating_pow(failures.saturating_sub(1)))
         .min(MAX_UNAVAILABLE_RETRY)
@@ -43,7 +44,7 @@ pub fn unavailable_retry(failures: u32) -> Duration {
 /// `max_ms`. The value comes from the network: `1e20`, `inf`, `NaN` or a
 /// negative number must neither panic nor overflow (`Duration::from_secs_f32`
 /// panics past its range), so anything unrepresentable counts as the cap.
-pub fn crawl_delay(secs: f32, max_ms: u64) -> Option<Duration> {
+pub(crate) fn crawl_delay(secs: f32, max_ms: u64) -> Option<Duration> {
     if secs.is_nan() || secs <= 0.0 {
         return None;
     }
@@ -52,14 +53,14 @@ pub fn crawl_delay(secs: f32, max_ms: u64) -> Option<Duration> {
 }
 
 /// The rules in force for one origin.
-pub enum Rules {
+pub(crate) enum Rules {
     AllowAll,
     /// The server could not tell us (5xx, network): crawl nothing for now.
     Unavailable,
     Parsed(Box<Robot>),
 }
 
-pub struct RobotsEntry {
+pub(crate) struct RobotsEntry {
     pub rules: Rules,
     pub crawl_delay: Option<Duration>,
     /// Wall-clock expiry (Unix ms).
@@ -68,7 +69,12 @@ pub struct RobotsEntry {
 
 impl RobotsEntry {
     /// Builds the rules from a robots.txt response (`status` 0 = unreachable).
-    pub fn from_response(status: u16, body: &[u8], policy: &CrawlPolicy, fetched_ms: u64) -> RobotsEntry {
+    pub(crate) fn from_response(
+        status: u16,
+        body: &[u8],
+        policy: &CrawlPolicy,
+        fetched_ms: u64,
+    ) -> RobotsEntry {
         let ttl_ms = policy.robots_ttl_secs.saturating_mul(1000);
         let (rules, ttl_ms) = match status {
             200..=299 => match Robot::new(&policy.robots_agent, body) {
@@ -90,7 +96,7 @@ impl RobotsEntry {
         }
     }
 
-    pub fn allowed(&self, url: &Url) -> bool {
+    pub(crate) fn allowed(&self, url: &Url) -> bool {
         match &self.rules {
             Rules::AllowAll => true,
             Rules::Unavailable => false,
@@ -98,17 +104,17 @@ impl RobotsEntry {
         }
     }
 
-    pub fn is_unavailable(&self) -> bool {
+    pub(crate) fn is_unavailable(&self) -> bool {
         matches!(self.rules, Rules::Unavailable)
     }
 
-    pub fn expired(&self) -> bool {
+    pub(crate) fn expired(&self) -> bool {
         now_ms() >= self.expires_ms
     }
 }
 
 /// Loads robots from the second store and fetches them from the web.
-pub struct RobotsSource {
+pub(crate) struct RobotsSource {
     pub stores: Stores,
     pub policy: Arc<CrawlPolicy>,
     pub timing: TimingLog,
@@ -116,7 +122,7 @@ pub struct RobotsSource {
 
 impl RobotsSource {
     /// The stored copy, if there is one that has not expired.
-    pub async fn load(&self, origin: &str, domain: &str) -> Option<RobotsEntry> {
+    pub(crate) async fn load(&self, origin: &str, domain: &str) -> Option<RobotsEntry> {
         let start = Instant::now();
         let found = store::deadline(self.stores.robots().find_one(doc! {"_id": origin})).await;
         let outcome = match &found {
@@ -142,7 +148,7 @@ impl RobotsSource {
     /// Fetches `<origin>/robots.txt` (the caller has waited for politeness)
     /// and stores it in the background. `failures`: earlier failures in a
     /// row to get it, which set how long an unavailable answer is kept.
-    pub async fn fetch(&self, http: &Http, origin: &str, domain: &str, failures: u32) -> RobotsEntry {
+    pub(crate) async fn fetch(&self, http: &Http, origin: &str, domain: &str, failures: u32) -> RobotsEntry {
         let start = Instant::now();
         let (status, body) = fetch_following_redirects(http, origin).await;
         let outcome = match status {
@@ -152,7 +158,7 @@ impl RobotsSource {
         };
         self.timing
             .record(Op::RobotsFetch, start.elapsed(), outcome, Some(domain), None);
-        metrics::counter!("crawler_robots_fetches_total", "outcome" => outcome).increment(1);
+        metric::ROBOTS_FETCHES.at([outcome]).increment(1);
         let fetched = now_ms();
         let mut entry = RobotsEntry::from_response(status, &body, &self.policy, fetched);
         if entry.is_unavailable() {

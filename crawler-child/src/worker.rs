@@ -25,7 +25,7 @@ struct Domain {
     state: SharedDomain,
 }
 
-pub struct Worker {
+pub(crate) struct Worker {
     ctx: Arc<Ctx>,
     domains: Mutex<HashMap<String, Arc<Domain>>>,
     /// URLs received and not yet handed on (to the writer or the report).
@@ -34,7 +34,7 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub fn new(ctx: Arc<Ctx>) -> Arc<Worker> {
+    pub(crate) fn new(ctx: Arc<Ctx>) -> Arc<Worker> {
         Arc::new(Worker {
             ctx,
             domains: Mutex::default(),
@@ -43,7 +43,7 @@ impl Worker {
         })
     }
 
-    pub fn enqueue(self: &Arc<Self>, item: WorkItem) {
+    pub(crate) fn enqueue(self: &Arc<Self>, item: WorkItem) {
         self.pending.fetch_add(1, Ordering::SeqCst);
         if item.leased_ms != 0 {
             // The relay: leased by the dispatcher until it got here.
@@ -104,7 +104,7 @@ impl Worker {
     /// Hands back the URLs of `domains` not started yet, as `Recalled`
     /// results: the dispatcher is moving those domains to another node.
     /// A URL being crawled finishes as usual.
-    pub fn recall(&self, domains: &[String]) {
+    pub(crate) fn recall(&self, domains: &[String]) {
         for name in domains {
             let Some(domain) = self
                 .domains
@@ -133,12 +133,12 @@ impl Worker {
         }
     }
 
-    pub fn pending(&self) -> usize {
+    pub(crate) fn pending(&self) -> usize {
         self.pending.load(Ordering::SeqCst)
     }
 
     /// Resolves when every received URL has been handed on.
-    pub async fn wait_idle(&self) {
+    pub(crate) async fn wait_idle(&self) {
         loop {
             let notified = self.idle.notified();
             if self.pending() == 0 {

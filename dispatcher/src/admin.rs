@@ -12,14 +12,14 @@ use profiling::axum::routing::post;
 use profiling::axum::Router;
 use tokio::sync::{mpsc, oneshot};
 
-pub enum AdminCmd {
+pub(crate) enum AdminCmd {
     Unhalt {
         domain: String,
         done: oneshot::Sender<bool>,
     },
 }
 
-pub fn route(tx: mpsc::Sender<AdminCmd>) -> Router {
+pub(crate) fn route(tx: mpsc::Sender<AdminCmd>) -> Router {
     Router::new().route(
         "/domains/unhalt",
         post(move |Query(q): Query<HashMap<String, String>>| {

@@ -19,7 +19,7 @@ use std::time::Duration;
 use link::protocol::Outcome;
 
 #[derive(Debug, Clone, Copy)]
-pub struct BreakerConfig {
+pub(crate) struct BreakerConfig {
     pub window: Duration,
     /// Error share above which the domain pauses.
     pub error_share: f64,
@@ -45,7 +45,7 @@ impl Default for BreakerConfig {
 
 /// What a new outcome changed.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Trip {
+pub(crate) enum Trip {
     Pause {
         until_ms: u64,
         errors: usize,
@@ -120,7 +120,7 @@ impl Health {
     }
 }
 
-pub struct Breakers {
+pub(crate) struct Breakers {
     cfg: BreakerConfig,
     domains: HashMap<String, Health>,
     /// When [`Breakers::forget_idle`] next looks (Unix ms).
@@ -128,7 +128,7 @@ pub struct Breakers {
 }
 
 /// Whether an outcome counts against the domain's health, and as what.
-pub fn is_error(outcome: &Outcome) -> Option<&'static str> {
+pub(crate) fn is_error(outcome: &Outcome) -> Option<&'static str> {
     match outcome {
         Outcome::Fetched { status, .. } => match status {
             403 => Some("http_403"),
@@ -142,7 +142,7 @@ pub fn is_error(outcome: &Outcome) -> Option<&'static str> {
 }
 
 impl Breakers {
-    pub fn new(cfg: BreakerConfig) -> Self {
+    pub(crate) fn new(cfg: BreakerConfig) -> Self {
         Breakers {
             cfg,
             domains: HashMap::new(),
@@ -156,7 +156,7 @@ impl Breakers {
     }
 
     /// Records one outcome; returns a trip when the domain must pause or halt.
-    pub fn record(&mut self, domain: &str, outcome: &Outcome, now_ms: u64) -> Option<Trip> {
+    pub(crate) fn record(&mut self, domain: &str, outcome: &Outcome, now_ms: u64) -> Option<Trip> {
         let error = is_error(outcome);
         // Wraps after 2^32 slices: 11 years at a window of 1 s.
         let now = (now_ms / self.slice_ms()) as u32;
@@ -194,14 +194,14 @@ impl Breakers {
     }
 
     /// Forgets a domain's history (after an operator un-halts it).
-    pub fn reset(&mut self, domain: &str) {
+    pub(crate) fn reset(&mut self, domain: &str) {
         self.domains.remove(domain);
     }
 
     /// Forgets the domains whose state is that of a domain never met, once
     /// a window: a pass over every domain, so not on every tick. Without
     /// it the breaker kept about 200 bytes for every domain ever crawled.
-    pub fn forget_idle(&mut self, now_ms: u64) {
+    pub(crate) fn forget_idle(&mut self, now_ms: u64) {
         if now_ms < self.next_sweep_ms {
             return;
         }

@@ -10,23 +10,23 @@ use serde::Serialize;
 
 /// What `/debug/cluster` shows.
 #[derive(Default, Serialize, Clone)]
-pub struct ClusterView {
+pub(crate) struct ClusterView {
     pub dispatcher: Option<ProcessInfo>,
     /// supervisor id → its process and its children by slot.
     pub supervisors: BTreeMap<String, SupervisorView>,
 }
 
 #[derive(Default, Serialize, Clone)]
-pub struct SupervisorView {
+pub(crate) struct SupervisorView {
     pub process: Option<ProcessInfo>,
     pub live: bool,
     pub children: BTreeMap<u32, ProcessInfo>,
 }
 
-pub type SharedView = Arc<Mutex<ClusterView>>;
+pub(crate) type SharedView = Arc<Mutex<ClusterView>>;
 
 /// The `/debug/cluster` route.
-pub fn route(view: SharedView) -> profiling::axum::Router {
+pub(crate) fn route(view: SharedView) -> profiling::axum::Router {
     use profiling::axum::{http::header, routing::get, Router};
     Router::new().route(
         "/debug/cluster",

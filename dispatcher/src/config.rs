@@ -28,7 +28,13 @@ use anyhow::{bail, Context};
 use clap::{ArgAction, CommandFactory, FromArgMatches};
 use serde_json::Value;
 
-use crate::Args;
+use link::cluster_auth::ClusterKey;
+
+use crate::admission;
+
+mod flags;
+
+pub use flags::Flags;
 
 /// The file's path may also come from here.
 pub(crate) const CONFIG_ENV: &str = "CRAWLER_CONFIG";
@@ -46,7 +52,7 @@ pub(crate) fn env_name(long: &str) -> String {
 /// (those that declare none get [`env_name`]), a repeated flag replacing
 /// the earlier value (so the command line overrides the file).
 pub(crate) fn command() -> clap::Command {
-    Args::command().args_override_self(true).mut_args(|a| {
+    Flags::command().args_override_self(true).mut_args(|a| {
         let wants_env = a.get_env().is_none()
             && a.get_long().is_some_and(|l| l != "help" && l != "version")
             && !matches!(a.get_action(), ArgAction::Help | ArgAction::Version);
@@ -60,10 +66,36 @@ pub(crate) fn command() -> clap::Command {
     })
 }
 
+/// Everything a crawl runs with: its flags, the effective settings (for
+/// the summary) and the cluster secret supervisors must prove.
+pub struct Config {
+    pub flags: Flags,
+    pub settings: Value,
+    pub key: ClusterKey,
+}
+
 /// Parsed arguments and the effective settings, for the summary.
 pub(crate) struct Parsed {
-    pub args: Args,
-    pub settings: Value,
+    pub(crate) args: Flags,
+    pub(crate) settings: Value,
+}
+
+/// The config of the command line `argv` (with its `--config` file), the
+/// cluster secret from `secret` (the environment variable's value) if no
+/// file names it. Bad rules are refused here, before anything is started
+/// or stored.
+pub fn load(argv: Vec<OsString>, secret: Option<OsString>) -> anyhow::Result<Config> {
+    let Parsed {
+        args: flags,
+        settings,
+    } = parse(argv)?;
+    admission::Admission::new(&flags.admission()).map_err(anyhow::Error::msg)?;
+    flags
+        .canonical()
+        .compile()
+        .map_err(|e| anyhow::anyhow!("--strip-params: {e}"))?;
+    let key = flags.cluster.key(secret)?;
+    Ok(Config { flags, settings, key })
 }
 
 /// Parses `argv` with the config file (if one is named) read in.
@@ -79,7 +111,7 @@ pub(crate) fn parse(argv: Vec<OsString>) -> anyhow::Result<Parsed> {
         Ok(m) => m,
         Err(e) => e.exit(),
     };
-    let args = Args::from_arg_matches(&matches)?;
+    let args = Flags::from_arg_matches(&matches)?;
     Ok(Parsed {
         settings: effective(&cmd, &matches, path.as_deref()),
         args,

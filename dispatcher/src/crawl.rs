@@ -23,6 +23,7 @@ use zeromq::{RouterSendHalf, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMe
 
 use crate::admin::{self, AdminCmd};
 use crate::cluster::{self, ClusterView, SharedView};
+use crate::config::{Config, Flags};
 use crate::frontier::SupId;
 use crate::monitor::{FrontierView, Monitor};
 use crate::persist::{Confirmed, FrontierWriter};
@@ -30,7 +31,9 @@ use crate::queue_reader::{self, QueueReader};
 use crate::refusals::{Reason, Refusals};
 use crate::resume::SeenScanTask;
 use crate::state::{CrawlState, Effect, Settings};
-use crate::{Args, ROLE};
+use crate::{metric, ROLE};
+use shared::metric::GaugeLine;
+use shared::shutdown::Shutdown;
 
 mod handshake;
 mod startup;
@@ -59,12 +62,17 @@ pub(crate) fn now_ms() -> u64 {
     link::fence::steady_unix_ms()
 }
 
-pub async fn run(args: Args, settings: serde_json::Value, key: ClusterKey) -> anyhow::Result<()> {
+pub(crate) async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
+    let Config {
+        flags: args,
+        settings,
+        key,
+    } = config;
     let view: SharedView = Arc::new(Mutex::new(ClusterView::default()));
     let (admin_tx, admin_rx) = mpsc::channel(16);
     let routes = cluster::route(view.clone()).merge(admin::route(admin_tx));
     let debug = profiling::serve(args.obs.debug_addr, args.obs.debug_token.clone(), routes).await?;
-    shared::metric_help::describe_all();
+    metric::describe();
     let timing = TimingLog::open(&args.obs.timing_config(ROLE))?;
     timing.spawn_flusher();
     if let Ok(mut v) = view.lock() {
@@ -114,7 +122,9 @@ pub async fn run(args: Args, settings: serde_json::Value, key: ClusterKey) -> an
         }
     });
     d.send = Some(send);
-    let stopped = d.serve(&mut inbox, &mut read, &mut confirmations).await?;
+    let stopped = d
+        .serve(&mut inbox, &mut read, &mut confirmations, shutdown)
+        .await?;
     d.finish(&args, &settings, stopped, &mut inbox).await
 }
 
@@ -165,7 +175,7 @@ const STORED_URLS_PATIENCE: Duration = Duration::from_secs(30 * 60);
 
 impl Dispatcher {
     fn new(
-        args: &Args,
+        args: &Flags,
         stores: Stores,
         view: SharedView,
         timing: TimingLog,
@@ -283,6 +293,7 @@ impl Dispatcher {
         inbox: &mut mpsc::Receiver<(Bytes, Bytes)>,
         read: &mut mpsc::UnboundedReceiver<queue_reader::Answer>,
         confirmations: &mut mpsc::UnboundedReceiver<Confirmed>,
+        mut shutdown: Shutdown,
     ) -> anyhow::Result<bool> {
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         let mut slow_tick = tokio::time::interval(Duration::from_secs(1));
@@ -300,7 +311,7 @@ impl Dispatcher {
         });
         monitor_tick.tick().await;
         let mut monitor = Monitor::new();
-        let stop = shared::shutdown::signalled();
+        let stop = shutdown.requested();
         tokio::pin!(stop);
         while !self.state.done() || self.reading_stored_urls() {
             tokio::select! {
@@ -389,7 +400,7 @@ impl Dispatcher {
     /// is what makes that safe: a peer that names an admitted connection's
     /// id, or injects into its TCP stream, still cannot seal a message.
     async fn on_message(&mut self, identity: Bytes, payload: &[u8]) -> anyhow::Result<()> {
-        metrics::counter!("crawler_zmq_messages_received_total").increment(1);
+        link::metric::ZMQ_MESSAGES_RECEIVED.get().increment(1);
         // Only a live supervisor counts as known; one given up for dead
         // (or met by a previous dispatcher) is asked to introduce itself.
         let sup = self.connection(&identity).filter(|s| self.state.is_live(*s));
@@ -561,59 +572,33 @@ impl Dispatcher {
         let seen_bytes = self.state.seen_bytes() as f64;
         let domains = f.domain_count() as f64;
         let (active, parked) = (f.active_domains() as f64, f.parked_domains() as f64);
-        metrics::gauge!("crawler_frontier_domains").set(domains);
-        metrics::gauge!("crawler_frontier_domains_active").set(active);
-        metrics::gauge!("crawler_frontier_domains_parked").set(parked);
-        metrics::counter!("crawler_frontier_domains_forgotten_total").absolute(f.forgotten());
-        metrics::gauge!("crawler_frontier_queued").set(queued);
-        metrics::gauge!("crawler_frontier_in_store").set(in_store);
-        let backlog = self.writer.backlog() as f64;
-        metrics::gauge!("crawler_frontier_write_backlog").set(backlog);
-        metrics::gauge!("crawler_frontier_ready").set(ready);
-        metrics::gauge!("crawler_frontier_in_flight").set(in_flight);
-        metrics::gauge!("crawler_frontier_seen").set(seen);
-        metrics::gauge!("crawler_frontier_seen_bytes").set(seen_bytes);
-        metrics::gauge!("crawler_credits_held").set(held);
-        metrics::gauge!("crawler_credits_capacity").set(capacity);
-        metrics::gauge!("crawler_supervisors_live").set(live_n);
-        let values = [
-            ("frontier_queued", queued),
-            ("frontier_in_store", in_store),
-            ("frontier_write_backlog", backlog),
-            ("frontier_ready", ready),
-            ("frontier_in_flight", in_flight),
-            ("frontier_seen", seen),
-            ("frontier_seen_bytes", seen_bytes),
-            ("frontier_domains", domains),
-            ("frontier_domains_active", active),
-            ("frontier_domains_parked", parked),
-            ("frontier_domains_forgotten", f.forgotten() as f64),
-            ("credits_held", held),
-            ("credits_capacity", capacity),
-            ("supervisors_live", live_n),
-        ];
-        let mut line: Vec<(String, f64)> = values.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        let forgotten = f.forgotten();
+        let mut line = GaugeLine::new();
+        line.set(&metric::FRONTIER_QUEUED, queued);
+        line.set(&metric::FRONTIER_IN_STORE, in_store);
+        line.set(&metric::FRONTIER_WRITE_BACKLOG, self.writer.backlog() as f64);
+        line.set(&metric::FRONTIER_READY, ready);
+        line.set(&metric::FRONTIER_IN_FLIGHT, in_flight);
+        line.set(&metric::FRONTIER_SEEN, seen);
+        line.set(&metric::FRONTIER_SEEN_BYTES, seen_bytes);
+        line.set(&metric::FRONTIER_DOMAINS, domains);
+        line.set(&metric::FRONTIER_DOMAINS_ACTIVE, active);
+        line.set(&metric::FRONTIER_DOMAINS_PARKED, parked);
+        line.total(&metric::FRONTIER_DOMAINS_FORGOTTEN, forgotten);
+        line.set(&metric::CREDITS_HELD, held);
+        line.set(&metric::CREDITS_CAPACITY, capacity);
+        line.set(&metric::SUPERVISORS_LIVE, live_n);
         // Each supervisor's credit too: one saturated node among idle ones
         // is a different story from a cluster out of credit.
         for &s in &live {
             let m = &members[s];
-            let (held, capacity) = (f64::from(f.held(s)), f64::from(m.capacity));
-            metrics::gauge!("crawler_supervisor_credits_held", "supervisor" => m.id.clone()).set(held);
-            metrics::gauge!("crawler_supervisor_credits_capacity", "supervisor" => m.id.clone())
-                .set(capacity);
-            line.push((format!("credits_held.{}", m.id), held));
-            line.push((format!("credits_capacity.{}", m.id), capacity));
-            let domains = f.domains_of(s) as f64;
-            metrics::gauge!("crawler_supervisor_domains", "supervisor" => m.id.clone()).set(domains);
-            line.push((format!("domains.{}", m.id), domains));
+            line.set_at(&metric::SUPERVISOR_CREDITS_HELD, &m.id, f64::from(f.held(s)));
+            line.set_at(&metric::SUPERVISOR_CREDITS_CAPACITY, &m.id, f64::from(m.capacity));
+            line.set_at(&metric::SUPERVISOR_DOMAINS, &m.id, f.domains_of(s) as f64);
         }
-        line.extend(
-            profiling::gauge_values(true)
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v)),
-        );
-        line.extend(store::work::gauge_values());
-        self.timing.gauges(&line);
+        line.log_only(profiling::gauge_values(true));
+        line.log_only(store::work::gauge_values());
+        line.write(&self.timing);
     }
 
     /// Sends `msg` to admitted supervisor `s`, sealed with its connection's key.
@@ -639,7 +624,7 @@ impl Dispatcher {
     async fn send_to(&mut self, identity: &Bytes, msg: &ToSupervisor) -> anyhow::Result<()> {
         let mut m = ZmqMessage::from(protocol::encode(msg));
         m.push_front(identity.clone());
-        metrics::counter!("crawler_zmq_messages_sent_total").increment(1);
+        link::metric::ZMQ_MESSAGES_SENT.get().increment(1);
         let Some(send) = self.send.as_mut() else {
             return Ok(());
         };
@@ -651,7 +636,7 @@ impl Dispatcher {
             // The peer is gone; heartbeats will notice and re-queue its work.
             Ok(Err(e)) => tracing::warn!(error = %e, "send failed"),
             Err(_) => {
-                metrics::counter!("crawler_zmq_send_timeouts_total").increment(1);
+                metric::ZMQ_SEND_TIMEOUTS.get().increment(1);
                 tracing::warn!(timeout = ?SEND_TIMEOUT, "a send took too long; message dropped");
             }
         }

@@ -37,13 +37,13 @@ use std::collections::{HashMap, VecDeque};
 
 use link::protocol::WorkItem;
 
-pub use adopt::Adoption;
+pub(crate) use adopt::Adoption;
 use index::DomainIndex;
 use seqs::Seqs;
 use window::RefillState;
-pub use window::{ReadPage, Refill, Stored};
+pub(crate) use window::{ReadPage, Refill, Stored};
 
-pub type SupId = usize;
+pub(crate) type SupId = usize;
 
 struct Queued {
     url: String,
@@ -110,7 +110,7 @@ impl DomainQ {
 const HALTED: u64 = u64::MAX;
 
 /// A URL out at a supervisor.
-pub struct Lease {
+pub(crate) struct Lease {
     pub url: String,
     pub depth: u16,
     pub sup: SupId,
@@ -120,7 +120,7 @@ pub struct Lease {
 
 /// What a result is about, from the dispatcher's own lease record.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Leased {
+pub(crate) struct Leased {
     pub url: String,
     pub domain: String,
     pub depth: u16,
@@ -128,7 +128,7 @@ pub struct Leased {
 
 /// Why a result's lease was not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaseRefusal {
+pub(crate) enum LeaseRefusal {
     /// Not out (never issued, expired, or already reported).
     Unknown,
     /// Out at another supervisor.
@@ -149,7 +149,7 @@ struct Sup {
     held: u32,
 }
 
-pub struct Frontier {
+pub(crate) struct Frontier {
     /// By id; the slots of forgotten domains (see `forget`) are in `free`.
     domains: Vec<DomainQ>,
     domain_ids: DomainIndex,
@@ -215,7 +215,7 @@ pub struct Frontier {
 }
 
 impl Frontier {
-    pub fn new(max_inflight_per_domain: u32, lease_ms: u64, first_lease: u64) -> Frontier {
+    pub(crate) fn new(max_inflight_per_domain: u32, lease_ms: u64, first_lease: u64) -> Frontier {
         Frontier {
             domains: Vec::new(),
             domain_ids: DomainIndex::new(),
@@ -252,14 +252,14 @@ impl Frontier {
         }
     }
 
-    pub fn queued(&self) -> usize {
+    pub(crate) fn queued(&self) -> usize {
         self.queued
     }
 
     /// URLs that could be leased right now: their domain is owned by a
     /// live supervisor, not paused or halted, and below its in-flight cap.
     /// Scans the domains: for the once-a-second gauges only.
-    pub fn ready(&self) -> usize {
+    pub(crate) fn ready(&self) -> usize {
         self.domains
             .iter()
             .filter(|d| d.blocked_until == 0 && d.owner.is_some_and(|s| self.sups[s].live))
@@ -270,18 +270,18 @@ impl Frontier {
             .sum()
     }
 
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.leases.len() + self.unanswered.len()
     }
 
     /// Domains held: those with URLs queued or out, or a result in the
     /// last sweep or two (see `forget`).
-    pub fn domain_count(&self) -> usize {
+    pub(crate) fn domain_count(&self) -> usize {
         self.domain_ids.len()
     }
 
     /// Nothing queued (but in halted domains) and nothing out: the crawl is over.
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         self.queued == self.halted_queued()
             && self.leases.is_empty()
             && self.unconfirmed == 0
@@ -298,7 +298,7 @@ impl Frontier {
     }
 
     /// URLs admitted to their domain but only in the store for now.
-    pub fn spilled(&self) -> usize {
+    pub(crate) fn spilled(&self) -> usize {
         self.spilled_total
     }
 
@@ -306,7 +306,7 @@ impl Frontier {
     /// higher than any before): into its domain's window if the window
     /// has room and no older URL of the domain waits in the store;
     /// otherwise it stays in the store, and is counted.
-    pub fn admit(&mut self, url: String, domain: &str, depth: u16, seq: i64, now_ms: u64) {
+    pub(crate) fn admit(&mut self, url: String, domain: &str, depth: u16, seq: i64, now_ms: u64) {
         let id = self.domain_id(domain);
         let in_memory = self.window_takes(id);
         let d = &mut self.domains[id as usize];
@@ -327,7 +327,7 @@ impl Frontier {
     /// the store's unique index decides (see `crate::seen`). It waits for
     /// the frontier writer's word ([`Frontier::confirmed`]) outside the
     /// queue: a read that returns it meanwhile skips it.
-    pub fn admit_unverified(&mut self, domain: &str, seq: i64) {
+    pub(crate) fn admit_unverified(&mut self, domain: &str, seq: i64) {
         let id = self.domain_id(domain);
         self.domains[id as usize].unverified.push(seq);
         self.unconfirmed += 1;
@@ -345,7 +345,15 @@ impl Frontier {
     /// URL judged while the seen-set is rebuilt after a restart cost a
     /// window read: on nx-27017 a collection scan each, which held the
     /// resumed crawl to a few hundred URLs a second.
-    pub fn confirmed(&mut self, url: String, domain: &str, depth: u16, seq: i64, new: bool, now_ms: u64) {
+    pub(crate) fn confirmed(
+        &mut self,
+        url: String,
+        domain: &str,
+        depth: u16,
+        seq: i64,
+        new: bool,
+        now_ms: u64,
+    ) {
         let Some(id) = self.domain_ids.get(domain, &self.domains) else {
             return;
         };
@@ -377,12 +385,12 @@ impl Frontier {
     }
 
     /// Stops handing out `domain`'s URLs until `until_ms` (circuit breaker).
-    pub fn pause(&mut self, domain: &str, until_ms: u64) {
+    pub(crate) fn pause(&mut self, domain: &str, until_ms: u64) {
         self.block(domain, until_ms);
     }
 
     /// Stops handing out `domain`'s URLs until [`Frontier::unhalt`].
-    pub fn halt(&mut self, domain: &str) {
+    pub(crate) fn halt(&mut self, domain: &str) {
         self.block(domain, HALTED);
     }
 
@@ -396,7 +404,7 @@ impl Frontier {
     }
 
     /// Lets a halted domain crawl again; false if it was not halted.
-    pub fn unhalt(&mut self, domain: &str) -> bool {
+    pub(crate) fn unhalt(&mut self, domain: &str) -> bool {
         let Some(id) = self.domain_ids.get(domain, &self.domains) else {
             return false;
         };
@@ -409,7 +417,7 @@ impl Frontier {
     }
 
     /// Un-pauses domains whose pause is over.
-    pub fn release_blocked(&mut self, now_ms: u64) {
+    pub(crate) fn release_blocked(&mut self, now_ms: u64) {
         self.clock_ms = self.clock_ms.max(now_ms);
         let mut i = 0;
         while i < self.blocked.len() {
@@ -425,7 +433,7 @@ impl Frontier {
     }
 
     /// Names of the paused and of the halted domains.
-    pub fn blocked_domains(&self) -> (Vec<&str>, Vec<&str>) {
+    pub(crate) fn blocked_domains(&self) -> (Vec<&str>, Vec<&str>) {
         let (mut paused, mut halted) = (Vec::new(), Vec::new());
         for id in &self.blocked {
             let d = &self.domains[*id as usize];
@@ -439,13 +447,13 @@ impl Frontier {
     }
 
     /// Queues a URL (already marked seen) at the back of its domain's queue.
-    pub fn push(&mut self, url: String, domain: &str, depth: u16) {
+    pub(crate) fn push(&mut self, url: String, domain: &str, depth: u16) {
         self.push_at(url, domain, depth, 0);
     }
 
     /// Queues a URL handed back unfetched (see `FailureKind::Fenced`) at
     /// the front of its domain's queue, where its lease took it from.
-    pub fn push_front(&mut self, url: String, domain: &str, depth: u16) {
+    pub(crate) fn push_front(&mut self, url: String, domain: &str, depth: u16) {
         let id = self.domain_id(domain);
         self.domains[id as usize].queue.push_front(Queued {
             url,
@@ -458,7 +466,7 @@ impl Frontier {
     }
 
     /// [`Frontier::push`], noting the time (Unix ms) for `queue_wait`.
-    pub fn push_at(&mut self, url: String, domain: &str, depth: u16, now_ms: u64) {
+    pub(crate) fn push_at(&mut self, url: String, domain: &str, depth: u16, now_ms: u64) {
         let id = self.domain_id(domain);
         let queue = &mut self.domains[id as usize].queue;
         if queue.capacity() == 0 {
@@ -548,7 +556,7 @@ impl Frontier {
     }
 
     /// A supervisor joined; once assigning, it takes over domains nobody owns.
-    pub fn add_supervisor(&mut self) -> SupId {
+    pub(crate) fn add_supervisor(&mut self) -> SupId {
         let id = self.sups.len();
         self.sups.push(Sup {
             live: true,
@@ -564,7 +572,7 @@ impl Frontier {
     /// Starts giving domains to supervisors. Until then (while the expected
     /// supervisors are still joining) domains wait unowned, so the first
     /// supervisor to arrive does not get them all.
-    pub fn start_assigning(&mut self) {
+    pub(crate) fn start_assigning(&mut self) {
         self.assigning = true;
         self.assign_unowned();
     }
@@ -583,7 +591,7 @@ impl Frontier {
 
     /// A supervisor left or died: its leased URLs go back to the front of
     /// their queues and its domains to the other supervisors.
-    pub fn remove_supervisor(&mut self, sup: SupId) -> usize {
+    pub(crate) fn remove_supervisor(&mut self, sup: SupId) -> usize {
         let Some(s) = self.sups.get_mut(sup) else { return 0 };
         s.live = false;
         s.domains = 0;
@@ -614,14 +622,14 @@ impl Frontier {
 
     /// Hands out up to `n` URLs of `sup`'s domains, round-robin over them.
     #[cfg(test)]
-    pub fn take(&mut self, sup: SupId, n: usize, now_ms: u64) -> Vec<WorkItem> {
+    pub(crate) fn take(&mut self, sup: SupId, n: usize, now_ms: u64) -> Vec<WorkItem> {
         self.take_timed(sup, n, now_ms).0
     }
 
     /// Hands out up to `n` URLs of `sup`'s domains, round-robin over them,
     /// with how long (ms) each URL waited in its queue
     /// (those queued with a known time).
-    pub fn take_timed(&mut self, sup: SupId, n: usize, now_ms: u64) -> (Vec<WorkItem>, Vec<u64>) {
+    pub(crate) fn take_timed(&mut self, sup: SupId, n: usize, now_ms: u64) -> (Vec<WorkItem>, Vec<u64>) {
         // Not sized to `n`: most calls (one per supervisor with credit, at
         // every dispatch) find nothing ready, and a buffer for `n` items
         // cost 2% of the dispatcher's CPU past its memory budget.
@@ -677,7 +685,7 @@ impl Frontier {
     /// A result arrived: the lease ends. `None` for an unknown (expired or
     /// duplicate) lease.
     #[cfg(test)]
-    pub fn complete(&mut self, lease: u64) -> Option<Leased> {
+    pub(crate) fn complete(&mut self, lease: u64) -> Option<Leased> {
         let l = self.leases.get(&lease)?;
         let (sup, url) = (l.sup, l.url.clone());
         self.complete_for(sup, lease, &url).ok()
@@ -692,7 +700,7 @@ impl Frontier {
     /// result about another `url` than the lease's is
     /// [`LeaseRefusal::OtherUrl`] and leaves the lease out: otherwise a URL
     /// could be marked done that was never fetched.
-    pub fn complete_for(&mut self, sup: SupId, lease: u64, url: &str) -> Result<Leased, LeaseRefusal> {
+    pub(crate) fn complete_for(&mut self, sup: SupId, lease: u64, url: &str) -> Result<Leased, LeaseRefusal> {
         match self.leases.get(&lease) {
             None => return Err(LeaseRefusal::Unknown),
             Some(l) if l.sup != sup => return Err(LeaseRefusal::Foreign),
@@ -720,7 +728,7 @@ impl Frontier {
     }
 
     /// Leases `sup` holds now (its credit in use).
-    pub fn held(&self, sup: SupId) -> u32 {
+    pub(crate) fn held(&self, sup: SupId) -> u32 {
         self.sups.get(sup).map_or(0, |s| s.held)
     }
 
@@ -728,7 +736,7 @@ impl Frontier {
     /// from `now_ms` (its heartbeat). Lease ids it does not hold are
     /// ignored: a supervisor can keep only its own leases alive. Returns
     /// how many were renewed.
-    pub fn renew(&mut self, sup: SupId, leases: &[u64], now_ms: u64) -> usize {
+    pub(crate) fn renew(&mut self, sup: SupId, leases: &[u64], now_ms: u64) -> usize {
         let mut renewed = 0;
         for id in leases {
             if let Some(l) = self.leases.get_mut(id).filter(|l| l.sup == sup) {
@@ -761,7 +769,7 @@ impl Frontier {
 
     /// Re-queues URLs whose lease ran out. Scans leases, so call it
     /// seldom (once a second is plenty for leases of minutes).
-    pub fn expire(&mut self, now_ms: u64) -> usize {
+    pub(crate) fn expire(&mut self, now_ms: u64) -> usize {
         let expired: Vec<u64> = self
             .leases
             .iter()

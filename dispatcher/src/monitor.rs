@@ -14,7 +14,7 @@ use crate::stats::Stats;
 /// At most this many domain names are listed per state (counts are exact).
 const MAX_NAMES: usize = 20;
 
-pub struct Monitor {
+pub(crate) struct Monitor {
     last_at: Instant,
     last_fetched: u64,
     last_errors: u64,
@@ -47,7 +47,7 @@ struct SupReport {
 }
 
 /// What the frontier looks like at the moment of the report.
-pub struct FrontierView<'a> {
+pub(crate) struct FrontierView<'a> {
     /// Leases held, by supervisor index (the order of `sups`).
     pub held: Vec<u32>,
     pub queued: usize,
@@ -58,7 +58,7 @@ pub struct FrontierView<'a> {
 }
 
 impl Monitor {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Monitor {
             last_at: Instant::now(),
             last_fetched: 0,
@@ -67,7 +67,7 @@ impl Monitor {
         }
     }
 
-    pub fn report<C>(&mut self, stats: &Stats, sups: &[Member<C>], f: FrontierView) -> String {
+    pub(crate) fn report<C>(&mut self, stats: &Stats, sups: &[Member<C>], f: FrontierView) -> String {
         let dt = self.last_at.elapsed().as_secs_f64().max(1e-3);
         let errors = stats.errors();
         // A supervisor that reconnected has one entry per connection:

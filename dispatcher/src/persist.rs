@@ -43,7 +43,7 @@ enum Cmd {
 }
 
 #[derive(Clone)]
-pub struct FrontierWriter {
+pub(crate) struct FrontierWriter {
     tx: mpsc::UnboundedSender<Cmd>,
     durable: Arc<AtomicI64>,
     /// Inserts and marks sent but not written yet.
@@ -51,13 +51,16 @@ pub struct FrontierWriter {
 }
 
 /// Whether the store took each unsure URL of a batch: (`seq`, taken).
-pub type Confirmed = Vec<(i64, bool)>;
+pub(crate) type Confirmed = Vec<(i64, bool)>;
 
 impl FrontierWriter {
     /// The writer, and where it says whether the store took the unsure
     /// URLs (sent before `durable` covers them, so a read that could
     /// return one is asked for only after its answer is on the way).
-    pub fn spawn(stores: Stores, timing: TimingLog) -> (FrontierWriter, mpsc::UnboundedReceiver<Confirmed>) {
+    pub(crate) fn spawn(
+        stores: Stores,
+        timing: TimingLog,
+    ) -> (FrontierWriter, mpsc::UnboundedReceiver<Confirmed>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let (confirm_tx, confirm_rx) = mpsc::unbounded_channel();
         let durable = Arc::new(AtomicI64::new(0));
@@ -77,7 +80,7 @@ impl FrontierWriter {
     /// behind. The dispatcher stops leasing while it is too far (see
     /// `crawl.rs`), so a slow store slows the crawl instead of filling
     /// the dispatcher's memory with writes.
-    pub fn backlog(&self) -> usize {
+    pub(crate) fn backlog(&self) -> usize {
         self.backlog.load(Ordering::Relaxed)
     }
 
@@ -85,14 +88,14 @@ impl FrontierWriter {
     /// before. With `confirm`, says whether the store took it (a URL stored
     /// before stays as it was: the unique `_id` index). Takes the strings
     /// the state machine made for it, so they are not copied again.
-    pub fn insert(&self, url: String, domain: String, depth: u16, seq: i64, confirm: bool) {
+    pub(crate) fn insert(&self, url: String, domain: String, depth: u16, seq: i64, confirm: bool) {
         self.send_insert(url, domain, depth, seq, None, confirm);
     }
 
     /// Writes a URL found over a budget: stored `deferred`, not queued,
     /// so that it is known (not found again) and a later run with a larger
     /// budget can take it up. Its `seq` is in the same order as inserts'.
-    pub fn defer(&self, url: String, domain: String, depth: u16, seq: i64, why: Deferral) {
+    pub(crate) fn defer(&self, url: String, domain: String, depth: u16, seq: i64, why: Deferral) {
         self.send_insert(url, domain, depth, seq, Some(why), false);
     }
 
@@ -125,25 +128,25 @@ impl FrontierWriter {
 
     /// Queues a deferred URL again under a new `seq` (higher than any
     /// inserted before), written before `durable` covers that `seq`.
-    pub fn requeue(&self, url: String, seq: i64) {
+    pub(crate) fn requeue(&self, url: String, seq: i64) {
         self.backlog.fetch_add(1, Ordering::Relaxed);
         let _ = self.tx.send(Cmd::Requeue(url, seq));
     }
 
     /// Every URL inserted with a `seq` up to this one is written (or was
     /// refused by the store for good).
-    pub fn durable(&self) -> i64 {
+    pub(crate) fn durable(&self) -> i64 {
         self.durable.load(Ordering::Acquire)
     }
 
     /// Sets a finished URL's state; `failure`: why a failed one failed.
-    pub fn mark(&self, url: String, state: UrlState, failure: Option<FailureKind>) {
+    pub(crate) fn mark(&self, url: String, state: UrlState, failure: Option<FailureKind>) {
         self.backlog.fetch_add(1, Ordering::Relaxed);
         let _ = self.tx.send(Cmd::Mark(url, state, failure));
     }
 
     /// Resolves once everything sent before it is written.
-    pub async fn flush(&self) {
+    pub(crate) async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
         if self.tx.send(Cmd::Flush(tx)).is_ok() {
             let _ = rx.await;
@@ -288,7 +291,7 @@ async fn write_inserts(
     for (i, why) in write::insert_unordered(frontier, docs, timing, Op::FrontierInsert, what).await {
         // Cannot happen with URLs of at most 2 KiB, but if the store ever
         // refuses one, the crawl goes on without it, loudly.
-        metrics::counter!("crawler_frontier_rejected_total").increment(1);
+        crate::metric::FRONTIER_REJECTED.get().increment(1);
         let url = docs.get(i).map_or("?", |d| d.url.as_str());
         tracing::error!(url, error = %why, "the store refused a frontier entry; it will not be resumed");
     }

@@ -7,15 +7,13 @@
 //! domain. It also looks up the URLs a rejoining supervisor holds that may
 //! be queued only in the store ([`crate::frontier::Adoption::look_up`]).
 //!
-//! Why not several domains in one query (`$in` on the domain, as this
-//! reader did until 2026-11-27): MongoDB answers that with one range per
-//! domain too, but nx-27017 tests `$in` on each document (with MongoDB's
-//! array semantics), which no index answers, so each such read walked the
-//! whole index: 2.1 s at a million stored URLs, and a crawl past the
-//! memory budget leased 320–640 URLs/s (`scripts/bench-dispatcher.sh
-//! --urls 1000000` with a budget of 100,000), against 6,485 with one `$eq`
-//! query per domain. On MongoDB a query per domain costs one more round
-//! trip per domain, well under a millisecond on a local network.
+//! Why not several domains in one query (`$in` on the domain): MongoDB
+//! answers that with one range per domain too, but nx-27017 tests `$in`
+//! on each document (with MongoDB's array semantics), which no index
+//! answers, so each such read walks the whole index and a crawl past the
+//! memory budget leases a tenth as fast. On MongoDB a query per domain
+//! costs one more round trip per domain, well under a millisecond on a
+//! local network.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,7 +46,7 @@ const BATCH: usize = 100;
 /// under way and a round's worth waiting (see `crate::state`).
 pub(crate) const MAX_PENDING: usize = 2 * CONCURRENT * BATCH;
 
-pub enum Answer {
+pub(crate) enum Answer {
     Read(Refill, Result<ReadPage, String>),
     /// The held URLs of `sup` found queued in the store, of `asked`.
     Held {
@@ -75,7 +73,7 @@ enum Request {
     Check(Vec<(u64, String)>),
 }
 
-pub struct QueueReader {
+pub(crate) struct QueueReader {
     tx: mpsc::UnboundedSender<Request>,
     /// Reads asked for and not answered yet.
     pending: Arc<AtomicUsize>,
@@ -83,7 +81,10 @@ pub struct QueueReader {
 
 impl QueueReader {
     /// Starts the reader; answers arrive on the returned receiver.
-    pub fn spawn(stores: &Stores, timing: TimingLog) -> (QueueReader, mpsc::UnboundedReceiver<Answer>) {
+    pub(crate) fn spawn(
+        stores: &Stores,
+        timing: TimingLog,
+    ) -> (QueueReader, mpsc::UnboundedReceiver<Answer>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let (answers_tx, answers) = mpsc::unbounded_channel();
         let pending = Arc::new(AtomicUsize::new(0));
@@ -95,28 +96,28 @@ impl QueueReader {
         (QueueReader { tx, pending }, answers)
     }
 
-    pub fn read(&self, r: Refill) {
+    pub(crate) fn read(&self, r: Refill) {
         self.pending.fetch_add(1, Ordering::Relaxed);
         let _ = self.tx.send(Request::Read(r));
     }
 
     /// Reads asked for whose answer has not been sent yet.
-    pub fn pending(&self) -> usize {
+    pub(crate) fn pending(&self) -> usize {
         self.pending.load(Ordering::Relaxed)
     }
 
     /// Looks up `held` (lease id, URL) of supervisor `sup`.
-    pub fn look_up(&self, sup: SupId, held: Vec<(u64, String)>) {
+    pub(crate) fn look_up(&self, sup: SupId, held: Vec<(u64, String)>) {
         let _ = self.tx.send(Request::Held(sup, held));
     }
 
     /// Asks which of `ended` (lease, URL) have a stored page.
-    pub fn check_stored(&self, ended: Vec<(u64, String)>) {
+    pub(crate) fn check_stored(&self, ended: Vec<(u64, String)>) {
         let _ = self.tx.send(Request::Check(ended));
     }
 
     /// Reads the links of the stored pages of `urls` (URL, depth).
-    pub fn links(&self, urls: Vec<(String, u16)>) {
+    pub(crate) fn links(&self, urls: Vec<(String, u16)>) {
         let _ = self.tx.send(Request::Links(urls));
     }
 }

@@ -91,7 +91,7 @@ impl Refusals {
     /// Counts `n` refusals for `why` and logs `detail` unless this reason
     /// was logged less than [`LOG_EVERY`] ago. `detail` must hold no secret.
     pub(crate) fn refuse(&mut self, why: Reason, n: u64, detail: impl FnOnce() -> String) {
-        metrics::counter!("crawler_cluster_refusals_total", "reason" => why.as_str()).increment(n);
+        link::metric::CLUSTER_REFUSALS.at([why.as_str()]).increment(n);
         if let Some(line) = self.line(why, n, Instant::now(), detail) {
             tracing::warn!(reason = why.as_str(), "{line}");
         }

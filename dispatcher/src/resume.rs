@@ -1,37 +1,34 @@
 //! Start-up on a stored frontier, reading only what dispatching needs.
 //!
-//! Reading every stored URL back before the first lease took 14 s for
-//! 300,000 URLs on nx-27017 (about 8 minutes for 10 million), and kept a
-//! string of every queued URL in memory. Dispatching needs much less: how
-//! many URLs each domain has queued and where its queue starts (its
-//! window is then read by `queue_reader` like any other), the next `seq`
-//! to hand out, and how many URLs the crawl has admitted. Two `$group`
-//! aggregations and a count answer that inside the store ([`summarize`]),
-//! returning one document per domain with queued URLs and one for the
-//! whole frontier (a third, by state, only for entries in no queue).
+//! Dispatching needs much less than every stored URL: how many URLs each
+//! domain has queued and where its queue starts (its window is then read
+//! by `queue_reader` like any other), the next `seq` to hand out, and how
+//! many URLs the crawl has admitted. Two `$group` aggregations and a count
+//! answer that inside the store ([`summarize`]), one document per domain
+//! with queued URLs and one for the whole frontier (a third, by state, only
+//! for entries in no queue). Start-up then costs the store's grouping, not
+//! a read of every URL, and no queued URL's string is held in memory.
 //!
 //! The seen-set (`crate::seen`) still needs a hash of every stored URL.
 //! It is read in the background ([`scan_seen`], in pages along the
-//! `{domain, seq, state}` index) while the crawl runs; until it is whole, a URL whose hash is not known yet is
-//! unsure rather than new, so the store's unique index decides, as for
-//! a hash collision (`SeenSet::rebuilding`). No URL is crawled twice or
-//! dropped while the scan runs; it only costs one `_id` query per write
-//! batch.
+//! `{domain, seq, state}` index) while the crawl runs; until it is whole,
+//! a URL whose hash is not known yet is unsure rather than new, so the
+//! store's unique index decides, as for a hash collision
+//! (`SeenSet::rebuilding`). No URL is crawled twice or dropped while the
+//! scan runs; it only costs one `_id` query per write batch.
 //!
-//! Queued entries without a positive `seq` (stored before queues lived in
-//! the store, or written by hand) cannot be read by `seq`: those are read
-//! back, document by document, and held in memory ([`read_back`]). One
-//! such entry used to send the whole start-up down a full read of the
-//! frontier.
+//! Queued entries without a positive `seq` (older entries, or written by
+//! hand) cannot be read by `seq`: those alone are read back, document by
+//! document, and held in memory ([`read_back`]), so a few of them never
+//! send the whole start-up down a full read.
 //!
 //! When every queued URL fits the frontier's memory budget, all of them
 //! are read back that way too ([`StoredFrontier::read_whole`]), in one
-//! query, rather than window by window: on a store that answers a window
-//! read by scanning the collection (nx-27017: 0.6 s each on 300,000 URLs),
-//! reading 10,000 domains' windows one by one crawled 60 URLs/s, and the
-//! reads crowded out the writer. On MongoDB a window read is an index
-//! seek, and the one query a collection scan: both cheap next to the
-//! summary's own.
+//! query, rather than window by window: a store that answers a window read
+//! by scanning the collection (nx-27017) would otherwise take one scan per
+//! domain, and those reads crowd out the writer. On MongoDB a window read
+//! is an index seek and the one query a collection scan: both cheap next
+//! to the summary's own. (Figures: scripts/scale-measurements.md.)
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -45,11 +42,25 @@ use store::{self, READ_BATCH};
 
 use crate::finished::LOOK_UP_BATCH;
 
-use crate::state::Resumed;
-
 mod seen_scan;
 
 pub(crate) use seen_scan::{scan_seen, ScannedUrl, SeenScan, SeenScanTask, Stored};
+
+/// A stored frontier entry as start-up reads it (`store::docs::FrontierDoc`
+/// without its failure), borrowed from the raw document: a finished URL,
+/// most of a big frontier, costs a hash and no allocation.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct Resumed<'a> {
+    #[serde(rename = "_id", borrow)]
+    pub(crate) url: &'a str,
+    #[serde(borrow)]
+    pub(crate) domain: &'a str,
+    pub(crate) depth: i32,
+    pub(crate) state: UrlState,
+    /// 0 in entries stored before queues lived in the store.
+    #[serde(default)]
+    pub(crate) seq: i64,
+}
 
 /// One domain's queue as the store holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]

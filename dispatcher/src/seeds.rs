@@ -12,7 +12,7 @@ use store::docs::SeedDoc;
 use store::{decode_each, only_duplicates, Stores};
 
 /// Reads a seeds file; bad lines are reported and skipped, never fatal.
-pub fn read_file(path: &Path) -> anyhow::Result<Vec<String>> {
+pub(crate) fn read_file(path: &Path) -> anyhow::Result<Vec<String>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading seeds file {}", path.display()))?;
     let mut seeds = Vec::new();
@@ -40,7 +40,7 @@ pub fn read_file(path: &Path) -> anyhow::Result<Vec<String>> {
 /// `.localhost`) nor a loopback address. Crawling such a seed with the
 /// built-in user agent, which names no one, is refused: a site owner must
 /// be able to tell who is crawling and how to reach them.
-pub fn on_the_open_web(seeds: &[String]) -> Option<&str> {
+pub(crate) fn on_the_open_web(seeds: &[String]) -> Option<&str> {
     seeds.iter().map(String::as_str).find(|s| {
         let Ok(url) = urls::parse(s) else { return false };
         match url.host() {
@@ -62,9 +62,9 @@ pub fn on_the_open_web(seeds: &[String]) -> Option<&str> {
 ///
 /// The stored seeds are read first so that a resumed crawl does not write
 /// its whole seed list again: each copy the unique index refuses costs the
-/// store a failed insert (on nx-27017, 85 µs each against 20 µs a seed
-/// read in batches).
-pub async fn sync_with_store(stores: &Stores, seeds: &[String]) -> anyhow::Result<Vec<String>> {
+/// store a failed insert, several times what reading a seed in a batch
+/// costs.
+pub(crate) async fn sync_with_store(stores: &Stores, seeds: &[String]) -> anyhow::Result<Vec<String>> {
     let mut stored = HashSet::new();
     let mut out = Vec::new();
     decode_each(

@@ -1,5 +1,5 @@
 //! Which URLs the crawl has admitted: a 64-bit hash of each (not the URL;
-//! in `shared::hash_set48`, the process grew by 7.6 to 11 bytes a hash
+//! in `crate::hash_set48`, the process grew by 7.6 to 11 bytes a hash
 //! from 1 to 100 million, where a `HashSet<u64>` took 24 to 48), and in
 //! front of the store's unique index when a hash alone cannot be trusted.
 //!
@@ -22,7 +22,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
-use shared::hash_set48::HashSet48;
+use crate::hash_set48::HashSet48;
 
 /// How a URL whose hash was seen before is judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

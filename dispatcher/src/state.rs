@@ -26,7 +26,7 @@ use crate::breaker::{self, BreakerConfig, Breakers, Trip};
 use crate::frontier::{Frontier, LeaseRefusal, Leased, Refill, SupId};
 use crate::queue_reader::{self, Answer};
 use crate::refusals::{Reason, Refusals};
-use crate::resume::{ScannedUrl, StoredFrontier};
+use crate::resume::{Resumed, ScannedUrl, StoredFrontier};
 use crate::seen::{Seen, SeenCheck, SeenSet};
 use crate::stats::{FinishReason, Stats};
 use relink::Relinks;
@@ -41,16 +41,16 @@ const MAX_BATCH: usize = 512;
 /// the store is slower than the crawl. Ten of the writer's batches keep it
 /// busy; more only sit in memory (about 200 bytes each). Past it, leases
 /// are counted against the writes they will bring (`state/write_gate.rs`),
-/// as results of leases already out used to add theirs past the mark.
+/// since results of leases already out add theirs past the mark.
 pub(crate) const MAX_WRITE_BACKLOG: usize = 10 * crate::persist::BATCH;
 /// Store reads of domains' queues asked for at once (see `queue_reader`).
 const READS_PER_TICK: usize = 64;
 /// Reads of domains' queues asked for and not answered yet, at most: what
 /// the queue reader can have under way and queued for its next round. A
-/// tick asked for up to 64 every few tens of milliseconds whatever the
-/// store's pace: with 200,000 domains on nx-27017 (about 100 domains a
-/// second), thousands waited in the reader, answered minutes later, and
-/// kept the store from the frontier writer's batches all that time.
+/// tick asks for up to 64 every few tens of milliseconds whatever the
+/// store's pace: on a slow store with many domains, thousands would wait
+/// in the reader, be answered minutes later, and keep the store from the
+/// frontier writer's batches all that time.
 const MAX_PENDING_READS: usize = queue_reader::MAX_PENDING;
 
 /// What the crawl is allowed to do, from the command line.
@@ -86,22 +86,6 @@ pub(crate) struct Settings {
     /// Frontier writes waiting past which leases are counted against the
     /// writes they will bring ([`MAX_WRITE_BACKLOG`]; tests: fewer).
     pub(crate) max_write_backlog: usize,
-}
-
-/// A stored frontier entry as start-up reads it (`store::docs::FrontierDoc`
-/// without its failure), borrowed from the raw document: a finished URL,
-/// most of a big frontier, costs a hash and no allocation.
-#[derive(Debug, serde::Deserialize)]
-pub(crate) struct Resumed<'a> {
-    #[serde(rename = "_id", borrow)]
-    pub(crate) url: &'a str,
-    #[serde(borrow)]
-    pub(crate) domain: &'a str,
-    pub(crate) depth: i32,
-    pub(crate) state: UrlState,
-    /// 0 in entries stored before queues lived in the store.
-    #[serde(default)]
-    pub(crate) seq: i64,
 }
 
 /// What the shell must do, in this order, after an event.
@@ -454,8 +438,7 @@ impl<C> CrawlState<C> {
     /// nothing else to crawl ([`CrawlState::dispatch`]); the crawl is not
     /// done before. A resumed crawl's seeds are nearly all stored already, and
     /// until then each would be unsure: one insert the store refuses per
-    /// seed, in the frontier writer's way just as the resumed crawl starts
-    /// (200,000 seeds: about 17 s of nx-27017's time).
+    /// seed, in the frontier writer's way just as the resumed crawl starts.
     pub(crate) fn seed(&mut self, seeds: &[String], now_ms: u64) {
         for s in seeds {
             if let Ok(mut u) = urls::parse(s) {
@@ -544,7 +527,7 @@ impl<C> CrawlState<C> {
     /// Counts a refusal by its reason (and deny rules by rule).
     fn refused(&mut self, refusal: Refusal) {
         let reason = refusal.reason();
-        metrics::counter!("crawler_links_refused_total", "reason" => reason).increment(1);
+        crate::metric::LINKS_REFUSED.at([reason]).increment(1);
         let counts = &mut self.stats.counts;
         match refusal {
             Refusal::OutOfScope => counts.out_of_scope += 1,
@@ -765,7 +748,7 @@ impl<C> CrawlState<C> {
                     outcomes,
                     "pausing domain: too many errors in its last outcomes"
                 );
-                metrics::counter!("crawler_domain_pauses_total").increment(1);
+                crate::metric::DOMAIN_PAUSES.get().increment(1);
                 self.frontier.pause(domain, until_ms);
             }
             Trip::Halt { reason } => {
@@ -774,7 +757,7 @@ impl<C> CrawlState<C> {
                     reason = %reason,
                     "HALTING DOMAIN; its URLs stay queued; un-halt with scripts/unhalt.sh"
                 );
-                metrics::counter!("crawler_domain_halts_total").increment(1);
+                crate::metric::DOMAIN_HALTS.get().increment(1);
                 self.frontier.halt(domain);
                 self.effects.push(Effect::RecordHalt {
                     domain: domain.to_string(),
@@ -823,9 +806,9 @@ impl<C> CrawlState<C> {
 
     /// Asks for the reads of windows that run low, unless the writer is
     /// behind: a store that cannot keep up with the writes gets no reads
-    /// either, as nothing is leased then anyway. Reads had kept nx-27017
-    /// busy at 200,000 domains on a resumed crawl (a scan each), so that
-    /// the writer fell further behind and nothing was leased for minutes.
+    /// either, as nothing is leased then anyway: on a resumed crawl of many
+    /// domains, reads would keep the store busy, the writer would fall
+    /// further behind, and nothing would be leased for minutes.
     fn read_queues(&mut self, durable: i64) {
         if self.writer_behind {
             return;

@@ -7,7 +7,7 @@ use link::protocol::{FailureKind, Outcome};
 use serde::Serialize;
 
 #[derive(Default, Serialize)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// Responses received, any status.
     pub fetched: u64,
     pub status: BTreeMap<u16, u64>,
@@ -63,7 +63,7 @@ pub struct Counts {
     pub bytes_fetched: u64,
 }
 
-pub struct Stats {
+pub(crate) struct Stats {
     pub started: Instant,
     pub started_at: std::time::SystemTime,
     pub counts: Counts,
@@ -72,7 +72,7 @@ pub struct Stats {
 }
 
 impl Stats {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let now = Instant::now();
         Stats {
             started: now,
@@ -83,35 +83,35 @@ impl Stats {
         }
     }
 
-    pub fn record(&mut self, outcome: &Outcome) {
+    pub(crate) fn record(&mut self, outcome: &Outcome) {
         match outcome {
             Outcome::Fetched { status, bytes, .. } => {
                 self.counts.fetched += 1;
                 self.counts.bytes_fetched = self.counts.bytes_fetched.saturating_add(*bytes);
                 *self.counts.status.entry(*status).or_default() += 1;
-                metrics::counter!("crawler_dispatcher_results_total", "outcome" => "fetched").increment(1);
+                crate::metric::DISPATCHER_RESULTS.at(["fetched"]).increment(1);
             }
             Outcome::Disallowed => {
                 self.counts.disallowed += 1;
-                metrics::counter!("crawler_dispatcher_results_total", "outcome" => "disallowed").increment(1);
+                crate::metric::DISPATCHER_RESULTS.at(["disallowed"]).increment(1);
             }
             Outcome::Failed { .. } => {
-                metrics::counter!("crawler_dispatcher_results_total", "outcome" => "failed").increment(1);
+                crate::metric::DISPATCHER_RESULTS.at(["failed"]).increment(1);
             }
         }
     }
 
-    pub fn failed_for_good(&mut self, kind: FailureKind) {
+    pub(crate) fn failed_for_good(&mut self, kind: FailureKind) {
         *self.counts.failed.entry(kind.as_str().to_string()).or_default() += 1;
     }
 
     /// Error outcomes so far (including those retried).
-    pub fn errors(&self) -> u64 {
+    pub(crate) fn errors(&self) -> u64 {
         self.counts.error_outcomes
     }
 
     /// One human line: pages done, current and average rate, frontier, errors.
-    pub fn progress_line(
+    pub(crate) fn progress_line(
         &mut self,
         queued: usize,
         in_flight: usize,
@@ -138,7 +138,7 @@ impl Stats {
 
 /// The end-of-crawl report (printed as one JSON object on stdout).
 #[derive(Serialize)]
-pub struct Summary<'a> {
+pub(crate) struct Summary<'a> {
     pub crawl_id: &'a str,
     /// RFC 3339, UTC.
     pub started_at: String,
@@ -170,7 +170,7 @@ pub struct Summary<'a> {
 /// Why a crawl ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum FinishReason {
+pub(crate) enum FinishReason {
     /// Nothing left to crawl.
     Done,
     /// Nothing left, but `--max-pages` kept URLs out.
@@ -184,7 +184,7 @@ pub enum FinishReason {
 }
 
 /// A time as RFC 3339 (UTC, to the millisecond).
-pub fn rfc3339(t: std::time::SystemTime) -> String {
+pub(crate) fn rfc3339(t: std::time::SystemTime) -> String {
     bson::DateTime::from_system_time(t)
         .try_to_rfc3339_string()
         .unwrap_or_default()

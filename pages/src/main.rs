@@ -13,6 +13,8 @@
 //! Each reads one crawl: `--crawl-id` (or `CRAWLER_CRAWL_ID`, default
 //! `crawl`), the dispatcher's name for it (see `store::crawl_id`).
 
+#![warn(unreachable_pub)]
+
 mod export;
 mod progress;
 mod stats;
@@ -119,4 +121,41 @@ async fn command(stores: &Stores, cmd: Cmd) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn store_flags_go_before_or_after_the_verb() {
+        let before = Args::parse_from(["pages", "--mongo-uri", "mongodb://a/", "--db", "x", "stats"]);
+        let after = Args::parse_from([
+            "pages",
+            "export",
+            "--mongo-uri",
+            "mongodb://a/",
+            "--db",
+            "x",
+            "--format",
+            "csv",
+        ]);
+        for args in [&before, &after] {
+            assert_eq!(args.store.mongo_uri, "mongodb://a/");
+            assert_eq!(args.store.db, "x");
+        }
+        assert!(matches!(after.cmd, Cmd::Export(_)));
+        let mut cmd = Args::command();
+        cmd.build();
+        let help = cmd
+            .find_subcommand_mut("export")
+            .expect("an export subcommand")
+            .render_long_help()
+            .to_string();
+        assert!(
+            help.contains("--mongo-uri") && help.contains("--crawl-id"),
+            "{help}"
+        );
+    }
 }

@@ -23,14 +23,14 @@ const FREQUENCY_HZ: i32 = 99;
 const BLOCKLIST: &[&str] = &["libc", "libgcc", "pthread", "vdso"];
 
 /// Default capture length when `seconds` is absent or 0 (Go's default).
-pub const DEFAULT_SECONDS: u64 = 30;
+pub(crate) const DEFAULT_SECONDS: u64 = 30;
 /// Upper bound so a typo cannot pin the profiler for hours.
-pub const MAX_SECONDS: u64 = 300;
+pub(crate) const MAX_SECONDS: u64 = 300;
 
 static BUSY: AtomicBool = AtomicBool::new(false);
 
 #[derive(Debug)]
-pub enum CaptureError {
+pub(crate) enum CaptureError {
     /// Another capture is running in this process.
     Busy,
     /// The profiler failed to start, sample or report.
@@ -62,7 +62,7 @@ impl Drop for BusySlot {
 
 /// Turns the `seconds` query parameter into a capture duration: absent or 0 → 30 s,
 /// otherwise clamped to 1..=300.
-pub fn duration_from_query(seconds: Option<u64>) -> Duration {
+pub(crate) fn duration_from_query(seconds: Option<u64>) -> Duration {
     let secs = match seconds {
         None | Some(0) => DEFAULT_SECONDS,
         Some(s) => s.clamp(1, MAX_SECONDS),
@@ -110,7 +110,7 @@ where
 
 /// Captures a CPU profile and returns it as gzipped pprof protobuf, the format
 /// `go tool pprof` fetches from `/debug/pprof/profile`.
-pub async fn profile_pprof_gz(duration: Duration) -> Result<Vec<u8>, CaptureError> {
+pub(crate) async fn profile_pprof_gz(duration: Duration) -> Result<Vec<u8>, CaptureError> {
     capture(duration, |report| {
         let encoded = report.pprof()?.encode_to_vec();
         gzip(&encoded).map_err(|e| CaptureError::Failed(e.into()))
@@ -122,7 +122,7 @@ pub async fn profile_pprof_gz(duration: Duration) -> Result<Vec<u8>, CaptureErro
 ///
 /// Rendered from the same collapsed stacks as [`profile_folded`], so this SVG and the ones
 /// `cluster-profile` builds from `/debug/pprof/folded` look alike.
-pub async fn profile_flamegraph_svg(duration: Duration) -> Result<Vec<u8>, CaptureError> {
+pub(crate) async fn profile_flamegraph_svg(duration: Duration) -> Result<Vec<u8>, CaptureError> {
     capture(duration, move |report| {
         let title = format!("CPU, pid {}, {} s", std::process::id(), duration.as_secs());
         Ok(report_stacks(report).flamegraph_svg(&title, None))
@@ -133,7 +133,7 @@ pub async fn profile_flamegraph_svg(duration: Duration) -> Result<Vec<u8>, Captu
 /// Captures a CPU profile and returns it as collapsed stacks (`thread;root;..;leaf count`
 /// per line, the format of Brendan Gregg's `stackcollapse-*` scripts and `inferno`), which
 /// is what lets profiles of many processes be merged.
-pub async fn profile_folded(duration: Duration) -> Result<String, CaptureError> {
+pub(crate) async fn profile_folded(duration: Duration) -> Result<String, CaptureError> {
     capture(duration, |report| Ok(report_stacks(report).to_text())).await
 }
 

@@ -34,6 +34,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(unreachable_pub)]
+
 mod cpu;
 pub mod folded;
 mod metrics;

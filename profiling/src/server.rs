@@ -19,7 +19,7 @@ const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4";
 /// Builds the full router: built-in routes, merged `extra` routes, and (if a token is set)
 /// the auth layer over all of them — including `extra`, so caller routes such as
 /// `/debug/cluster` cannot accidentally be left open.
-pub fn router(metrics: PrometheusHandle, token: Option<String>, extra: Router) -> Router {
+pub(crate) fn router(metrics: PrometheusHandle, token: Option<String>, extra: Router) -> Router {
     let builtin = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics_handler))

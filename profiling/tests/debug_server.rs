@@ -377,7 +377,7 @@ async fn metrics_have_help_and_process_families() {
     let server = start_debug_server(DebugServerConfig::default(), metrics, Router::new())
         .await
         .unwrap();
-    // A described family gets its HELP line (what shared::metric_help relies on).
+    // A described family gets its HELP line (what shared::metric::describe relies on).
     metrics::describe_counter!("test_described_total", "Things counted for this test.");
     metrics::counter!("test_described_total").increment(1);
 

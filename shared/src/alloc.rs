@@ -16,15 +16,10 @@
 //! `MIMALLOC_PURGE_DELAY` in the environment still wins.
 //!
 //! The dispatcher does not: it churns little memory on a crawl of
-//! realistic pages (2.7 CPU s for 57,130 pages), and what it holds is what
-//! `--frontier-memory-urls` bounds. With mimalloc's own delay (1 s), the
-//! dispatcher-alone bench past the budget
-//! (`scripts/bench-dispatcher.sh --urls 1000000
-//! --dispatcher-arg=--frontier-memory-urls=100000`, 2026-11-27) held
-//! 142.5 and 145.4 bytes a known URL at a million (two runs) against
-//! 161.2 with 10 s (one run), peak RSS 153.9 and 147.3 MiB against 162.2,
-//! at 6,238 and 5,764 URLs/s against 5,981, and 23.1 and 24.2 dispatcher
-//! CPU s against 24.3.
+//! realistic pages, and what it holds is what `--frontier-memory-urls`
+//! bounds; with mimalloc's own delay it holds fewer bytes a known URL and
+//! a lower peak at the same speed (scripts/scale-measurements.md,
+//! "Figures behind the code's comments").
 
 use std::ffi::c_long;
 

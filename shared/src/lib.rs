@@ -1,26 +1,19 @@
-//! Code shared by the dispatcher, the supervisors and the crawler children.
+//! What every crawler process needs, whatever its role: logging and the
+//! per-operation timing log, typed metric families (`metric`), command-line pieces common
+//! to all (`cli`), the allocator's tuning, graceful shutdown, URL rules
+//! (`urls`, `canonical`) and where HTTP clients are built (`http_client`).
 //!
-//! Each module holds one concept: the wire protocol, URL rules, canonical
-//! URLs (`canonical`), which addresses may be fetched, link and feature
-//! extraction, how a page keeps its links (`page_links`), store access and
-//! the store's work per command (`store_work`), host-name overrides,
-//! command-line settings common to all processes, the per-operation timing
-//! log, the diagnostics
-//! log (`logging`), where HTTP clients are built (`http_client`), the HELP
-//! text of every metric, and the compact set of 64-bit hashes behind the
-//! dispatcher's seen-set (`hash_set48`).
+//! The wire between processes is the `link` crate and the stores are the
+//! `store` crate; code that only one role uses lives in that role's crate.
 
-pub mod address_policy;
+#![warn(unreachable_pub)]
+
 pub mod alloc;
 pub mod canonical;
 pub mod cli;
-pub mod extract;
-pub mod hash_set48;
 pub mod http_client;
-pub mod limits;
 pub mod logging;
-pub mod metric_help;
-pub mod resolve;
+pub mod metric;
 pub mod shutdown;
 pub mod timing;
 pub mod urls;

@@ -403,6 +403,18 @@ fn push_json_str(out: &mut String, s: &str) {
 }
 
 /// Items per batch operation (`record_batch`), labelled by `op`.
+/// Gives the per-operation histograms and [`BATCH_METRIC`] their HELP
+/// lines in `/metrics` (their names are made at run time, from [`Op`]).
+pub fn describe() {
+    for op in Op::ALL {
+        metrics::describe_histogram!(op.metric(), op.help());
+    }
+    metrics::describe_histogram!(
+        BATCH_METRIC,
+        "Items per batch operation, by op (pages per store write, URLs per lease batch, ...)."
+    );
+}
+
 pub const BATCH_METRIC: &str = "crawler_batch_items";
 
 /// The histogram of `op`; the handles for the common "ok" outcome are

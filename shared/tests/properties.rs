@@ -1,25 +1,16 @@
 //! Property tests of the code that reads what the network and users send:
-//! URL parsing and normalisation, link and feature extraction. Whatever the
-//! input, they return a value or
-//! an error, never panic, and keep their bounds.
+//! URL parsing and normalisation. Whatever the input, it returns a value or
+//! an error, never panics, and keeps its bounds. (Link extraction has its
+//! own, in crawler-child/tests/extract_properties.rs.)
 //!
 //! These stand in for `cargo fuzz`, which needs a nightly toolchain that
 //! CI does not have. proptest shrinks a failing input and saves its seed
-//! under `shared/proptest-regressions/`, which is committed, so a failure
-//! found once is replayed on every run.
+//! in `properties.proptest-regressions` beside this file, to be committed,
+//! so a failure found once is replayed on every run.
 
 use proptest::prelude::*;
-use shared::extract::{extract, extract_reference, ExtractOptions};
 use shared::urls::{self, MAX_URL_LEN};
 use url::Url;
-
-fn options() -> ExtractOptions<'static> {
-    ExtractOptions {
-        skip_nofollow: false,
-        max_links: 50,
-        canonical: None,
-    }
-}
 
 /// Strings made mostly of the characters URL and HTML parsers treat
 /// specially, so cases reach their edge paths rather than plain text.
@@ -92,29 +83,5 @@ proptest! {
             let again = urls::parse(url.as_str());
             prop_assert_eq!(again.as_ref().map(Url::as_str), Ok(url.as_str()));
         }
-    }
-
-    /// Extraction takes any bytes; the links it returns are normalised,
-    /// unique and within the page cap, and the fast scanner agrees with
-    /// the reference extractor.
-    #[test]
-    fn extraction_takes_any_bytes(body in prop::collection::vec(any::<u8>(), 0..2048)) {
-        let f = extract(&body, &base(), None, options());
-        prop_assert!(f.links.len() <= options().max_links);
-        for link in &f.links {
-            let again = urls::parse(link);
-            prop_assert_eq!(again.as_ref().map(Url::as_str), Ok(link.as_str()));
-        }
-        let mut unique = f.links.clone();
-        unique.sort();
-        unique.dedup();
-        prop_assert_eq!(unique.len(), f.links.len());
-        prop_assert_eq!(f, extract_reference(&body, &base(), None, options()));
-    }
-
-    #[test]
-    fn extraction_of_tag_soup_matches_the_reference(page in hostile_text()) {
-        let f = extract(page.as_bytes(), &base(), None, options());
-        prop_assert_eq!(f, extract_reference(page.as_bytes(), &base(), None, options()));
     }
 }

@@ -2,14 +2,15 @@
 //!
 //! The slot starts the child, configures it, feeds it work and relays what
 //! it says. When the child exits unexpectedly or stops talking for longer
-//! than the hang timeout, the slot kills it, reports the loss (so the
-//! supervisor can hand its URLs to the next incarnation) and starts a new
-//! one after a backoff that grows while the child keeps crashing.
+//! than the hang timeout, the slot kills it and reports the loss; the
+//! supervisor's core decides (`core::restarts`) whether and after what
+//! backoff a new child starts, and hands the dead one's URLs to it.
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::core::restarts::MAX_BACKOFF;
 use link::fence::Fence;
 use link::framing::{read_frame, write_frame};
 use link::protocol::{CrawlPolicy, FromChild, ToChild, WorkItem};
@@ -19,22 +20,20 @@ use tokio::sync::mpsc;
 
 /// How a slot's child is started.
 #[derive(Clone, Debug)]
-pub struct ChildSpec {
-    pub program: PathBuf,
-    pub args: Vec<String>,
+pub(crate) struct ChildSpec {
+    pub(crate) program: PathBuf,
+    pub(crate) args: Vec<String>,
     /// Secrets (store URIs, the debug token): given in the environment,
     /// which only the child's user can read, never in `args`.
-    pub env: Vec<(&'static str, String)>,
-    pub policy: CrawlPolicy,
+    pub(crate) env: Vec<(&'static str, String)>,
+    pub(crate) policy: CrawlPolicy,
     /// No frame (not even a heartbeat) for this long means the child hangs.
-    pub hang_timeout: Duration,
-    /// Crashes in a row (each within [`HEALTHY_AFTER`] of its start) after
-    /// which the slot stops restarting its child.
-    pub max_crashes: u32,
+    pub(crate) hang_timeout: Duration,
 }
 
 /// Commands from the supervisor to a slot.
-pub enum SlotCmd {
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum SlotCmd {
     Work(Vec<WorkItem>),
     Stop,
     /// The node's right to crawl now ends at this instant of the host's
@@ -42,44 +41,50 @@ pub enum SlotCmd {
     Fence(u64),
     /// Hand back these domains' URLs not started yet (`ToChild::Recall`).
     Recall(Vec<String>),
+    /// The answer to [`SlotEvent::Exited`]: start a new child after this
+    /// backoff.
+    Restart {
+        after: Duration,
+    },
 }
 
 /// Events from a slot to the supervisor.
-pub enum SlotEvent {
+#[derive(Debug)]
+pub(crate) enum SlotEvent {
     Message(usize, FromChild),
-    /// The child died; the URLs it held must be given to its successor.
-    Lost {
+    /// The child died after living `lived`; the slot waits for a
+    /// [`SlotCmd::Restart`] (or a Stop).
+    Exited {
         slot: usize,
         why: String,
+        lived: Duration,
     },
-    /// The child exited after Stop; the slot is finished.
-    Stopped,
-    /// The child kept crashing; the slot stopped restarting it and is finished.
-    GaveUp {
+    /// Work arrived while no child ran: it was not taken.
+    Bounced {
         slot: usize,
-        why: String,
+        items: usize,
+    },
+    /// The child exited after Stop (or none ran); the slot is finished.
+    Stopped {
+        slot: usize,
     },
 }
 
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long a stopping child may take to finish, report and exit before
-/// it is killed. Part of the supervisor's stop bound (see `main`).
-pub const STOP_GRACE: Duration = Duration::from_secs(15);
+/// it is killed. Part of the supervisor's stop bound (`core::STOP_WAIT`).
+const STOP_GRACE: Duration = Duration::from_secs(15);
 /// See [`send`].
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// A child that lived this long counts as healthy again.
-const HEALTHY_AFTER: Duration = Duration::from_secs(30);
 
 /// `fence`: the right's latest end, which each new child is told right
 /// after its configuration, before any work.
-pub async fn run_slot(
+pub(crate) async fn run_slot(
     slot: usize,
     spec: ChildSpec,
     fence: Fence,
     mut cmds: mpsc::Receiver<SlotCmd>,
     events: mpsc::Sender<SlotEvent>,
 ) {
-    let mut crashes = 0u32;
     loop {
         let started = Instant::now();
         let outcome = match spawn(&spec) {
@@ -90,51 +95,52 @@ pub async fn run_slot(
         };
         match outcome {
             Incarnation::Stopped => {
-                let _ = events.send(SlotEvent::Stopped).await;
+                let _ = events.send(SlotEvent::Stopped { slot }).await;
                 return;
             }
             Incarnation::Lost(why) => {
-                if started.elapsed() > HEALTHY_AFTER {
-                    crashes = 0;
-                }
-                crashes += 1;
-                if crashes >= spec.max_crashes {
-                    let why = format!("{crashes} crashes in a row, the last: {why}");
-                    tracing::error!(slot, why = %why, "CHILD SLOT GAVE UP");
-                    let _ = events.send(SlotEvent::GaveUp { slot, why }).await;
+                let lived = started.elapsed();
+                let _ = events.send(SlotEvent::Exited { slot, why, lived }).await;
+                if !between_children(slot, &mut cmds, &events).await {
                     return;
                 }
-                metrics::counter!("crawler_child_restarts_total").increment(1);
-                tracing::warn!(slot, why = %why, "child slot lost; restarting");
-                let _ = events.send(SlotEvent::Lost { slot, why }).await;
-                let backoff =
-                    Duration::from_millis(100 * 2u64.saturating_pow(crashes.min(10))).min(MAX_BACKOFF);
-                if crashes >= 3 {
-                    tracing::error!(slot, crashes, next_try_in = ?backoff, "CHILD SLOT IS CRASH-LOOPING");
-                }
-                // Keep accepting Stop while backing off.
-                let wait = tokio::time::sleep(backoff);
-                tokio::pin!(wait);
-                loop {
-                    tokio::select! {
-                        _ = &mut wait => break,
-                        cmd = cmds.recv() => match cmd {
-                            Some(SlotCmd::Stop) | None => {
-                                let _ = events.send(SlotEvent::Stopped).await;
-                                return;
-                            }
-                            // The supervisor re-sends work after Lost; it
-                            // waits here for the next child.
-                            Some(SlotCmd::Work(items)) => {
-                                let _ = events.send(SlotEvent::Lost { slot, why: format!("{} items arrived while restarting", items.len()) }).await;
-                            }
-                            // The next child is told the latest right as it
-                            // starts; it holds nothing to recall.
-                            Some(SlotCmd::Fence(_) | SlotCmd::Recall(_)) => {}
-                        },
-                    }
-                }
             }
+        }
+    }
+}
+
+/// Between a child's death and the next: waits for the supervisor's word
+/// and the backoff it names, taking commands meanwhile. Whether to start
+/// the next child (false: the slot stopped).
+async fn between_children(
+    slot: usize,
+    cmds: &mut mpsc::Receiver<SlotCmd>,
+    events: &mpsc::Sender<SlotEvent>,
+) -> bool {
+    // The supervisor answers at once; a supervisor too busy to is not
+    // waited for longer than the longest backoff it would name.
+    let wait = tokio::time::sleep(MAX_BACKOFF);
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            _ = &mut wait => return true,
+            cmd = cmds.recv() => match cmd {
+                Some(SlotCmd::Restart { after }) => {
+                    wait.as_mut().reset(tokio::time::Instant::now() + after);
+                }
+                Some(SlotCmd::Stop) | None => {
+                    let _ = events.send(SlotEvent::Stopped { slot }).await;
+                    return false;
+                }
+                // Work sent to the dead child: the supervisor decides
+                // what becomes of it.
+                Some(SlotCmd::Work(items)) => {
+                    let _ = events.send(SlotEvent::Bounced { slot, items: items.len() }).await;
+                }
+                // The next child is told the latest right as it starts; it
+                // holds nothing to recall.
+                Some(SlotCmd::Fence(_) | SlotCmd::Recall(_)) => {}
+            },
         }
     }
 }
@@ -253,6 +259,8 @@ async fn supervise(
                     Some(SlotCmd::Work(items)) => ToChild::Work(items),
                     Some(SlotCmd::Fence(until_mono_ms)) => ToChild::Fence { until_mono_ms },
                     Some(SlotCmd::Recall(domains)) => ToChild::Recall { domains },
+                    // Meant for a slot between children: this one lives.
+                    Some(SlotCmd::Restart { .. }) => continue,
                     Some(SlotCmd::Stop) | None => return stop(slot, child, stdin, frames, events).await,
                 };
                 if let Err(e) = send(&mut stdin, &msg).await {

@@ -122,11 +122,6 @@ impl Outbox {
         n
     }
 
-    /// The dispatcher answered our Bye: it read everything before it.
-    pub(crate) fn all_acked(&mut self) {
-        self.unacked.clear();
-    }
-
     /// A new connection: what the old one never acknowledged is sent
     /// again, before anything newer.
     pub(crate) fn reconnected(&mut self) {

@@ -1,9 +1,9 @@
 //! This node's right to crawl its domains, renewed by the dispatcher's
 //! acknowledgements (the rule and its margin: `link::fence`).
 //!
-//! State only: the supervisor's loop tells it what was sent and what was
-//! acknowledged, and passes the end of the right on to its children,
-//! which check it before every request.
+//! State only, with the time passed in: the supervisor's core tells it
+//! what was sent and what was acknowledged, and passes the end of the
+//! right on to its children, which check it before every request.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -14,8 +14,42 @@ use link::fence;
 /// moves with every acknowledgement, many a second).
 const TELL_EVERY: Duration = Duration::from_millis(100);
 
+/// Maps this process's [`Instant`]s to the host's monotonic milliseconds
+/// (what children are told), read once so that the right's end is a
+/// function of its instants alone. On Linux both are `CLOCK_MONOTONIC`.
+#[derive(Debug, Clone, Copy)]
+struct MonoClock {
+    at: Instant,
+    /// [`fence::mono_ms`] read just before `at`: never later than `at`, so
+    /// the children's copy of the right can only lag.
+    mono_ms: u64,
+}
+
+impl MonoClock {
+    fn now() -> MonoClock {
+        let mono_ms = fence::mono_ms();
+        MonoClock {
+            at: Instant::now(),
+            mono_ms,
+        }
+    }
+
+    fn mono_ms_of(&self, t: Instant) -> u64 {
+        if t >= self.at {
+            // Whole milliseconds after `at`, rounded down (earlier).
+            self.mono_ms
+                .saturating_add(t.duration_since(self.at).as_millis() as u64)
+        } else {
+            // Whole milliseconds before `at`, rounded up (earlier too).
+            self.mono_ms
+                .saturating_sub(self.at.duration_since(t).as_nanos().div_ceil(1_000_000) as u64)
+        }
+    }
+}
+
 pub(crate) struct Right {
     grant: Duration,
+    clock: MonoClock,
     /// Messages sent on this connection that an `Ack` may name: (seal
     /// counter, when sent). Oldest first; at most a few seconds' worth.
     sent: VecDeque<(u64, Instant)>,
@@ -32,6 +66,7 @@ impl Right {
     pub(crate) fn new(timeout: Duration) -> Right {
         Right {
             grant: fence::grant(timeout),
+            clock: MonoClock::now(),
             sent: VecDeque::new(),
             until: None,
             told_ms: 0,
@@ -53,7 +88,12 @@ impl Right {
         self.sent.push_back((seq, at));
         // Acks come back in a round trip; whatever is older than a grant
         // could not renew anything any more.
-        while self.sent.len() > 1 && self.sent.front().is_some_and(|(_, t)| t.elapsed() > self.grant) {
+        while self.sent.len() > 1
+            && self
+                .sent
+                .front()
+                .is_some_and(|(_, t)| at.saturating_duration_since(*t) > self.grant)
+        {
             self.sent.pop_front();
         }
     }
@@ -80,32 +120,21 @@ impl Right {
         }
     }
 
-    /// Whether requests may start now.
-    pub(crate) fn is_fresh(&self) -> bool {
-        self.until.is_some_and(|u| Instant::now() < u)
+    /// Whether requests may start at `now`.
+    pub(crate) fn is_fresh(&self, now: Instant) -> bool {
+        self.until.is_some_and(|u| now < u)
     }
 
-    /// How long the right still runs (zero once lapsed).
-    pub(crate) fn left(&self) -> Duration {
+    /// How long the right still runs at `now` (zero once lapsed).
+    pub(crate) fn left(&self, now: Instant) -> Duration {
         self.until
-            .map_or(Duration::ZERO, |u| u.saturating_duration_since(Instant::now()))
+            .map_or(Duration::ZERO, |u| u.saturating_duration_since(now))
     }
 
     /// The end of the right on the host's monotonic clock (what children
     /// are told); 0 when there never was one.
     pub(crate) fn until_mono_ms(&self) -> u64 {
-        match self.until {
-            Some(u) => {
-                let now = Instant::now();
-                let mono = fence::mono_ms();
-                if u >= now {
-                    mono.saturating_add(u.duration_since(now).as_millis() as u64)
-                } else {
-                    mono.saturating_sub(now.duration_since(u).as_millis() as u64)
-                }
-            }
-            None => 0,
-        }
+        self.until.map_or(0, |u| self.clock.mono_ms_of(u))
     }
 
     /// The end to tell the children, when it has moved enough since they
@@ -120,8 +149,8 @@ impl Right {
     }
 
     /// True once per lapse: the right has just been found run out.
-    pub(crate) fn just_lapsed(&mut self) -> bool {
-        if self.is_fresh() {
+    pub(crate) fn just_lapsed(&mut self, now: Instant) -> bool {
+        if self.is_fresh(now) {
             self.lapsed = false;
             return false;
         }
@@ -138,43 +167,58 @@ mod tests {
     #[test]
     fn an_ack_renews_from_when_its_message_was_sent() {
         let t = Duration::from_secs(10);
+        let now = Instant::now();
         let mut r = Right::new(t);
-        assert!(!r.is_fresh());
+        assert!(!r.is_fresh(now));
         assert_eq!(r.until_mono_ms(), 0);
         // Welcomed on a Join sent 8 s ago: a grant of 7.5 s has run out.
-        r.welcomed(Some(Instant::now() - Duration::from_secs(8)));
-        assert!(!r.is_fresh());
-        assert!(r.just_lapsed());
-        assert!(!r.just_lapsed(), "logged once per lapse");
-        let old = Instant::now() - Duration::from_secs(5);
-        r.sent(1, old);
-        r.sent(2, Instant::now());
+        r.welcomed(Some(now - Duration::from_secs(8)));
+        assert!(!r.is_fresh(now));
+        assert!(r.just_lapsed(now));
+        assert!(!r.just_lapsed(now), "logged once per lapse");
+        r.sent(1, now - Duration::from_secs(5));
+        r.sent(2, now);
         // The first message's ack: fresh for what is left of its grant.
         r.acked(1);
-        assert!(r.is_fresh());
-        assert!(r.left() <= Duration::from_millis(2_500));
+        assert!(r.is_fresh(now));
+        assert_eq!(r.left(now), Duration::from_millis(2_500));
         // The second's: fresh for the grant from its sending.
         r.acked(2);
-        let left = r.left();
-        assert!(left <= fence::grant(t) && left > fence::grant(t) - Duration::from_secs(1));
+        assert_eq!(r.left(now), fence::grant(t));
+        assert!(!r.just_lapsed(now));
         // An old ack never shortens it.
         r.acked(1);
-        assert!(r.left() > fence::grant(t) - Duration::from_secs(1));
+        assert_eq!(r.left(now), fence::grant(t));
         // Children are told once per move.
         assert!(r.news_for_children().is_some());
         assert!(r.news_for_children().is_none());
         // A message older than a grant is forgotten: its ack could renew nothing.
-        r.sent(3, Instant::now() - Duration::from_secs(9));
-        r.sent(4, Instant::now());
+        r.sent(3, now - Duration::from_secs(9));
+        r.sent(4, now);
         assert_eq!(r.sent.front().map(|(s, _)| *s), Some(4));
+        // Lapsed again once the grant has passed, and said once.
+        let later = now + fence::grant(t);
+        assert!(!r.is_fresh(later));
+        assert!(r.just_lapsed(later));
+        assert!(!r.just_lapsed(later));
     }
 
     #[test]
     fn a_welcome_renews_from_the_join() {
         let mut r = Right::new(Duration::from_secs(3));
         r.welcomed(Some(Instant::now()));
-        assert!(r.is_fresh());
+        assert!(r.is_fresh(Instant::now()));
         let told = r.news_for_children().unwrap();
         assert!(told > fence::mono_ms() + 1_500 && told <= fence::mono_ms() + 2_000);
+    }
+
+    #[test]
+    fn the_childrens_end_is_never_later_than_the_right() {
+        let r = Right::new(Duration::from_secs(3));
+        let base = r.clock.at;
+        let later = base + Duration::from_micros(2_999_999);
+        let earlier = base - Duration::from_micros(1_001);
+        assert_eq!(r.clock.mono_ms_of(later), r.clock.mono_ms + 2_999);
+        assert_eq!(r.clock.mono_ms_of(earlier), r.clock.mono_ms - 2);
     }
 }

@@ -8,7 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-/// The documents checked, from the repository's root.
+/// The documents checked, from the repository's root, besides every
+/// Markdown file under [`DOCS`], which are found at test time so that a new
+/// document is checked without being listed here.
 const DOCUMENTS: &[&str] = &[
     "README.md",
     "ansible/README.md",
@@ -19,9 +21,15 @@ const DOCUMENTS: &[&str] = &[
     "supervisor/Cargo.toml",
     "crawler-child/Cargo.toml",
     "shared/Cargo.toml",
+    "shared/link/Cargo.toml",
+    "shared/store/Cargo.toml",
+    "pages/Cargo.toml",
     "profiling/Cargo.toml",
     "tests/Cargo.toml",
 ];
+
+/// The manual's directory, from the repository's root.
+const DOCS: &str = "docs";
 
 const EXTENSIONS: &[&str] = &["rs", "py", "sh", "md", "toml", "yml", "yaml", "json", "ini", "j2"];
 
@@ -55,13 +63,29 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The Markdown files under [`DOCS`], from the repository's root, sorted.
+fn manual(root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    files_under(&root.join(DOCS), &mut found);
+    let mut docs: Vec<String> = found
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .filter_map(|p| p.strip_prefix(root).ok())
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    docs.sort();
+    docs
+}
+
 #[test]
 fn every_path_the_documents_name_exists() {
     let root = crate::harness::repo_root();
     let mut files = Vec::new();
     files_under(&root, &mut files);
+    let manual = manual(&root);
+    assert!(!manual.is_empty(), "no documents under {DOCS}/");
     let mut missing = Vec::new();
-    for doc in DOCUMENTS {
+    for doc in DOCUMENTS.iter().copied().chain(manual.iter().map(String::as_str)) {
         let text = std::fs::read_to_string(root.join(doc)).unwrap_or_else(|e| panic!("reading {doc}: {e}"));
         let dir = root
             .join(doc)
@@ -76,6 +100,20 @@ fn every_path_the_documents_name_exists() {
         }
     }
     assert!(missing.is_empty(), "paths named that do not exist: {missing:?}");
+}
+
+#[test]
+fn the_readme_links_every_document_of_the_manual() {
+    let root = crate::harness::repo_root();
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("reading README.md");
+    let unlinked: Vec<String> = manual(&root)
+        .into_iter()
+        .filter(|doc| !readme.contains(&format!("]({doc}")))
+        .collect();
+    assert!(
+        unlinked.is_empty(),
+        "documents the README does not link: {unlinked:?}"
+    );
 }
 
 #[test]

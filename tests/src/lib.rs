@@ -1,5 +1,7 @@
 //! Test support: the synthetic web and a harness that runs the real crawler.
 
+#![warn(unreachable_pub)]
+
 #[cfg(test)]
 mod doc_paths;
 pub mod harness;

@@ -248,7 +248,7 @@ fn assert_described(metrics: &Exposition, who: &Proc) {
     for name in metrics.types.keys() {
         assert!(
             metrics.help.get(name).is_some_and(|h| !h.is_empty()),
-            "{who:?}: the family {name} has no HELP (describe it in shared/src/metric_help.rs)"
+            "{who:?}: the family {name} has no HELP (declare it in its crate's metric.rs)"
         );
     }
     for name in metrics.help.keys() {

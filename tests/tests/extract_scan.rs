@@ -6,7 +6,7 @@
 //! faster.
 
 use crawl_tests::web::{hostile, SyntheticWeb, WebSpec};
-use shared::extract::{extract, extract_fast, extract_reference, ExtractOptions};
+use crawler_child::extract::{extract, extract_fast, extract_reference, ExtractOptions};
 use url::Url;
 
 fn options(skip_nofollow: bool) -> ExtractOptions<'static> {

@@ -16,7 +16,7 @@ use crate::hostile_e2e::one_node;
 use crawl_tests::harness::{all_docs, all_pages, args, crawl_coll, run_crawl, StoreServer};
 use crawl_tests::web::traps::{Trap, BIG_SITE_PAGES};
 use crawl_tests::web::{RequestRecord, WebExtras, WebSpec};
-use shared::limits::{DEFAULT_MAX_PAGES_PER_DOMAIN, DEFAULT_MAX_QUERY_VARIANTS};
+use dispatcher::limits::{DEFAULT_MAX_PAGES_PER_DOMAIN, DEFAULT_MAX_QUERY_VARIANTS};
 
 /// Far deeper than any trap host's real pages: depth must not be what
 /// bounds a trap here.

@@ -135,7 +135,7 @@ impl Dispatcher {
         let conn = Conn {
             identity: identity.clone(),
             session: admitted.session(&self.key),
-            results: metrics::counter!("crawler_supervisor_results_total", "supervisor" => id.clone()),
+            results: crate::metric::SUPERVISOR_RESULTS.at([id.clone()]),
         };
         self.state.join(conn, id, capacity, holding, now_ms());
         let policy = self.policy.clone();

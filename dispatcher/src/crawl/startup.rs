@@ -10,8 +10,9 @@ use bson::{doc, Document};
 use store::docs::DomainDoc;
 use store::{decode_each, Stores};
 
+use crate::config::Flags;
 use crate::resume::{self, SeenScan, SeenScanTask, Stored};
-use crate::{seeds, Args};
+use crate::seeds;
 
 use super::{halt_update, Dispatcher};
 
@@ -47,7 +48,7 @@ async fn warn_of_unnamed_crawl(stores: &Stores) {
 
 impl Dispatcher {
     /// Resumes from the stored frontier, then adds seeds not seen before.
-    pub(super) async fn load(&mut self, args: &Args) -> anyhow::Result<()> {
+    pub(super) async fn load(&mut self, args: &Flags) -> anyhow::Result<()> {
         for domain in &args.unhalt {
             self.stores
                 .domains()

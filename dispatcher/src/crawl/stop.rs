@@ -8,9 +8,9 @@ use anyhow::Context;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use crate::config::Flags;
 use crate::frontier::SupId;
 use crate::stats::{self, Summary};
-use crate::Args;
 
 use super::Dispatcher;
 
@@ -24,7 +24,7 @@ impl Dispatcher {
     /// Flushes the frontier, stops the supervisors, prints the summary.
     pub(super) async fn finish(
         mut self,
-        args: &Args,
+        args: &Flags,
         settings: &serde_json::Value,
         signalled: bool,
         inbox: &mut mpsc::Receiver<(Bytes, Bytes)>,
@@ -104,9 +104,8 @@ impl Dispatcher {
     }
 
     /// Writes what the frontier writer holds, heartbeating meanwhile: with
-    /// a slow store this can take longer than a supervisor's silence limit
-    /// (24 s at the end of a crawl of a million pages on nx-27017), and a
-    /// supervisor that hears nothing takes us for dead and reconnects.
+    /// a slow store this can take longer than a supervisor's silence limit,
+    /// and a supervisor that hears nothing takes us for dead and reconnects.
     async fn flush_beating(&mut self) {
         let writer = self.writer.clone();
         let flush = writer.flush();

@@ -11,7 +11,7 @@ use super::{Frontier, Lease, Stored, SupId};
 
 /// What [`Frontier::adopt`] did with a supervisor's held URLs.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Adoption {
+pub(crate) struct Adoption {
     pub adopted: usize,
     pub refused: usize,
     /// Held URLs that may be queued in the store beyond their domain's
@@ -44,7 +44,7 @@ impl Frontier {
     ///
     /// Adopted domains go to `sup` unless a live supervisor owns them, so
     /// each domain stays with the child already pacing it.
-    pub fn adopt(
+    pub(crate) fn adopt(
         &mut self,
         sup: SupId,
         items: Vec<WorkItem>,
@@ -114,7 +114,7 @@ impl Frontier {
     /// queued, with their lease ids. Each is adopted if it is still
     /// queued here (beyond its window, or read into it meanwhile) and
     /// `sup` is still live; the rest are refused.
-    pub fn adopt_stored(
+    pub(crate) fn adopt_stored(
         &mut self,
         sup: SupId,
         asked: usize,

@@ -45,13 +45,13 @@ impl DomainQ {
 impl Frontier {
     /// Sweeps every `every_ms`: a domain is forgotten between one and two
     /// periods after its last result.
-    pub fn with_forgetting(mut self, every_ms: u64) -> Frontier {
+    pub(crate) fn with_forgetting(mut self, every_ms: u64) -> Frontier {
         self.forget_every_ms = every_ms.max(1);
         self
     }
 
     /// Once a period: forgets the domains with nothing left.
-    pub fn forget_idle(&mut self, now_ms: u64) {
+    pub(crate) fn forget_idle(&mut self, now_ms: u64) {
         if now_ms < self.next_forget_ms {
             return;
         }
@@ -60,7 +60,7 @@ impl Frontier {
     }
 
     /// Domains forgotten so far.
-    pub fn forgotten(&self) -> u64 {
+    pub(crate) fn forgotten(&self) -> u64 {
         self.forgotten
     }
 

@@ -52,7 +52,7 @@ impl Frontier {
     /// Bounds the domains holding a window to `n` once memory is at the
     /// budget, whatever the budget (0: the budget over the smallest
     /// window). Call after [`Frontier::with_window`].
-    pub fn with_active_bound(mut self, n: usize) -> Frontier {
+    pub(crate) fn with_active_bound(mut self, n: usize) -> Frontier {
         if n > 0 {
             self.max_active = n;
         }
@@ -149,12 +149,12 @@ impl Frontier {
     }
 
     /// Domains holding a window or a read (a slot).
-    pub fn active_domains(&self) -> usize {
+    pub(crate) fn active_domains(&self) -> usize {
         self.active
     }
 
     /// Domains waiting for a slot, their queues wholly in the store.
-    pub fn parked_domains(&self) -> usize {
+    pub(crate) fn parked_domains(&self) -> usize {
         self.parked.len()
     }
 

@@ -21,7 +21,7 @@
 use super::{Frontier, SupId, HALTED};
 
 /// How long a moved domain waits before its new owner gets a URL of it.
-pub const HANDOVER_MS: u64 = 2_000;
+pub(super) const HANDOVER_MS: u64 = 2_000;
 
 impl Frontier {
     /// Asks for a rebalance at the next [`Frontier::rebalance`] (a
@@ -37,7 +37,7 @@ impl Frontier {
     /// hand back those it has not started (`ToSupervisor::Recall`), so a
     /// paced domain moves within about one request, not after every URL
     /// its child holds.
-    pub fn rebalance(&mut self) -> Vec<(SupId, Vec<String>)> {
+    pub(crate) fn rebalance(&mut self) -> Vec<(SupId, Vec<String>)> {
         let mut recalls: Vec<(SupId, Vec<String>)> = Vec::new();
         if !std::mem::take(&mut self.rebalance_due) || !self.assigning {
             return recalls;
@@ -137,7 +137,7 @@ impl Frontier {
         }
         self.sups[to].domains += 1;
         self.moved += 1;
-        metrics::counter!("crawler_domains_moved_total").increment(1);
+        crate::metric::DOMAINS_MOVED.get().increment(1);
         // Held while the old owner's last-crawled time reaches the store.
         let until = self.clock_ms.saturating_add(HANDOVER_MS);
         let d = &mut self.domains[id as usize];
@@ -149,12 +149,12 @@ impl Frontier {
     }
 
     /// Domains moved between supervisors so far.
-    pub fn domains_moved(&self) -> u64 {
+    pub(crate) fn domains_moved(&self) -> u64 {
         self.moved
     }
 
     /// Domains supervisor `sup` owns.
-    pub fn domains_of(&self, sup: SupId) -> usize {
+    pub(crate) fn domains_of(&self, sup: SupId) -> usize {
         self.sups.get(sup).map_or(0, |s| s.domains)
     }
 }

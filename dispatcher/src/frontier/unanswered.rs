@@ -24,7 +24,7 @@ impl Frontier {
     /// Holds back leases that end without a result until the store is
     /// asked ([`Frontier::take_unanswered`]); without it they are queued
     /// again at once (the frontier's own tests).
-    pub fn with_stored_check(mut self) -> Frontier {
+    pub(crate) fn with_stored_check(mut self) -> Frontier {
         self.check_unanswered = true;
         self
     }
@@ -54,7 +54,7 @@ impl Frontier {
     }
 
     /// URLs of ended leases to look up in the store: (lease, URL).
-    pub fn take_unanswered(&mut self) -> Vec<(u64, String)> {
+    pub(crate) fn take_unanswered(&mut self) -> Vec<(u64, String)> {
         std::mem::take(&mut self.to_check)
     }
 
@@ -62,7 +62,7 @@ impl Frontier {
     /// finished and returned (URL, depth) for its links to be offered
     /// again; otherwise it is queued again. Nothing for a lease adopted
     /// meanwhile.
-    pub fn checked(&mut self, lease: u64, stored: bool) -> Option<(String, u16)> {
+    pub(crate) fn checked(&mut self, lease: u64, stored: bool) -> Option<(String, u16)> {
         let u = self.unanswered.remove(&lease)?;
         let d = &mut self.domains[u.domain_id as usize];
         d.in_flight = d.in_flight.saturating_sub(1);
@@ -81,7 +81,7 @@ impl Frontier {
     }
 
     /// The store could not be asked: asked again later.
-    pub fn check_failed(&mut self, asked: Vec<(u64, String)>) {
+    pub(crate) fn check_failed(&mut self, asked: Vec<(u64, String)>) {
         let waiting: Vec<(u64, String)> = asked
             .into_iter()
             .filter(|(lease, _)| self.unanswered.contains_key(lease))

@@ -28,7 +28,7 @@ pub(super) enum RefillState {
 /// admitted up to `upto` is already written (`upto` is at most the
 /// writer's durable `seq`), so a short answer means there are no more.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refill {
+pub(crate) struct Refill {
     pub domain: String,
     pub after: i64,
     pub upto: i64,
@@ -44,7 +44,7 @@ impl Refill {
     /// A refill as [`Frontier::refills`] would ask for it (the domain's id
     /// is not looked at outside the frontier).
     #[cfg(test)]
-    pub fn for_test(domain: &str, after: i64, upto: i64, limit: usize) -> Refill {
+    pub(crate) fn for_test(domain: &str, after: i64, upto: i64, limit: usize) -> Refill {
         Refill {
             domain: domain.to_string(),
             after,
@@ -58,7 +58,7 @@ impl Refill {
 
 /// One URL of a refill's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stored {
+pub(crate) struct Stored {
     pub url: String,
     pub depth: u16,
     pub seq: i64,
@@ -66,7 +66,7 @@ pub struct Stored {
 
 /// The store's answer to a [`Refill`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReadPage {
+pub(crate) struct ReadPage {
     /// The URLs read, in `seq` order (malformed documents left out).
     pub urls: Vec<Stored>,
     /// The store returned `limit` documents: more may follow.
@@ -82,7 +82,7 @@ pub struct ReadPage {
 impl ReadPage {
     /// A page of well-formed URLs, as a store returns `limit` at most.
     #[cfg(test)]
-    pub fn of(urls: Vec<Stored>, limit: usize) -> ReadPage {
+    pub(crate) fn of(urls: Vec<Stored>, limit: usize) -> ReadPage {
         ReadPage {
             full: urls.len() >= limit,
             last_seq: urls.iter().map(|u| u.seq).max().unwrap_or(0),
@@ -97,7 +97,7 @@ impl Frontier {
     /// the per-domain in-flight maximum, so a window never starves a
     /// domain that could be crawled faster) once `budget` URLs are queued
     /// in memory. Unbounded unless set.
-    pub fn with_window(mut self, window: usize, budget: usize) -> Frontier {
+    pub(crate) fn with_window(mut self, window: usize, budget: usize) -> Frontier {
         self.window = window.max(2 * self.max_inflight_per_domain as usize);
         self.budget = budget;
         self.max_active = self.active_bound();
@@ -109,7 +109,7 @@ impl Frontier {
     /// budget allows, and always when its domain's window already holds
     /// later URLs (it must not fall behind the cursor); otherwise counted,
     /// and read in with its domain's window.
-    pub fn resume_queued(&mut self, url: String, domain: &str, depth: u16, seq: i64) {
+    pub(crate) fn resume_queued(&mut self, url: String, domain: &str, depth: u16, seq: i64) {
         if self.resume_in_memory(domain, seq) {
             self.push(url, domain, depth);
         }
@@ -122,7 +122,7 @@ impl Frontier {
     /// where its window's read meets it again (it is still `queued` there)
     /// and finds it finished: it must stay `queued` in the store until
     /// then, or that read would never find it and its count would stay.
-    pub fn resume_finished(&mut self, domain: &str, seq: i64) -> bool {
+    pub(crate) fn resume_finished(&mut self, domain: &str, seq: i64) -> bool {
         self.resume_in_memory(domain, seq)
     }
 
@@ -177,14 +177,14 @@ impl Frontier {
     }
 
     /// Whether `n` more URLs fit in memory beside those queued there now.
-    pub fn fits(&self, n: u64) -> bool {
+    pub(crate) fn fits(&self, n: u64) -> bool {
         let held = self.queued.saturating_sub(self.spilled_total) as u64;
         held.saturating_add(n) <= self.budget as u64
     }
 
     /// A URL found queued in the store at start-up: counted, and read in
     /// with its domain's window.
-    pub fn resume_stored(&mut self, domain: &str, seq: i64) {
+    pub(crate) fn resume_stored(&mut self, domain: &str, seq: i64) {
         let id = self.domain_id(domain);
         self.spill(id, 1, seq);
     }
@@ -193,7 +193,7 @@ impl Frontier {
     /// `first_seq` to `last_seq` (`crate::resume`): counted, and read in
     /// window by window from `first_seq` on, past the domain's finished
     /// entries.
-    pub fn resume_spilled(&mut self, domain: &str, count: u64, first_seq: i64, last_seq: i64) {
+    pub(crate) fn resume_spilled(&mut self, domain: &str, count: u64, first_seq: i64, last_seq: i64) {
         if count == 0 {
             return;
         }
@@ -246,7 +246,7 @@ impl Frontier {
     /// highest `seq` such that every URL this process admitted up to it is
     /// written; a domain whose next URLs are not written yet waits for a
     /// later call.
-    pub fn refills(&mut self, durable: i64, max: usize) -> Vec<Refill> {
+    pub(crate) fn refills(&mut self, durable: i64, max: usize) -> Vec<Refill> {
         self.unpark();
         let durable = durable.max(self.resumed_upto);
         let mut out = Vec::new();
@@ -288,7 +288,7 @@ impl Frontier {
     /// store refused): they are no longer counted as queued. Those found
     /// finished by their stored page leave the queue too, for
     /// [`Frontier::take_finished`].
-    pub fn refilled(&mut self, r: &Refill, page: ReadPage) -> u64 {
+    pub(crate) fn refilled(&mut self, r: &Refill, page: ReadPage) -> u64 {
         let Some(d) = self.domains.get_mut(r.id as usize) else {
             return 0;
         };
@@ -347,13 +347,13 @@ impl Frontier {
 
     /// Stored entries the reads found finished by their page since the
     /// last call: (URL, depth).
-    pub fn take_finished(&mut self) -> Vec<(String, u16)> {
+    pub(crate) fn take_finished(&mut self) -> Vec<(String, u16)> {
         std::mem::take(&mut self.finished_found)
     }
 
     /// `r` could not be read; it is asked for again by a later
     /// [`Frontier::refills`].
-    pub fn refill_failed(&mut self, r: &Refill) {
+    pub(crate) fn refill_failed(&mut self, r: &Refill) {
         if let Some(d) = self.domains.get_mut(r.id as usize) {
             if d.refill == RefillState::Reading {
                 d.refill = RefillState::Idle;

@@ -241,7 +241,7 @@ impl DispatcherLink {
             Ok(Ok(socket)) => {
                 self.socket = Some(socket);
                 self.last_heard = Instant::now();
-                metrics::counter!("crawler_dispatcher_reconnects_total").increment(1);
+                crate::metric::DISPATCHER_RECONNECTS.get().increment(1);
                 self.say_hello().await;
             }
             Ok(Err(e)) if down_for.as_secs().is_multiple_of(10) => tracing::warn!("{e:#}; still trying"),
@@ -309,7 +309,7 @@ impl DispatcherLink {
         // and is re-established like any other broken link.
         match tokio::time::timeout(SEND_TIMEOUT, socket.send(ZmqMessage::from(bytes))).await {
             Ok(Ok(())) => {
-                metrics::counter!("crawler_zmq_messages_sent_total").increment(1);
+                crate::metric::ZMQ_MESSAGES_SENT.get().increment(1);
                 true
             }
             Ok(Err(e)) => {
@@ -341,7 +341,7 @@ impl DispatcherLink {
                     return None;
                 }
             };
-            metrics::counter!("crawler_zmq_messages_received_total").increment(1);
+            crate::metric::ZMQ_MESSAGES_RECEIVED.get().increment(1);
             let Some(frame) = msg.iter().last() else { continue };
             let m = match protocol::decode::<ToSupervisor>(frame) {
                 Ok(m) => m,
@@ -415,7 +415,7 @@ impl DispatcherLink {
     /// A message from the dispatcher's side whose seal did not hold:
     /// dropped, counted, and logged at most once per [`SEAL_LOG_EVERY`].
     fn refused_seal(&mut self, reason: &'static str) {
-        metrics::counter!("crawler_cluster_refusals_total", "reason" => reason).increment(1);
+        crate::metric::CLUSTER_REFUSALS.at([reason]).increment(1);
         if self.seal_logged.is_none_or(|at| at.elapsed() >= SEAL_LOG_EVERY) {
             self.seal_logged = Some(Instant::now());
             tracing::warn!(

@@ -9,10 +9,13 @@
 //! ([`cluster_auth`], [`args`]), and the supervisor's end of the ZeroMQ
 //! connection ([`dispatcher_link`]).
 
+#![warn(unreachable_pub)]
+
 pub mod args;
 pub mod cluster_auth;
 pub mod dispatcher_link;
 pub mod failure;
 pub mod fence;
 pub mod framing;
+pub mod metric;
 pub mod protocol;

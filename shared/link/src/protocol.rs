@@ -123,7 +123,7 @@ pub struct CrawlPolicy {
     /// Fetches a child runs at once (across its domains).
     pub child_concurrency: u32,
     /// Let children connect to internal addresses (loopback, private,
-    /// link-local, ...; see [`shared::address_policy`]). Off by default: a
+    /// link-local, ...; see the child's `address_policy`). Off by default: a
     /// page must not make the crawler request the operator's own network.
     pub allow_private_networks: bool,
     /// Store the bodies of responses that are not HTML (PDFs, images,

@@ -4,7 +4,8 @@
 use clap::Args;
 use shared::cli::ChildSettings;
 
-/// Where the two stores live.
+/// Where the two stores live. Global: a tool with subcommands (`pages`)
+/// takes them after its verb too, as its users type them.
 #[derive(Debug, Clone, Args)]
 pub struct StoreArgs {
     /// Primary MongoDB: seeds, frontier, pages.
@@ -12,20 +13,26 @@ pub struct StoreArgs {
     /// command line, where `ps` shows it to every user of the machine.
     #[arg(
         long,
+        global = true,
         env = "CRAWLER_MONGO_URI",
         default_value = "mongodb://127.0.0.1:27017",
         hide_env_values = true
     )]
     pub mongo_uri: String,
     /// Database name in the primary store.
-    #[arg(long, env = "CRAWLER_DB", default_value = "crawler")]
+    #[arg(long, global = true, env = "CRAWLER_DB", default_value = "crawler")]
     pub db: String,
     /// Second store (robots.txt, per-domain last-crawled times); defaults to
     /// the primary server.
-    #[arg(long, env = "CRAWLER_ROBOTS_URI", hide_env_values = true)]
+    #[arg(long, global = true, env = "CRAWLER_ROBOTS_URI", hide_env_values = true)]
     pub robots_uri: Option<String>,
     /// Database name in the second store.
-    #[arg(long, env = "CRAWLER_ROBOTS_DB", default_value = "crawler_robots")]
+    #[arg(
+        long,
+        global = true,
+        env = "CRAWLER_ROBOTS_DB",
+        default_value = "crawler_robots"
+    )]
     pub robots_db: String,
 }
 

@@ -3,11 +3,9 @@
 //! Pages of the same sites share most of their markup (head, navigation,
 //! footer, scripts), which zstd cannot exploit one 18 KB page at a time. A
 //! dictionary trained on a child's first pages (its sites are always its
-//! own: domains have one owner) holds that markup once: on the realistic
-//! bench's pages it made bodies 14% smaller at the same compression speed
-//! (5,606 -> 4,800 B), and the store's work per page follows its bytes
-//! (about 33 µs of nx-27017 CPU per KB; on mongod, bytes journaled, cached
-//! and written).
+//! own: domains have one owner) holds that markup once: bodies are
+//! smaller at the same compression speed, and the store's work per page
+//! follows its bytes (on mongod, bytes journaled, cached and written).
 //!
 //! A dictionary is stored in the primary store (`body_dicts`, keyed by a
 //! random id) before any page uses it, and a page names it in `body_dict`,

@@ -11,8 +11,7 @@
 //! A head is one string (binary when a header value is not UTF-8, see
 //! [`Head`]) rather than an array of pairs: the same bytes, but two
 //! elements instead of a few dozen, and a store's work per document grows
-//! with its elements (on nx-27017, arrays of pairs cost 0.06 ms of store
-//! CPU a page).
+//! with its elements.
 //!
 //! Bodies are kept after HTTP content decoding; reqwest then drops
 //! `Content-Encoding` and `Content-Length` from the headers it hands over,

@@ -15,11 +15,14 @@
 //! support are used: no `list_collections`, no index names but those the
 //! store lists, no transactions, no `bulkWrite` command.
 
+#![warn(unreachable_pub)]
+
 pub mod args;
 pub mod body_dict;
 pub mod crawl_id;
 pub mod docs;
 pub mod exchange;
+pub mod metric;
 pub mod page_body;
 pub mod page_links;
 pub mod sharding;
@@ -115,27 +118,23 @@ impl Stores {
     /// Why `state` is in the queue index although it changes when a URL is
     /// finished: start-up groups the queued URLs by domain
     /// (`dispatcher/src/resume.rs`), and only an index holding the state
-    /// answers that without reading every document. At 10 million stored
-    /// URLs on nx-27017 the grouping took 70 s on `{domain, seq}` (SQLite
-    /// fetched each document from the index to test its state) and 1.4–2.2
-    /// s on `{domain, seq, state}`. A window read no longer fetches the
-    /// finished entries in its range either. The price is on mongod: a
-    /// finished URL moves its key in this index (a delete and an insert).
-    /// On nx-27017 every index on the document is rewritten by any update
-    /// anyway. `{domain, seq}` stays a prefix, so the sort by it, the
-    /// seen-set's pages and the shard key use the same index.
+    /// answers that without reading every document (an order of magnitude
+    /// faster at 10 million stored URLs), and a window read skips the
+    /// finished entries in its range. The price is on mongod: a finished
+    /// URL moves its key in this index (a delete and an insert); nx-27017
+    /// rewrites every index of a document on any update anyway.
+    /// `{domain, seq}` stays a prefix, so the sort by it, the seen-set's
+    /// pages and the shard key use the same index.
     ///
-    /// The queue index before was `{domain, seq}`: a store made then has it
+    /// A store whose queue index is the older `{domain, seq}` has it
     /// dropped here, once the new one is built (building it on a big
-    /// frontier takes a while, once: 27 s at 10 million URLs in SQLite).
-    /// A refusal is logged and the crawl goes on with both.
+    /// frontier takes a while, once). A refusal is logged and the crawl
+    /// goes on with both.
     ///
-    /// The frontier had a `{state, domain}` index and `pages` one on
-    /// `crawl_id` that no query used: dropping them made a URL's two
-    /// frontier writes 0.022 ms of nx-27017's CPU cheaper (0.126 -> 0.104
-    /// ms), and on mongod they were a B-tree insert per URL and per page,
-    /// and a delete and insert per state change. Stores made before keep
-    /// them until dropped by hand.
+    /// No other index is made: an index no query uses costs a B-tree
+    /// insert per URL and per page and a delete and insert per state
+    /// change. Indexes an older store has (`{state, domain}` on the
+    /// frontier, `crawl_id` on pages) stay until dropped by hand.
     pub async fn ensure_indexes(&self) -> anyhow::Result<()> {
         let idx = |keys: Document| {
             IndexModel::builder()
@@ -221,8 +220,8 @@ impl Stores {
 }
 
 /// Documents per cursor batch of a long read (the server still caps a
-/// batch at 16 MiB). Without it nx-27017 answers 101 at a time: 300,000
-/// stored URLs took 18 s to read that way, 7 s in batches of 8,192.
+/// batch at 16 MiB). Without it a server answers 101 at a time, a round
+/// trip per hundred documents of a read of millions.
 pub const READ_BATCH: u32 = 8192;
 
 /// Reads every document `find` returns on `coll`, decoding each on its own:
@@ -355,7 +354,7 @@ impl Backoff {
 
     /// [`Backoff::wait`] for an error already put in words.
     pub async fn note(&mut self, what: &str, why: &str) {
-        metrics::counter!("crawler_store_errors_total").increment(1);
+        crate::metric::STORE_ERRORS.get().increment(1);
         tracing::warn!(retry_in = ?self.0, error = %why, "{what} failed; retrying");
         tokio::time::sleep(self.0).await;
         self.0 = (self.0 * 2).min(Duration::from_secs(10));

@@ -3,12 +3,11 @@
 //! newline), stored as binary.
 //!
 //! Why not an array of strings: the store decodes every element of a
-//! document it takes. On nx-27017 (in Python) an array of 30 links cost
-//! more store CPU per page than the `update` marking a URL done that the
-//! links replace (realistic bench: 0.382 ms of store CPU per page against
-//! 0.33), and the links were 880 of the page's 6,350 bytes; compressed in
-//! one field they are about a quarter of that and one element. On mongod
-//! a binary field is also cheaper to validate and store than 30 strings.
+//! document it takes, so an array of 30 links cost more store CPU per page
+//! than a whole extra write, and the links were a seventh of the page's
+//! bytes; compressed in one field they are about a quarter of that and
+//! one element. On mongod a binary field is also cheaper to validate and
+//! store than 30 strings.
 //! [`unpack`] reads them back (the `pages` exports do not show them yet).
 
 use bson::spec::BinarySubtype;

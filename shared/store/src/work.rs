@@ -100,9 +100,13 @@ fn observe(event: &CommandEvent) {
             add(&t.commands, cell, 1);
             let written = written_documents(&e.command_name, &e.command);
             add(&t.documents, cell, written);
-            metrics::counter!("crawler_store_commands_total", "collection" => collection_of(cell), "command" => command_of(cell)).increment(1);
+            crate::metric::STORE_COMMANDS
+                .at([collection_of(cell), command_of(cell)])
+                .increment(1);
             if written > 0 {
-                metrics::counter!("crawler_store_documents_total", "collection" => collection_of(cell), "command" => command_of(cell)).increment(written);
+                crate::metric::STORE_DOCUMENTS
+                    .at([collection_of(cell), command_of(cell)])
+                    .increment(written);
             }
             if let Ok(mut pending) = t.pending.lock() {
                 if pending.len() < MAX_PENDING {
@@ -118,7 +122,9 @@ fn observe(event: &CommandEvent) {
             let read = returned_documents(command_of(cell), &e.reply);
             if read > 0 {
                 add(&t.documents, cell, read);
-                metrics::counter!("crawler_store_documents_total", "collection" => collection_of(cell), "command" => command_of(cell)).increment(read);
+                crate::metric::STORE_DOCUMENTS
+                    .at([collection_of(cell), command_of(cell)])
+                    .increment(read);
             }
         }
         CommandEvent::Failed(e) => {

@@ -12,7 +12,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use crawl_tests::web::{SyntheticWeb, WebSpec};
-use shared::extract::{extract, ExtractOptions};
+use crawler_child::extract::{extract, ExtractOptions};
 use store::docs::PageDoc;
 use url::Url;
 

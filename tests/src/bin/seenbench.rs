@@ -1,4 +1,4 @@
-//! `seenbench`: the dispatcher's seen-set (`shared::hash_set48`) against
+//! `seenbench`: the dispatcher's seen-set (`dispatcher::hash_set48`) against
 //! the `HashSet<u64>` it replaced, at the sizes of a big crawl: memory a
 //! URL (what the process gained, at its peak and at the end) and the time
 //! of an insert and of a look-up. One set a run, so the figures are that
@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
-use shared::hash_set48::HashSet48;
+use dispatcher::hash_set48::HashSet48;
 
 /// The allocator the dispatcher runs with, so the figures are its.
 #[global_allocator]
@@ -19,7 +19,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Set {
-    /// `shared::hash_set48::HashSet48`.
+    /// `dispatcher::hash_set48::HashSet48`.
     Hash48,
     /// `HashSet<u64, ahash::RandomState>`, the seen-set before it.
     Std,

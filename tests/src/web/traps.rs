@@ -819,7 +819,7 @@ mod tests {
 
     #[test]
     fn big_site_is_reachable_tiny_and_bounded() {
-        const { assert!(BIG_SITE_PAGES > shared::limits::DEFAULT_MAX_PAGES_PER_DOMAIN as usize) };
+        const { assert!(BIG_SITE_PAGES > dispatcher::limits::DEFAULT_MAX_PAGES_PER_DOMAIN as usize) };
         let st = TrapState::default();
         let mut seen = HashSet::from(["/".to_string()]);
         let mut queue = VecDeque::from([("/".to_string(), 0)]);

@@ -25,9 +25,9 @@ use std::collections::HashSet;
 
 use url::Url;
 
-use crate::canonical::Canonicalizer;
-use crate::urls::{self, Rejected};
 use entities::Context;
+use shared::canonical::Canonicalizer;
+use shared::urls::{self, Rejected};
 
 /// Longest title/description we keep; pages sometimes stuff megabytes in.
 const MAX_TEXT: usize = 1024;
@@ -41,7 +41,7 @@ pub struct ExtractOptions<'a> {
     /// can carry hundreds of thousands of links; each becomes an absolute
     /// URL of up to 2 KiB, so the cap bounds what one page costs.
     pub max_links: usize,
-    /// Makes each resolved link canonical (see [`crate::canonical`]) before
+    /// Makes each resolved link canonical (see [`shared::canonical`]) before
     /// links are de-duplicated; `None` keeps them as resolved.
     pub canonical: Option<&'a Canonicalizer>,
 }
@@ -308,7 +308,7 @@ mod tests {
     fn links_are_made_canonical_before_they_are_deduplicated() {
         let html = br#"<a href="/p?sid=1&id=7">1</a><a href="/p?id=7&sid=2&utm_source=x">2</a>
             <a href="/q">q</a>"#;
-        let rules = crate::canonical::CanonicalRules::default().compile().unwrap();
+        let rules = shared::canonical::CanonicalRules::default().compile().unwrap();
         let f = extract(
             html,
             &page(),

@@ -37,7 +37,7 @@ impl HostOverrides {
         Ok(o)
     }
 
-    pub fn add_hosts_text(&mut self, text: &str) -> anyhow::Result<()> {
+    pub(crate) fn add_hosts_text(&mut self, text: &str) -> anyhow::Result<()> {
         for (n, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or_default();
             let mut words = line.split_whitespace();
@@ -52,7 +52,7 @@ impl HostOverrides {
         Ok(())
     }
 
-    pub fn insert(&mut self, host: &str, addr: IpAddr) {
+    pub(crate) fn insert(&mut self, host: &str, addr: IpAddr) {
         let host = host.to_ascii_lowercase();
         if let Some(suffix) = host.strip_prefix('*') {
             self.wildcard.push((suffix.to_string(), addr));
@@ -62,7 +62,7 @@ impl HostOverrides {
         }
     }
 
-    pub fn lookup(&self, host: &str) -> Option<IpAddr> {
+    pub(crate) fn lookup(&self, host: &str) -> Option<IpAddr> {
         let host = host.to_ascii_lowercase();
         if let Some(addr) = self.exact.get(&host) {
             return Some(*addr);
@@ -71,10 +71,6 @@ impl HostOverrides {
             .iter()
             .find(|(suffix, _)| host.ends_with(suffix.as_str()))
             .map(|(_, addr)| *addr)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.exact.is_empty() && self.wildcard.is_empty()
     }
 }
 

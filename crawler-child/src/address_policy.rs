@@ -22,7 +22,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 /// The special-purpose block an address belongs to, named for a failure
 /// message (`"loopback 127.0.0.0/8"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Range {
+pub(crate) struct Range {
     pub name: &'static str,
     pub cidr: &'static str,
 }
@@ -111,7 +111,7 @@ const V6_BLOCKED: &[([u16; 8], u32, &str, &str)] = &[
 
 /// The block that makes `ip` off limits, or `None` for an address a
 /// crawler may connect to.
-pub fn blocked_range(ip: IpAddr) -> Option<Range> {
+pub(crate) fn blocked_range(ip: IpAddr) -> Option<Range> {
     match ip {
         IpAddr::V4(v4) => blocked_v4(v4),
         IpAddr::V6(v6) => blocked_v6(v6),
@@ -204,14 +204,14 @@ fn prefix_matches(addr: u128, net: u128, len: u32, width: u32) -> bool {
 /// The address rule of one crawl: refuse internal addresses unless the
 /// operator allowed them (`--allow-private-networks`, for an intranet crawl).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct AddressPolicy {
+pub(crate) struct AddressPolicy {
     pub allow_private_networks: bool,
 }
 
 impl AddressPolicy {
     /// `Err` when `ip` may not be dialled; `host` is the name it came from
     /// (for the message), or the literal itself.
-    pub fn check(&self, host: &str, ip: IpAddr) -> Result<(), BlockedAddress> {
+    pub(crate) fn check(&self, host: &str, ip: IpAddr) -> Result<(), BlockedAddress> {
         if self.allow_private_networks {
             return Ok(());
         }
@@ -233,7 +233,7 @@ impl AddressPolicy {
     "refused to connect to {host} ({ip}): {range} is an internal address \
      (--allow-private-networks allows it)"
 )]
-pub struct BlockedAddress {
+pub(crate) struct BlockedAddress {
     pub host: String,
     pub ip: IpAddr,
     pub range: Range,

@@ -1,0 +1,126 @@
+//! The metric families a crawler child emits.
+
+use shared::metric::{Counter, Described, Gauge};
+
+pub(crate) const BLOCKED_REQUESTS: Counter<1> = Counter::new(
+    "crawler_blocked_requests_total",
+    "Requests refused because their host is or resolves only to an internal address (loopback, private, link-local, ...) and --allow-private-networks is off, by how the address was found (ip_literal, dns).",
+    ["via"],
+);
+
+pub(crate) const CHILD_PENDING: Gauge = Gauge::new(
+    "crawler_child_pending",
+    "URLs this child received and has not handed on.",
+    [],
+);
+
+pub(crate) const DISALLOWED: Counter = Counter::new(
+    "crawler_disallowed_total",
+    "URLs not fetched because robots.txt disallows them.",
+    [],
+);
+
+pub(crate) const FETCH_FAILURES: Counter<1> = Counter::new(
+    "crawler_fetch_failures_total",
+    "URLs that ended without a page, by kind of failure (timeout, robots unavailable, throttled, ...).",
+    ["kind"],
+);
+
+pub(crate) const FETCH_SLOTS: Gauge = Gauge::new(
+    "crawler_fetch_slots",
+    "Fetches a child may have in progress at once (its share of --child-concurrency), set once a second.",
+    [],
+);
+
+pub(crate) const FETCHED_BYTES: Counter = Counter::new(
+    "crawler_fetched_bytes_total",
+    "Body bytes read in HTTP responses to page requests, after decompression.",
+    [],
+);
+
+pub(crate) const FETCHES_ACTIVE: Gauge = Gauge::new(
+    "crawler_fetches_active",
+    "HTTP requests this child has in progress.",
+    [],
+);
+
+pub(crate) const LINKS_DROPPED: Counter<1> = Counter::new(
+    "crawler_links_dropped_total",
+    "Links found on pages and not followed, by reason (a URL rule, or over the per-page cap).",
+    ["reason"],
+);
+
+pub(crate) const PAGES_STORED: Counter =
+    Counter::new("crawler_pages_stored_total", "Pages written to the store.", []);
+
+pub(crate) const PAGES: Counter<1> = Counter::new(
+    "crawler_pages_total",
+    "HTTP responses to page requests (each redirect hop counts), by status class.",
+    ["status"],
+);
+
+pub(crate) const ROBOTS_FETCHES: Counter<1> = Counter::new(
+    "crawler_robots_fetches_total",
+    "robots.txt fetches, by outcome (ok: 2xx, absent: 4xx, unavailable: 5xx or unreachable).",
+    ["outcome"],
+);
+
+pub(crate) const SKIPPED: Counter<1> = Counter::new(
+    "crawler_skipped_total",
+    "Fetched pages recorded but not parsed, by reason (content_type: not HTML).",
+    ["reason"],
+);
+
+pub(crate) const STORE_QUEUE: Gauge = Gauge::new(
+    "crawler_store_queue",
+    "Pages waiting in this child's page writer for their batch write.",
+    [],
+);
+
+pub(crate) const STORE_REJECTED: Counter = Counter::new(
+    "crawler_store_rejected_total",
+    "Pages the store refused to write (reported as failed with store_rejected).",
+    [],
+);
+
+pub(crate) const THROTTLED: Counter<1> = Counter::new(
+    "crawler_throttled_total",
+    "429 and 503 responses after which the domain waits (Retry-After or backoff), by status class.",
+    ["status"],
+);
+
+/// Describes every family a child emits, its own and the store's, so
+/// `/metrics` has a HELP line for each.
+pub(crate) fn describe() {
+    for families in [FAMILIES, store::metric::FAMILIES] {
+        shared::metric::describe(families);
+    }
+    shared::timing::describe();
+}
+
+/// Every family this crate emits, for `/metrics`' HELP lines.
+pub(crate) static FAMILIES: &[&dyn Described] = &[
+    &BLOCKED_REQUESTS,
+    &CHILD_PENDING,
+    &DISALLOWED,
+    &FETCH_FAILURES,
+    &FETCH_SLOTS,
+    &FETCHED_BYTES,
+    &FETCHES_ACTIVE,
+    &LINKS_DROPPED,
+    &PAGES_STORED,
+    &PAGES,
+    &ROBOTS_FETCHES,
+    &SKIPPED,
+    &STORE_QUEUE,
+    &STORE_REJECTED,
+    &THROTTLED,
+];
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn families_are_fit_for_metrics() {
+        shared::metric::check(super::FAMILIES).unwrap();
+    }
+}
