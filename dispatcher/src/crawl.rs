@@ -352,7 +352,7 @@ impl Dispatcher {
                 _ = progress.tick(), if !self.progress_every.is_zero() => {
                     // Output, not a log line: kept plain (no time or level
                     // prefix) for the operator and for scripts that read it.
-                    eprintln!("{}", self.state.progress_line());
+                    shared::live_line::progress(&self.state.progress_line());
                 }
                 _ = monitor_tick.tick(), if !self.monitor_every.is_zero() => {
                     let f = self.state.frontier();
@@ -366,7 +366,10 @@ impl Dispatcher {
                         halted,
                     };
                     // Output, not a log line: `monitor ` and one JSON object.
-                    eprintln!("monitor {}", monitor.report(self.state.stats(), self.state.members(), view));
+                    shared::live_line::line(&format!(
+                        "monitor {}",
+                        monitor.report(self.state.stats(), self.state.members(), view)
+                    ));
                 }
                 Some(cmd) = self.admin.recv() => self.on_admin(cmd).await?,
                 msg = next_scan(&mut self.seen_scan), if self.seen_scan.is_some() => {

@@ -52,7 +52,7 @@ impl ObsArgs {
 
     pub fn timing_config(&self, role: &str) -> TimingConfig {
         let path = self.timing_log.as_ref().map(|p| {
-            if p.is_dir() || p.as_os_str().to_string_lossy().ends_with('/') {
+            if names_a_dir(p) {
                 p.join(format!("{role}-{}.jsonl", std::process::id()))
             } else {
                 p.clone()
@@ -80,7 +80,7 @@ impl ObsArgs {
             .collect();
         if let Some(p) = &self.timing_log {
             // Children share the directory; each writes its own file.
-            let dir = if p.is_dir() {
+            let dir = if names_a_dir(p) {
                 p.clone()
             } else {
                 p.parent().map(PathBuf::from).unwrap_or_default()
@@ -99,6 +99,13 @@ impl ObsArgs {
     }
 }
 
+/// Whether `--timing-log` names a directory: one that exists, or a path
+/// ending in `/`, which the first process to open its log creates (so a
+/// process must not judge by what exists when it starts).
+fn names_a_dir(p: &std::path::Path) -> bool {
+    p.is_dir() || p.as_os_str().to_string_lossy().ends_with('/')
+}
+
 pub fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: buf is valid for its length; gethostname NUL-terminates on success.
@@ -108,4 +115,30 @@ pub fn hostname() -> String {
     }
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        obs: ObsArgs,
+    }
+
+    #[test]
+    fn children_log_into_the_directory_even_before_it_exists() {
+        let dir = std::env::temp_dir().join(format!("timing-not-yet-{}/", std::process::id()));
+        let cli = Cli::parse_from(["x", "--timing-log", dir.to_str().expect("utf-8")]);
+        let args = cli.obs.to_child().args;
+        let at = args
+            .iter()
+            .position(|a| a == "--timing-log")
+            .expect("--timing-log passed on");
+        assert_eq!(args.get(at + 1).map(String::as_str), dir.to_str());
+        let own = cli.obs.timing_config("supervisor").path.expect("a path");
+        assert!(own.starts_with(&dir), "{own:?} not in {dir:?}");
+    }
 }

@@ -12,6 +12,7 @@ pub mod alloc;
 pub mod canonical;
 pub mod cli;
 pub mod http_client;
+pub mod live_line;
 pub mod logging;
 pub mod metric;
 pub mod shutdown;

@@ -21,6 +21,7 @@
 //! (role `crawler-child`) appear among the supervisor's.
 
 use std::fmt::{self, Write as _};
+use std::io::IsTerminal;
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
@@ -66,8 +67,15 @@ pub fn init(role: &str) {
     let filter = EnvFilter::builder()
         .with_default_directive(LevelFilter::INFO.into())
         .from_env_lossy();
-    let subscriber = subscriber(role, format.unwrap_or(Format::Text), filter, std::io::stderr);
-    if tracing::subscriber::set_global_default(subscriber).is_err() {
+    let lines = format.unwrap_or(Format::Text);
+    // On a terminal, log lines go above the live progress line (see
+    // `live_line`); elsewhere straight to stderr.
+    let installed = if std::io::stderr().is_terminal() {
+        tracing::subscriber::set_global_default(subscriber(role, lines, filter, crate::live_line::AboveLive))
+    } else {
+        tracing::subscriber::set_global_default(subscriber(role, lines, filter, std::io::stderr))
+    };
+    if installed.is_err() {
         return;
     }
     if format.is_none() {

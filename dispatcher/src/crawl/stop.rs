@@ -29,6 +29,8 @@ impl Dispatcher {
         signalled: bool,
         inbox: &mut mpsc::Receiver<(Bytes, Bytes)>,
     ) -> anyhow::Result<()> {
+        // The summary and the last log lines start below the progress line.
+        shared::live_line::finish();
         let finish_reason = self.state.finish_reason(signalled);
         self.flush_beating().await;
         let live = self.state.stop();
