@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use link::protocol::WorkItem;
 
-use super::{Frontier, Lease, Stored, SupId};
+use super::{Frontier, Stored, SupId};
 
 /// What [`Frontier::adopt`] did with a supervisor's held URLs.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -52,22 +52,22 @@ impl Frontier {
         same_supervisor: impl Fn(SupId) -> bool,
     ) -> Adoption {
         let mut report = Adoption::default();
-        let expires_ms = now_ms.saturating_add(self.lease_ms);
+        let expires_ms = self.leases.expiry(now_ms);
         // Unknown leases, by domain: one pass over each queue, not one per URL.
         let mut wanted: HashMap<u32, HashMap<String, u64>> = HashMap::new();
         for item in items {
-            match self.leases.get(&item.lease).map(|l| l.sup) {
+            match self.leases.holder(item.lease) {
                 Some(holder) if holder == sup => report.adopted += 1,
                 Some(holder) if same_supervisor(holder) => {
-                    self.transfer(item.lease, holder, sup, expires_ms);
+                    self.transfer(item.lease, sup, expires_ms);
                     report.adopted += 1;
                 }
                 Some(_) => report.refused += 1,
                 None if self.adopt_unanswered(sup, item.lease, &item.url, expires_ms) => report.adopted += 1,
                 None => {
                     let domain = shared::urls::parse(&item.url).map(|u| shared::urls::domain_of(&u));
-                    let id = domain.ok().and_then(|d| self.domain_ids.get(&d, &self.domains));
-                    // Lease ids near the top could overflow `next_lease`.
+                    let id = domain.ok().and_then(|d| self.domains.find(&d));
+                    // Lease ids near the top could overflow the next lease id.
                     match id {
                         Some(id) if item.lease < u64::MAX / 2 => {
                             wanted.entry(id).or_default().insert(item.url, item.lease);
@@ -78,18 +78,9 @@ impl Frontier {
             }
         }
         for (id, mut urls) in wanted {
-            let mut found = Vec::new();
-            let d = &mut self.domains[id as usize];
-            let before = d.queue.len();
-            d.queue.retain(|q| match urls.remove(&q.url) {
-                Some(lease) => {
-                    found.push((lease, q.url.clone(), q.depth));
-                    false
-                }
-                None => true,
-            });
-            self.queued -= before - d.queue.len();
-            if d.spilled > 0 {
+            let d = &mut self.domains[id];
+            let found = self.windows.take_held(&mut d.window, &mut urls);
+            if d.window.has_stored() {
                 report
                     .look_up
                     .extend(urls.into_iter().map(|(url, lease)| (lease, url)));
@@ -122,32 +113,20 @@ impl Frontier {
         now_ms: u64,
     ) -> Adoption {
         let mut report = Adoption::default();
-        let expires_ms = now_ms.saturating_add(self.lease_ms);
-        let live = self.sups.get(sup).is_some_and(|s| s.live);
+        let expires_ms = self.leases.expiry(now_ms);
+        let live = self.owners.is_live(sup);
         let n = found.len();
         for (lease, u) in found {
             let domain = shared::urls::parse(&u.url).map(|p| shared::urls::domain_of(&p));
-            let id = domain.ok().and_then(|d| self.domain_ids.get(&d, &self.domains));
-            let Some(id) = id.filter(|_| live && !self.leases.contains_key(&lease) && lease < u64::MAX / 2)
-            else {
+            let id = domain.ok().and_then(|d| self.domains.find(&d));
+            let Some(id) = id.filter(|_| live && !self.leases.is_out(lease) && lease < u64::MAX / 2) else {
                 report.refused += 1;
                 continue;
             };
-            let d = &mut self.domains[id as usize];
-            let depth = if u.seq > d.cursor && d.spilled > 0 && !d.taken.contains(u.seq) {
-                // Still only in the store: a later read skips it.
-                d.taken.push(u.seq);
-                d.spilled -= 1;
-                self.spilled_total -= 1;
-                u.depth
-            } else if let Some(i) = d.queue.iter().position(|q| q.url == u.url) {
-                // Read into the window meanwhile.
-                d.queue.remove(i).map_or(u.depth, |q| q.depth)
-            } else {
+            let Some(depth) = self.windows.take_stored(&mut self.domains[id].window, &u) else {
                 report.refused += 1;
                 continue;
             };
-            self.queued -= 1;
             self.give_domain(id, sup);
             self.lease_adopted(id, sup, lease, u.url, depth, expires_ms);
             report.adopted += 1;
@@ -158,61 +137,37 @@ impl Frontier {
     }
 
     /// Records an adopted lease of domain `id` at `sup`.
-    pub(super) fn lease_adopted(
-        &mut self,
-        id: u32,
-        sup: SupId,
-        lease: u64,
-        url: String,
-        depth: u16,
-        expires_ms: u64,
-    ) {
-        self.domains[id as usize].in_flight += 1;
-        self.sups[sup].held += 1;
-        // New leases must not collide with adopted ones.
-        self.next_lease = self.next_lease.max(lease.saturating_add(1));
-        self.leases.insert(
-            lease,
-            Lease {
-                url,
-                depth,
-                sup,
-                expires_ms,
-                domain_id: id,
-            },
-        );
+    fn lease_adopted(&mut self, id: u32, sup: SupId, lease: u64, url: String, depth: u16, expires_ms: u64) {
+        let in_flight = &mut self.domains[id].in_flight;
+        self.leases
+            .adopt(sup, lease, id, in_flight, url, depth, expires_ms);
     }
 
-    /// Moves `lease` from supervisor `from` to `to` (the same supervisor on
-    /// a new connection), with its domain if `from` owned it.
-    fn transfer(&mut self, lease: u64, from: SupId, to: SupId, expires_ms: u64) {
-        let Some(l) = self.leases.get_mut(&lease) else {
+    /// Moves `lease` to `to` (the same supervisor on a new connection),
+    /// with its domain if the lease's former holder owned it.
+    fn transfer(&mut self, lease: u64, to: SupId, expires_ms: u64) {
+        let Some((from, id)) = self.leases.transfer(lease, to, expires_ms) else {
             return;
         };
-        l.sup = to;
-        l.expires_ms = l.expires_ms.max(expires_ms);
-        let id = l.domain_id;
-        self.release_credit(from);
-        self.sups[to].held += 1;
-        if self.domains[id as usize].owner == Some(from) {
-            let d = &mut self.domains[id as usize];
-            d.owner = Some(to);
-            d.in_ready = false;
-            self.sups[from].domains = self.sups[from].domains.saturating_sub(1);
-            self.sups[to].domains += 1;
+        if self.owners.transfer(&mut self.domains[id].owner, from, to) {
             self.make_ready(id);
         }
     }
 
     /// Makes `sup` the owner of domain `id` unless a live supervisor owns it.
-    pub(super) fn give_domain(&mut self, id: u32, sup: SupId) {
-        let owner = self.domains[id as usize].owner;
-        if owner == Some(sup) || owner.is_some_and(|o| self.sups[o].live) {
-            return;
-        }
-        let d = &mut self.domains[id as usize];
-        d.owner = Some(sup);
-        d.in_ready = false;
-        self.sups[sup].domains += 1;
+    fn give_domain(&mut self, id: u32, sup: SupId) {
+        self.owners.give(&mut self.domains[id].owner, sup);
+    }
+
+    /// A rejoining supervisor holds `lease` for `url`, which ended without
+    /// its result (see `unanswered`): leased to it again under the same
+    /// id. Whether it was.
+    fn adopt_unanswered(&mut self, sup: SupId, lease: u64, url: &str, expires_ms: u64) -> bool {
+        let Some(id) = self.leases.readopt(sup, lease, url, expires_ms) else {
+            return false;
+        };
+        self.give_domain(id, sup);
+        self.window_changed(id);
+        true
     }
 }

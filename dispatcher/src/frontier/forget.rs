@@ -13,91 +13,65 @@
 //! finished entries.
 //!
 //! A domain is forgotten only after a whole sweep period with no result
-//! (`DomainQ::recent`), so at least that long after its last fetch ended.
-//! Then it may get another owner, whose child reads the domain's
-//! last-crawled time from the second store. The period is never shorter
-//! than the longest gap a child keeps between two requests to a domain,
-//! plus 2 s (`--forget-idle-domains-ms`): the old child has written the
-//! time by then, and the domain's pace holds across owners.
+//! (its record's `recent` mark, see `domains`), so at least that long
+//! after its last fetch ended. Then it may get another owner, whose child
+//! reads the domain's last-crawled time from the second store. The period
+//! is never shorter than the longest gap a child keeps between two
+//! requests to a domain, plus 2 s (`--forget-idle-domains-ms`): the old
+//! child has written the time by then, and the domain's pace holds across
+//! owners.
+//!
+//! Which records are free is `domains`' to keep; what counts as nothing
+//! left is every part's, asked here.
 
-use super::{DomainQ, Frontier, RefillState};
-
-/// How often the domains are swept (a pass over every domain held) unless
-/// [`Frontier::with_forgetting`] says otherwise.
-pub(super) const DEFAULT_EVERY_MS: u64 = 60_000;
-
-impl DomainQ {
-    /// Nothing queued, read, out, blocked or waiting for the writer's word,
-    /// and no result since the last sweep.
-    fn is_forgettable(&self) -> bool {
-        self.queue.is_empty()
-            && self.spilled == 0
-            && self.in_flight == 0
-            && self.refill == RefillState::Idle
-            && self.taken.is_empty()
-            && self.unverified.is_empty()
-            && self.blocked_until == 0
-            && !self.in_ready
-            && !self.recent
-    }
-}
+use super::Frontier;
 
 impl Frontier {
     /// Sweeps every `every_ms`: a domain is forgotten between one and two
     /// periods after its last result.
     pub(crate) fn with_forgetting(mut self, every_ms: u64) -> Frontier {
-        self.forget_every_ms = every_ms.max(1);
+        self.domains.sweep_every(every_ms);
         self
     }
 
     /// Once a period: forgets the domains with nothing left.
     pub(crate) fn forget_idle(&mut self, now_ms: u64) {
-        if now_ms < self.next_forget_ms {
-            return;
+        if self.domains.sweep_due(now_ms) {
+            self.sweep();
         }
-        self.next_forget_ms = now_ms.saturating_add(self.forget_every_ms);
-        self.sweep();
     }
 
     /// Domains forgotten so far.
     pub(crate) fn forgotten(&self) -> u64 {
-        self.forgotten
+        self.domains.forgotten()
     }
 
-    /// Forgets the domains with nothing left and no result since the last
-    /// sweep, and clears the mark of those with one. How many were
-    /// forgotten.
+    /// Forgets the domains with nothing left (nothing queued, read, out,
+    /// blocked, parked, moving or waiting for the writer's word) and no
+    /// result since the last sweep, and clears the mark of those with
+    /// one. How many were forgotten.
     pub(super) fn sweep(&mut self) -> usize {
-        let mut gone = Vec::new();
-        let moving = &self.moving;
-        for (id, d) in self.domains.iter_mut().enumerate() {
-            // A free slot has no name (a URL's host is never empty).
-            if !d.name.is_empty() && d.is_forgettable() && !moving.contains_key(&(id as u32)) {
-                gone.push(id as u32);
-            }
-            d.recent = false;
+        let moves = &self.moves;
+        let gone = self.domains.sweep(|id, d| {
+            d.window.is_empty()
+                && d.in_flight.get() == 0
+                && !d.block.is_blocked()
+                && !d.owner.in_ready()
+                && !d.slot.is_parked()
+                && !moves.is_moving(id)
+        });
+        for (_, d) in &gone {
+            self.owners.forget(&d.owner);
         }
-        for &id in &gone {
-            self.domain_ids.remove(id, &self.domains);
-            let d = std::mem::replace(&mut self.domains[id as usize], DomainQ::new(""));
-            if let Some(s) = d.owner.and_then(|s| self.sups.get_mut(s)) {
-                s.domains = s.domains.saturating_sub(1);
-            }
-            self.free.push(id);
-        }
-        self.forgotten += gone.len() as u64;
-        // Domains waiting for an owner (none live, or not assigning yet)
-        // may be forgotten: their entries must not name a reused slot.
-        if !gone.is_empty() && !self.unassigned.is_empty() {
-            self.unassigned.retain(|id| gone.binary_search(id).is_err());
-        }
-        self.domain_ids.shrink(&self.domains);
+        let ids: Vec<u32> = gone.iter().map(|(id, _)| *id).collect();
+        self.owners.forgotten(&ids);
         gone.len()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::domains::DEFAULT_SWEEP_MS;
     use super::super::{ReadPage, Stored};
     use super::*;
 
@@ -140,16 +114,16 @@ mod tests {
         // Results since the last sweep: kept through this one...
         assert_eq!(f.sweep(), 0);
         assert_eq!(f.domain_count(), 3);
-        assert_eq!(f.sups[s].domains, 3);
+        assert_eq!(f.domains_of(s), 3);
         // ...and forgotten at the next.
         assert_eq!(f.sweep(), 3);
         assert_eq!(f.domain_count(), 0);
-        assert_eq!(f.sups[s].domains, 0);
+        assert_eq!(f.domains_of(s), 0);
         assert!(f.is_idle());
         // A new domain takes a freed slot; "a" met again starts afresh.
         f.push("http://d/1".into(), "d", 0);
         f.push("http://a/3".into(), "a", 0);
-        assert_eq!(f.domains.len(), 3);
+        assert_eq!(f.domains.slots(), 3);
         assert_eq!(f.domain_count(), 2);
         let mut again = crawl_all(&mut f, s);
         again.sort();
@@ -226,9 +200,9 @@ mod tests {
         f.push("http://a/1".into(), "a", 0);
         crawl_all(&mut f, s);
         f.forget_idle(1_000);
-        f.forget_idle(1_000 + DEFAULT_EVERY_MS - 1);
+        f.forget_idle(1_000 + DEFAULT_SWEEP_MS - 1);
         assert_eq!(f.domain_count(), 1);
-        f.forget_idle(1_000 + DEFAULT_EVERY_MS);
+        f.forget_idle(1_000 + DEFAULT_SWEEP_MS);
         assert_eq!((f.domain_count(), f.forgotten()), (0, 1));
         // Another period: the first sweep clears the mark of the result,
         // the next (a period later) forgets.

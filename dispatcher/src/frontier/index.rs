@@ -3,12 +3,12 @@
 //! A `HashMap<String, u32>` kept each domain's name twice (in its queue
 //! record and as the key): 24 bytes and a heap block per domain, and a
 //! 32-byte entry. This table holds only the ids (4 bytes an entry) and
-//! compares against the names in the frontier's records, which every
+//! compares against the names in the domains' records, which every
 //! method is given.
 
 use hashbrown::HashTable;
 
-use super::DomainQ;
+use super::domains::DomainQ;
 
 /// One hash for a name, whether looked up or re-hashed as the table grows.
 fn hash(hasher: &ahash::RandomState, name: &str) -> u64 {
@@ -35,21 +35,21 @@ impl DomainIndex {
     /// The id of the domain named `name`.
     pub(super) fn get(&self, name: &str, domains: &[DomainQ]) -> Option<u32> {
         self.table
-            .find(self.hash(name), |&id| &*domains[id as usize].name == name)
+            .find(self.hash(name), |&id| domains[id as usize].name() == name)
             .copied()
     }
 
     /// Indexes `domains[id]` by its name (not indexed yet).
     pub(super) fn insert(&mut self, id: u32, domains: &[DomainQ]) {
-        let hash = self.hash(&domains[id as usize].name);
+        let hash = self.hash(domains[id as usize].name());
         let hasher = &self.hasher;
         self.table
-            .insert_unique(hash, id, |&i| self::hash(hasher, &domains[i as usize].name));
+            .insert_unique(hash, id, |&i| self::hash(hasher, domains[i as usize].name()));
     }
 
     /// Drops `domains[id]` from the index (before its record goes).
     pub(super) fn remove(&mut self, id: u32, domains: &[DomainQ]) {
-        let hash = self.hash(&domains[id as usize].name);
+        let hash = self.hash(domains[id as usize].name());
         if let Ok(entry) = self.table.find_entry(hash, |&i| i == id) {
             entry.remove();
         }
@@ -65,7 +65,7 @@ impl DomainIndex {
         if self.table.capacity() > 4 * self.table.len() + 64 {
             let hasher = &self.hasher;
             self.table
-                .shrink_to_fit(|&i| hash(hasher, &domains[i as usize].name));
+                .shrink_to_fit(|&i| hash(hasher, domains[i as usize].name()));
         }
     }
 

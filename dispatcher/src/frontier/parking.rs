@@ -31,182 +31,174 @@
 
 use std::collections::VecDeque;
 
-use super::{DomainQ, Frontier, RefillState};
+use super::domains::Domains;
 
 /// The fewest domains that may hold a window at once, whatever the budget:
 /// enough to keep many nodes' children busy on domains crawled each at
 /// its own polite pace.
 pub(super) const MIN_ACTIVE: usize = 1_024;
 
-impl Frontier {
-    /// The most domains that may hold a window while memory is at the
-    /// budget: the budget over the smallest window (see `window_now`).
-    pub(super) fn active_bound(&self) -> usize {
-        if self.window == usize::MAX {
-            return usize::MAX;
+/// One domain's place in the slots. Written only by [`Slots`], which
+/// counts and lists what it says.
+pub(super) struct Slot {
+    /// The domain holds a slot: a window in memory, or a read of one.
+    active: bool,
+    /// The domain waits for a slot (listed in [`Slots::parked`]).
+    parked: bool,
+}
+
+impl Slot {
+    pub(super) fn new() -> Slot {
+        Slot {
+            active: false,
+            parked: false,
         }
-        let floor = 2 * self.max_inflight_per_domain as usize;
-        (self.budget / floor).max(MIN_ACTIVE)
     }
 
-    /// Bounds the domains holding a window to `n` once memory is at the
-    /// budget, whatever the budget (0: the budget over the smallest
-    /// window). Call after [`Frontier::with_window`].
-    pub(crate) fn with_active_bound(mut self, n: usize) -> Frontier {
+    /// The domain holds a slot.
+    pub(super) fn is_active(&self) -> bool {
+        self.active
+    }
+
+    /// The domain waits for a slot.
+    pub(super) fn is_parked(&self) -> bool {
+        self.parked
+    }
+}
+
+/// The slots: how many domains hold one, the bound, and the domains
+/// waiting for one.
+///
+/// Invariants: `active` is the number of domains whose [`Slot`] is
+/// active, and `parked` lists each domain whose [`Slot`] is parked once,
+/// in the order they parked. Only this type flips a slot, and it moves the
+/// count and the list with it.
+pub(super) struct Slots {
+    /// Domains holding a slot.
+    active: usize,
+    /// The most that may while memory is at the budget.
+    max_active: usize,
+    /// Domains waiting for a slot, longest waiting first.
+    parked: VecDeque<u32>,
+}
+
+impl Slots {
+    /// Unbounded, until [`Slots::bound`].
+    pub(super) fn new() -> Slots {
+        Slots {
+            active: 0,
+            max_active: usize::MAX,
+            parked: VecDeque::new(),
+        }
+    }
+
+    /// The most domains that may hold a window while memory is at the
+    /// budget: the budget over the smallest window (see
+    /// `Windows::window_now`), never under [`MIN_ACTIVE`]; unbounded if
+    /// windows are not.
+    pub(super) fn bound(&mut self, windowed: bool, budget: usize, floor: usize) {
+        self.max_active = if windowed {
+            (budget / floor).max(MIN_ACTIVE)
+        } else {
+            usize::MAX
+        };
+    }
+
+    /// Bounds the domains holding a window to `n` (0: as
+    /// [`Slots::bound`] set it).
+    pub(super) fn bound_to(&mut self, n: usize) {
         if n > 0 {
             self.max_active = n;
         }
-        self
     }
 
-    /// Memory holds `budget` queued URLs or more: windows are bounded, and
-    /// a domain needs a slot to hold one.
-    pub(super) fn short(&self) -> bool {
-        self.queued - self.spilled_total >= self.budget
-    }
-
-    /// Domain `id` may hold a window, or have one read in: it has a slot,
-    /// or one is free. (A URL admitted while memory is under the budget
-    /// goes to its window regardless: see `window_takes`.) Reads are
-    /// bounded even then: a resumed crawl starts with memory empty and
-    /// every domain's queue in the store, and would otherwise read a
-    /// window of each.
-    pub(super) fn may_hold_window(&self, id: u32) -> bool {
-        self.domains[id as usize].active || self.slot_free()
+    /// A domain with slot `s` may hold a window, or have one read in: it
+    /// has a slot, or one is free. `blocked`: the domains paused or halted
+    /// (see [`Slots::slot_free`]).
+    pub(super) fn may_hold(&self, s: &Slot, blocked: usize) -> bool {
+        s.active || self.slot_free(blocked)
     }
 
     /// Fewer domains hold a slot than the bound. Paused and halted domains
     /// (few) are not counted against it: their windows do not drain, and
     /// the domains parked behind them must still get their turn.
-    fn slot_free(&self) -> bool {
-        self.active < self.bound_now()
+    fn slot_free(&self, blocked: usize) -> bool {
+        self.active < self.bound_now(blocked)
     }
 
     /// The bound, with the blocked domains on top (see `slot_free`).
-    fn bound_now(&self) -> usize {
-        self.max_active.saturating_add(self.blocked.len())
+    fn bound_now(&self, blocked: usize) -> usize {
+        self.max_active.saturating_add(blocked)
     }
 
     /// An active domain's turn is over when its window empties: parked
     /// domains wait for its slot, or `over_bound`.
-    pub(super) fn turn_over(&self) -> bool {
-        (!self.parked.is_empty() && self.active >= self.bound_now()) || self.over_bound()
+    pub(super) fn turn_over(&self, blocked: usize) -> bool {
+        (!self.parked.is_empty() && self.active >= self.bound_now(blocked)) || self.over_bound(blocked)
     }
 
     /// More domains hold a slot than the bound (they took theirs while
     /// memory was under the budget, or for a lease that came back).
-    pub(super) fn over_bound(&self) -> bool {
-        self.active > self.bound_now()
+    pub(super) fn over_bound(&self, blocked: usize) -> bool {
+        self.active > self.bound_now(blocked)
     }
 
-    /// Domain `id` waits for a slot, behind those parked before it.
-    pub(super) fn park(&mut self, id: u32) {
-        self.domains[id as usize].refill = RefillState::Parked;
+    /// Domain `id`, with slot `s`, waits for a slot, behind those parked
+    /// before it.
+    pub(super) fn park(&mut self, s: &mut Slot, id: u32) {
+        debug_assert!(!s.parked);
+        s.parked = true;
         self.parked.push_back(id);
-        self.settle_slot(id);
     }
 
-    /// Takes or gives back domain `id`'s slot after its window or its
-    /// reads changed: a domain holds one while URLs are in its window or a
-    /// read of it is wanted or under way. A slot given back goes to the
-    /// domains parked longest.
-    pub(super) fn settle_slot(&mut self, id: u32) {
-        let d = &mut self.domains[id as usize];
-        let holds = d.holds_window();
-        if holds && !d.active {
-            d.active = true;
+    /// Takes or gives back a domain's slot `s` after its window or its
+    /// reads changed: a domain holds one while it `holds` a window (URLs
+    /// in it, or a read of it wanted or under way). True when it gave its
+    /// slot back: it keeps no room for a window then, and the slot is for
+    /// the domains parked longest.
+    pub(super) fn settle(&mut self, s: &mut Slot, holds: bool) -> bool {
+        if holds && !s.active {
+            s.active = true;
             self.active += 1;
-        } else if !holds && d.active {
-            d.active = false;
-            // Its empty window keeps no room either: a domain waiting for
-            // its turn kept room for its largest window (a heap profile at
-            // a million known URLs: 12.8 MB of slots, room for 320,000
-            // URLs, under a budget of 100,000). Growing it again costs an
-            // allocation or two per window filled.
-            d.queue = VecDeque::new();
+        } else if !holds && s.active {
+            s.active = false;
             self.active -= 1;
-            self.unpark();
+            return true;
         }
+        false
     }
 
-    /// Gives the free slots to parked domains, longest parked first. Also
-    /// called once a tick (from [`Frontier::refills`]): a domain paused or
-    /// halted meanwhile frees a slot without giving its own back. Not
-    /// more than the bound even when memory is under the budget: windows
-    /// half drained are under it, and unparking every domain then would
-    /// read them all in at once.
-    pub(super) fn unpark(&mut self) {
-        while self.slot_free() {
-            let Some(id) = self.parked.pop_front() else { break };
-            let d = &mut self.domains[id as usize];
-            if d.refill != RefillState::Parked {
+    /// The domain parked longest, no longer parked, while a slot is free
+    /// (`blocked` as for [`Slots::may_hold`]). Not more than the bound
+    /// even when memory is under the budget: windows half drained are
+    /// under it, and unparking every domain then would read them all in at
+    /// once.
+    pub(super) fn unpark(&mut self, blocked: usize, domains: &mut Domains) -> Option<u32> {
+        while self.slot_free(blocked) {
+            let id = self.parked.pop_front()?;
+            let s = &mut domains[id].slot;
+            if !s.parked {
                 continue;
             }
-            d.refill = RefillState::Idle;
-            self.want_refill(id);
-            self.settle_slot(id);
+            s.parked = false;
+            return Some(id);
         }
+        None
     }
 
-    /// Domains holding a window or a read (a slot).
-    pub(crate) fn active_domains(&self) -> usize {
+    /// Domains holding a slot.
+    pub(super) fn active(&self) -> usize {
         self.active
     }
 
-    /// Domains waiting for a slot, their queues wholly in the store.
-    pub(crate) fn parked_domains(&self) -> usize {
+    /// Domains waiting for a slot.
+    pub(super) fn parked(&self) -> usize {
         self.parked.len()
     }
 
-    /// The slots' books balance: every domain holding a window or a read
-    /// has a slot, no other does (nor keeps room for a window), the count
-    /// is theirs, and every parked domain is listed once.
+    /// How often domain `id` is listed as parked.
     #[cfg(test)]
-    pub(super) fn check_slots(&self) -> Result<(), String> {
-        let mut flagged = 0;
-        for d in &self.domains {
-            let holds = d.holds_window();
-            if holds != d.active {
-                return Err(format!(
-                    "{}: holds a window {holds}, has a slot {}",
-                    d.name, d.active
-                ));
-            }
-            if !d.active && d.queue.capacity() > 0 {
-                return Err(format!(
-                    "{}: no slot, but room for {} URLs",
-                    d.name,
-                    d.queue.capacity()
-                ));
-            }
-            flagged += usize::from(d.active);
-            if d.refill == RefillState::Parked {
-                let id = self.domain_ids.get(&d.name, &self.domains);
-                let listed = self.parked.iter().filter(|p| Some(**p) == id).count();
-                if listed != 1 {
-                    return Err(format!("{} parked, listed {listed} times", d.name));
-                }
-            }
-        }
-        let parked = self
-            .domains
-            .iter()
-            .filter(|d| d.refill == RefillState::Parked)
-            .count();
-        if parked != self.parked.len() {
-            return Err(format!("{parked} domains parked, {} listed", self.parked.len()));
-        }
-        if flagged != self.active {
-            return Err(format!("{flagged} domains hold slots, {} counted", self.active));
-        }
-        Ok(())
-    }
-}
-
-impl DomainQ {
-    /// URLs are in its window, or a read of it is wanted or under way:
-    /// what a slot is for.
-    fn holds_window(&self) -> bool {
-        !self.queue.is_empty() || matches!(self.refill, RefillState::Wanted | RefillState::Reading)
+    pub(super) fn times_listed(&self, id: u32) -> usize {
+        self.parked.iter().filter(|p| **p == id).count()
     }
 }

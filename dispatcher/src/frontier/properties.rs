@@ -128,7 +128,7 @@ impl Run {
                 lease_expires_ms: l.expires_ms,
                 leased_ms: 0,
                 url: l.url.clone(),
-                domain: self.f.domains[l.domain_id as usize].name.to_string(),
+                domain: self.f.domains[l.domain_id].name().to_string(),
                 depth: l.depth,
             })
             .collect()
@@ -187,7 +187,7 @@ impl Run {
                 let w = self.truth.issued[pick as usize % self.truth.issued.len()].clone();
                 // A lease id may have been issued again after a restart:
                 // only a result about the lease's own URL, from its holder, counts.
-                let holder = self.f.leases.get(&w.lease).map(|l| (l.sup, l.url.clone()));
+                let holder = self.f.leases.get(w.lease).map(|l| (l.sup, l.url.clone()));
                 let theirs = holder == Some((s, w.url.clone()));
                 match self.f.complete_for(s, w.lease, &w.url) {
                     Ok(leased) => {
@@ -254,7 +254,7 @@ impl Run {
             }
             Op::Restart { back } => {
                 let holding: Vec<Vec<WorkItem>> = self.live.iter().map(|s| self.held_items(*s)).collect();
-                let first = self.f.next_lease.saturating_sub(u64::from(back)).max(1);
+                let first = self.f.leases.next_id().saturating_sub(u64::from(back)).max(1);
                 let mut g = Frontier::new(CAP, LEASE_MS, first);
                 g.start_assigning();
                 for (url, (d, depth)) in &self.truth.admitted {
@@ -284,14 +284,14 @@ impl Run {
         let f = &self.f;
         let mut out: HashMap<&str, &str> = HashMap::new();
         let mut queued = 0;
-        for d in &f.domains {
-            for q in &d.queue {
-                prop_assert!(out.insert(&q.url, "queued").is_none(), "{} queued twice", q.url);
+        for (_, d) in f.domains.iter() {
+            for url in d.window.urls() {
+                prop_assert!(out.insert(url, "queued").is_none(), "{} queued twice", url);
                 queued += 1;
             }
         }
-        prop_assert_eq!(queued, f.queued);
-        for (id, l) in &f.leases {
+        prop_assert_eq!(queued, f.queued());
+        for (id, l) in f.leases.iter() {
             let was = out.insert(&l.url, "leased");
             prop_assert!(
                 was.is_none(),
@@ -312,28 +312,28 @@ impl Run {
             self.truth.admitted.len(),
             "URLs lost: neither queued, out nor done"
         );
-        for (s, sup) in f.sups.iter().enumerate() {
-            let n = f.leases.values().filter(|l| l.sup == s).count();
-            prop_assert_eq!(sup.held as usize, n, "credit of supervisor {}", s);
-            if !sup.live {
+        for s in 0..f.owners.count() {
+            let n = f.leases.iter().filter(|(_, l)| l.sup == s).count();
+            prop_assert_eq!(f.leases.held(s) as usize, n, "credit of supervisor {}", s);
+            if !f.owners.is_live(s) {
                 prop_assert_eq!(n, 0, "a gone supervisor holds leases");
             }
         }
-        for (i, d) in f.domains.iter().enumerate() {
-            let n = f.leases.values().filter(|l| l.domain_id as usize == i).count();
-            prop_assert_eq!(d.in_flight as usize, n, "in flight on {}", d.name);
+        for (i, d) in f.domains.iter() {
+            let n = f.leases.iter().filter(|(_, l)| l.domain_id == i).count();
+            prop_assert_eq!(d.in_flight.get() as usize, n, "in flight on {}", d.name());
         }
         // Every slot is a held domain, named in the index, or free.
-        for id in f.domain_ids.ids() {
-            let name = &f.domains[id as usize].name;
-            prop_assert_eq!(f.domain_ids.get(name, &f.domains), Some(id));
-            prop_assert!(!f.free.contains(&id), "{} held in a free slot", name);
+        for id in f.domains.indexed() {
+            let name = f.domains[id].name();
+            prop_assert_eq!(f.domains.find(name), Some(id));
+            prop_assert!(!f.domains.is_free(id), "{} held in a free slot", name);
         }
-        prop_assert_eq!(f.domain_ids.len() + f.free.len(), f.domains.len());
-        for (s, sup) in f.sups.iter().enumerate() {
-            let owned = f.domains.iter().filter(|d| d.owner == Some(s)).count();
-            if sup.live {
-                prop_assert_eq!(sup.domains, owned, "domains of supervisor {}", s);
+        prop_assert_eq!(f.domains.held() + f.domains.free_count(), f.domains.slots());
+        for s in 0..f.owners.count() {
+            let owned = f.domains.iter().filter(|(_, d)| d.owner.get() == Some(s)).count();
+            if f.owners.is_live(s) {
+                prop_assert_eq!(f.owners.domains_of(s), owned, "domains of supervisor {}", s);
             }
         }
         Ok(())

@@ -18,18 +18,10 @@
 //! Counted in `crawler_domains_moved_total`; the domains each supervisor
 //! owns are the `crawler_supervisor_domains` gauge.
 
-use super::{Frontier, SupId, HALTED};
-
-/// How long a moved domain waits before its new owner gets a URL of it.
-pub(super) const HANDOVER_MS: u64 = 2_000;
+use super::moves::HANDOVER_MS;
+use super::{Frontier, SupId};
 
 impl Frontier {
-    /// Asks for a rebalance at the next [`Frontier::rebalance`] (a
-    /// supervisor joined).
-    pub(super) fn want_rebalance(&mut self) {
-        self.rebalance_due = true;
-    }
-
     /// Once a second: when a supervisor joined since the last call, starts
     /// moving domains from supervisors over their fair share to those
     /// under it. One pass over the domains, only then. Returns the domains
@@ -39,26 +31,28 @@ impl Frontier {
     /// its child holds.
     pub(crate) fn rebalance(&mut self) -> Vec<(SupId, Vec<String>)> {
         let mut recalls: Vec<(SupId, Vec<String>)> = Vec::new();
-        if !std::mem::take(&mut self.rebalance_due) || !self.assigning {
+        if !self.moves.take_due() || !self.owners.is_assigning() {
             return recalls;
         }
-        let live: Vec<SupId> = (0..self.sups.len()).filter(|&s| self.sups[s].live).collect();
+        let live: Vec<SupId> = (0..self.owners.count())
+            .filter(|&s| self.owners.is_live(s))
+            .collect();
         if live.len() < 2 {
             return recalls;
         }
         // Domains with work, per owner, that could move.
-        let mut owned: Vec<Vec<u32>> = vec![Vec::new(); self.sups.len()];
+        let mut owned: Vec<Vec<u32>> = vec![Vec::new(); self.owners.count()];
         let mut total = 0usize;
-        for (id, d) in self.domains.iter().enumerate() {
-            let has_work = !d.queue.is_empty() || d.spilled > 0 || d.in_flight > 0;
-            let Some(owner) = d.owner else { continue };
-            let moving = self.moving.contains_key(&(id as u32));
-            if !has_work || d.blocked_until == HALTED || moving || !self.sups[owner].live {
+        for (id, d) in self.domains.iter() {
+            let has_work = d.window.queued() > 0 || d.in_flight.get() > 0;
+            let Some(owner) = d.owner.get() else { continue };
+            let moving = self.moves.is_moving(id);
+            if !has_work || d.block.is_halted() || moving || !self.owners.is_live(owner) {
                 continue;
             }
             total += 1;
             // Idle ones first: they move at once.
-            owned[owner].push(id as u32);
+            owned[owner].push(id);
         }
         let fair = total.div_ceil(live.len());
         let floor = total / live.len();
@@ -66,7 +60,7 @@ impl Frontier {
         for &s in &live {
             let mut mine = std::mem::take(&mut owned[s]);
             if mine.len() > fair {
-                mine.sort_by_key(|&id| self.domains[id as usize].in_flight);
+                mine.sort_by_key(|&id| self.domains[id].in_flight.get());
                 excess.extend(mine.drain(..mine.len() - fair));
             }
             owned[s] = mine;
@@ -76,10 +70,10 @@ impl Frontier {
             while owned[to].len() < floor.max(1) {
                 let Some(id) = excess.pop() else { break };
                 owned[to].push(id);
-                let from = self.domains[id as usize].owner;
+                let from = self.domains[id].owner.get();
                 if self.start_move(id, to) {
                     if let Some(from) = from {
-                        let name = self.domains[id as usize].name.to_string();
+                        let name = self.domains[id].name().to_string();
                         match recalls.iter_mut().find(|(s, _)| *s == from) {
                             Some((_, names)) => names.push(name),
                             None => recalls.push((from, vec![name])),
@@ -104,7 +98,7 @@ impl Frontier {
     /// any more, and moves when nothing of it is in flight. Whether it
     /// waits for URLs in flight.
     fn start_move(&mut self, id: u32, to: SupId) -> bool {
-        self.moving.insert(id, to);
+        self.moves.start(id, to);
         self.finish_move(id)
     }
 
@@ -112,50 +106,37 @@ impl Frontier {
     /// gives up the move if its destination left. Whether it is still
     /// waiting to move (and so must not be leased).
     pub(super) fn finish_move(&mut self, id: u32) -> bool {
-        if self.moving.is_empty() {
+        if self.moves.is_empty() {
             return false;
         }
-        let Some(&to) = self.moving.get(&id) else {
+        let Some(to) = self.moves.destination(id) else {
             return false;
         };
-        if !self.sups.get(to).is_some_and(|s| s.live) {
-            self.moving.remove(&id);
+        if !self.owners.is_live(to) {
+            self.moves.cancel(id);
             return false;
         }
-        let d = &self.domains[id as usize];
-        if d.in_flight > 0 {
+        let d = &mut self.domains[id];
+        if d.in_flight.get() > 0 {
             return true;
         }
-        let from = d.owner;
-        self.moving.remove(&id);
-        let d = &mut self.domains[id as usize];
-        d.owner = Some(to);
-        d.in_ready = false;
-        if let Some(from) = from {
-            self.sups[from].domains = self.sups[from].domains.saturating_sub(1);
-            self.sups[from].ready.retain(|&x| x != id);
-        }
-        self.sups[to].domains += 1;
-        self.moved += 1;
+        self.moves.done(id);
+        self.owners.hand_over(id, &mut d.owner, to);
         crate::metric::DOMAINS_MOVED.get().increment(1);
         // Held while the old owner's last-crawled time reaches the store.
         let until = self.clock_ms.saturating_add(HANDOVER_MS);
-        let d = &mut self.domains[id as usize];
-        if d.blocked_until == 0 {
-            self.blocked.push(id);
-        }
-        d.blocked_until = d.blocked_until.max(until);
+        self.blocks.pause(id, &mut d.block, until);
         false
     }
 
     /// Domains moved between supervisors so far.
     pub(crate) fn domains_moved(&self) -> u64 {
-        self.moved
+        self.moves.moved()
     }
 
     /// Domains supervisor `sup` owns.
     pub(crate) fn domains_of(&self, sup: SupId) -> usize {
-        self.sups.get(sup).map_or(0, |s| s.domains)
+        self.owners.domains_of(sup)
     }
 }
 
@@ -165,7 +146,7 @@ mod tests {
     use super::HANDOVER_MS;
 
     fn owners(f: &Frontier) -> Vec<Option<SupId>> {
-        f.domains.iter().map(|d| d.owner).collect()
+        f.domains.iter().map(|(_, d)| d.owner.get()).collect()
     }
 
     /// A frontier with one supervisor, `a`, owning `domains` domains of
@@ -218,8 +199,8 @@ mod tests {
         // Nothing moved yet, and the moving domain is not leased to a,
         // which is asked to hand back what it has not started.
         assert_eq!(f.domains_of(b), 0);
-        let moving = *f.moving.keys().next().unwrap() as usize;
-        let name = f.domains[moving].name.to_string();
+        let moving = f.moves.ids().next().unwrap();
+        let name = f.domains[moving].name().to_string();
         assert_eq!(recalls, vec![(a, vec![name.clone()])]);
         let mine: Vec<u64> = out.iter().filter(|i| i.domain == name).map(|i| i.lease).collect();
         for lease in &mine[..2] {
@@ -244,6 +225,6 @@ mod tests {
             f.complete(i.lease);
         }
         assert_eq!(f.domains_of(a), 2);
-        assert!(f.moving.is_empty());
+        assert!(f.moves.is_empty());
     }
 }

@@ -5,105 +5,98 @@
 //! or a result lost on a dead connection, leaves pages whose URLs must not
 //! be fetched again (`crate::finished`). Each such URL waits, still
 //! counted in its domain's in-flight URLs (so the domain's pace and the
-//! crawl's end see it), until [`Frontier::checked`]: finished, or queued
+//! crawl's end see it), until [`super::Frontier::checked`]: finished, or queued
 //! again at the front of its domain's queue as before. A rejoining
 //! supervisor that still holds one adopts it meanwhile
-//! ([`Frontier::adopt_unanswered`]).
+//! (`Leases::readopt`).
 
-use super::{Frontier, Queued, SupId};
+use std::collections::HashMap;
 
-/// A lease that ended without its result.
+/// A lease that ended without its result: its URL and domain.
 #[derive(Debug)]
-pub(super) struct Unanswered {
-    url: String,
-    depth: u16,
-    domain_id: u32,
+pub(super) struct Ended {
+    pub(super) url: String,
+    pub(super) depth: u16,
+    pub(super) domain_id: u32,
 }
 
-impl Frontier {
-    /// Holds back leases that end without a result until the store is
-    /// asked ([`Frontier::take_unanswered`]); without it they are queued
-    /// again at once (the frontier's own tests).
-    pub(crate) fn with_stored_check(mut self) -> Frontier {
-        self.check_unanswered = true;
-        self
+/// The leases held back, owned by `Leases`, which counts them in flight.
+///
+/// Invariant: every lease waiting for the store's word is in `waiting`,
+/// and in `to_check` until it is handed out to be asked about (and again
+/// if asking failed); once answered or adopted it is in neither.
+pub(super) struct Unanswered {
+    /// Ended leases are held back at all (else queued again at once: the
+    /// frontier's own tests).
+    enabled: bool,
+    waiting: HashMap<u64, Ended>,
+    /// Of those, the ones not asked about yet: (lease, URL).
+    to_check: Vec<(u64, String)>,
+}
+
+impl Unanswered {
+    pub(super) fn new() -> Unanswered {
+        Unanswered {
+            enabled: false,
+            waiting: HashMap::new(),
+            to_check: Vec::new(),
+        }
     }
 
-    /// Parks an ended lease's URL (see the module doc); false when the
-    /// frontier queues it again at once.
-    pub(super) fn park_unanswered(
-        &mut self,
-        lease: u64,
-        url: String,
-        depth: u16,
-        domain_id: u32,
-    ) -> Option<(String, u16)> {
-        if !self.check_unanswered {
-            return Some((url, depth));
+    pub(super) fn enable(&mut self) {
+        self.enabled = true;
+    }
+
+    /// Holds back an ended lease's URL (see the module doc), or returns it
+    /// to be queued again at once when not enabled.
+    pub(super) fn hold(&mut self, lease: u64, url: String, depth: u16, domain_id: u32) -> Option<Ended> {
+        let ended = Ended {
+            url,
+            depth,
+            domain_id,
+        };
+        if !self.enabled {
+            return Some(ended);
         }
-        self.to_check.push((lease, url.clone()));
-        self.unanswered.insert(
-            lease,
-            Unanswered {
-                url,
-                depth,
-                domain_id,
-            },
-        );
+        self.to_check.push((lease, ended.url.clone()));
+        self.waiting.insert(lease, ended);
         None
     }
 
     /// URLs of ended leases to look up in the store: (lease, URL).
-    pub(crate) fn take_unanswered(&mut self) -> Vec<(u64, String)> {
+    pub(super) fn take_to_check(&mut self) -> Vec<(u64, String)> {
         std::mem::take(&mut self.to_check)
     }
 
-    /// The store's answer for an ended lease: with `stored`, its URL is
-    /// finished and returned (URL, depth) for its links to be offered
-    /// again; otherwise it is queued again. Nothing for a lease adopted
-    /// meanwhile.
-    pub(crate) fn checked(&mut self, lease: u64, stored: bool) -> Option<(String, u16)> {
-        let u = self.unanswered.remove(&lease)?;
-        let d = &mut self.domains[u.domain_id as usize];
-        d.in_flight = d.in_flight.saturating_sub(1);
-        if stored {
-            self.window_changed(u.domain_id);
-            return Some((u.url, u.depth));
-        }
-        d.queue.push_front(Queued {
-            url: u.url,
-            depth: u.depth,
-            queued_ms: 0,
-        });
-        self.queued += 1;
-        self.window_changed(u.domain_id);
-        None
+    /// The store's answer for `lease` came: it waits no more.
+    pub(super) fn remove(&mut self, lease: u64) -> Option<Ended> {
+        self.waiting.remove(&lease)
     }
 
-    /// The store could not be asked: asked again later.
-    pub(crate) fn check_failed(&mut self, asked: Vec<(u64, String)>) {
+    /// The store could not be asked about `asked`: those still waiting are
+    /// asked again later.
+    pub(super) fn check_failed(&mut self, asked: Vec<(u64, String)>) {
         let waiting: Vec<(u64, String)> = asked
             .into_iter()
-            .filter(|(lease, _)| self.unanswered.contains_key(lease))
+            .filter(|(lease, _)| self.waiting.contains_key(lease))
             .collect();
         self.to_check.extend(waiting);
     }
 
-    /// A rejoining supervisor holds `lease` for `url`, which ended without
-    /// its result: leased to it again under the same id. Whether it was.
-    pub(super) fn adopt_unanswered(&mut self, sup: SupId, lease: u64, url: &str, expires_ms: u64) -> bool {
-        if self.unanswered.get(&lease).is_none_or(|u| u.url != url) {
-            return false;
+    /// `lease`, if it waits and is for `url`: it waits no more.
+    pub(super) fn take_for(&mut self, lease: u64, url: &str) -> Option<Ended> {
+        if self.waiting.get(&lease).is_none_or(|u| u.url != url) {
+            return None;
         }
-        let Some(u) = self.unanswered.remove(&lease) else {
-            return false;
-        };
-        let d = &mut self.domains[u.domain_id as usize];
-        d.in_flight = d.in_flight.saturating_sub(1);
-        self.give_domain(u.domain_id, sup);
-        self.lease_adopted(u.domain_id, sup, lease, u.url, u.depth, expires_ms);
-        self.window_changed(u.domain_id);
-        true
+        self.waiting.remove(&lease)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
     }
 }
 

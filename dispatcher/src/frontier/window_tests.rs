@@ -73,22 +73,19 @@ fn crawl(f: &mut Frontier, store: &mut FakeStore, sups: &[SupId]) -> HashMap<Str
     let state: Vec<_> = f
         .domains
         .iter()
-        .map(|d| {
+        .map(|(_, d)| {
             (
-                &d.name,
-                d.queue.len(),
-                d.spilled,
-                d.cursor,
-                d.last_seq,
-                d.refill,
-                d.owner,
-                d.in_flight,
-                d.in_ready,
-                d.blocked_until,
+                d.name(),
+                d.window.summary(),
+                d.slot.is_parked(),
+                d.owner.get(),
+                d.in_flight.get(),
+                d.owner.in_ready(),
+                d.block.is_blocked(),
             )
         })
         .collect();
-    let rings: Vec<_> = f.sups.iter().map(|s| (s.live, s.ready.clone())).collect();
+    let rings = f.owners.rings();
     panic!(
         "the crawl never ended: {} queued: {state:?} durable {} rings {rings:?}",
         f.queued(),
