@@ -14,6 +14,7 @@ use anyhow::{bail, Context};
 use bson::{doc, Document};
 use bytes::Bytes;
 use link::cluster_auth::{Challenges, ClusterKey, Session};
+use link::envelope::{self, FrameToDispatcher, FrameToSupervisor, Sealed};
 use link::protocol::{self, CrawlPolicy, ProcessInfo, ToDispatcher, ToSupervisor, PROTOCOL_VERSION};
 use shared::timing::{Op, TimingLog};
 use store::docs::DomainHalt;
@@ -414,10 +415,8 @@ impl Dispatcher {
             });
             return Ok(());
         }
-        // Results borrow their strings from the bytes they came in (see
-        // `CrawlResult`): `payload`, or `sealed` for a sealed message.
-        let msg: ToDispatcher<&str> = match protocol::decode(payload) {
-            Ok(m) => m,
+        let frame: FrameToDispatcher = match protocol::decode(payload) {
+            Ok(f) => f,
             Err(e) => {
                 self.refusals
                     .refuse(Reason::Undecodable, 1, || format!("undecodable message: {e}"));
@@ -426,63 +425,76 @@ impl Dispatcher {
         };
         // After the handshake every message is sealed with its connection's
         // key; only Hello and Join travel bare.
-        let sealed: Vec<u8>;
-        // The seal's counter: what an Ack of this message names.
-        let mut seq = None;
-        let msg = match msg {
-            ToDispatcher::Sealed {
-                counter,
-                tag,
-                payload,
-            } => {
-                sealed = payload;
-                seq = Some(counter);
-                let Some(s) = self.connection(&identity) else {
-                    let who = short_id(&identity);
-                    self.refusals.refuse(Reason::Unauthenticated, 1, || {
-                        format!("a sealed message from peer {who}, which was never admitted; dropped")
-                    });
-                    return self.send_to(&identity, &ToSupervisor::Reintroduce).await;
-                };
-                match self.open(s, &identity, counter, &tag, &sealed) {
-                    Some(inner) => inner,
-                    None => return Ok(()),
-                }
+        match frame {
+            FrameToDispatcher::Hello { version, nonce } => {
+                self.heard(sup);
+                self.on_hello(identity, version, nonce).await?;
             }
-            m @ (ToDispatcher::Hello { .. } | ToDispatcher::Join { .. }) => m,
-            _ => {
-                let who = short_id(&identity);
-                let reason = if sup.is_some() {
-                    Reason::Unsealed
-                } else {
-                    Reason::Unauthenticated
-                };
-                self.refusals.refuse(reason, 1, || {
-                    format!("an unsealed message from peer {who}, which has not proved the cluster secret on this connection; dropped")
-                });
-                return self.send_to(&identity, &ToSupervisor::Reintroduce).await;
+            FrameToDispatcher::Join { proof, intro } => {
+                self.heard(sup);
+                self.on_join(identity, proof, intro).await?;
             }
-        };
-        let now = now_ms();
-        if let Some(s) = sup {
-            self.state.heard(s, now);
+            FrameToDispatcher::Sealed(sealed) => self.on_sealed(identity, &sealed).await?,
         }
-        match (msg, sup) {
-            (ToDispatcher::Hello { version, nonce }, _) => self.on_hello(identity, version, nonce).await?,
-            (ToDispatcher::Join { proof, intro }, _) => self.on_join(identity, proof, &intro).await?,
-            (ToDispatcher::Results(results), Some(s)) => {
+        self.apply().await
+    }
+
+    /// A live supervisor was heard from.
+    fn heard(&mut self, sup: Option<SupId>) {
+        if let Some(s) = sup {
+            self.state.heard(s, now_ms());
+        }
+    }
+
+    /// A sealed message: opened with its connection's keys (see `open`),
+    /// then acted on if its connection is live. Results borrow their
+    /// strings from the frame (see `CrawlResult`).
+    async fn on_sealed(&mut self, identity: Bytes, sealed: &Sealed<'_>) -> anyhow::Result<()> {
+        let Some(s) = self.connection(&identity) else {
+            let who = short_id(&identity);
+            self.refusals.refuse(Reason::Unauthenticated, 1, || {
+                format!("a sealed message from peer {who}, which was never admitted; dropped")
+            });
+            return self.send_bare(&identity, &FrameToSupervisor::Reintroduce).await;
+        };
+        let Some(msg) = self.open(s, &identity, sealed) else {
+            return Ok(());
+        };
+        // A supervisor admitted once (then given up for dead) that leaves
+        // still gets its Farewell, so it need not wait for it.
+        if matches!(msg, ToDispatcher::Bye) {
+            self.heard(Some(s).filter(|s| self.state.is_live(*s)));
+            self.state.bye(s);
+            return Ok(());
+        }
+        if !self.state.is_live(s) {
+            let what = match &msg {
+                ToDispatcher::Results(r) => format!("{} results", r.len()),
+                ToDispatcher::Child { .. } => "a child announcement".into(),
+                _ => "a heartbeat".into(),
+            };
+            let who = short_id(&identity);
+            self.refusals.refuse(Reason::Unauthenticated, 1, || {
+                format!("{what} from peer {who}, which is not (or no longer) admitted; dropped")
+            });
+            return self.send_bare(&identity, &FrameToSupervisor::Reintroduce).await;
+        }
+        let now = now_ms();
+        self.state.heard(s, now);
+        // The seal's counter: what an Ack of this message names.
+        let seq = sealed.counter;
+        match msg {
+            ToDispatcher::Results(results) => {
                 let start = Instant::now();
                 let n = results.len();
                 self.state.results(s, results, now);
-                if let Some(seq) = seq {
-                    self.state.acknowledge(s, seq);
-                }
+                self.state.acknowledge(s, seq);
                 if let Some(m) = self.state.member(s) {
                     m.conn.results.increment(n as u64);
                 }
                 self.timing.record_batch(Op::Report, start.elapsed(), "ok", n);
             }
-            (ToDispatcher::Child { slot, process, alive }, Some(s)) => {
+            ToDispatcher::Child { slot, process, alive } => {
                 let id = self.state.member(s).map(|m| m.id.clone()).unwrap_or_default();
                 if let Ok(mut v) = self.view.lock() {
                     let children = &mut v.supervisors.entry(id).or_default().children;
@@ -493,37 +505,13 @@ impl Dispatcher {
                     }
                 }
             }
-            (ToDispatcher::Heartbeat { holding }, Some(s)) => {
+            ToDispatcher::Heartbeat { holding } => {
                 self.state.heartbeat(s, &holding, now);
-                if let Some(seq) = seq {
-                    self.state.acknowledge(s, seq);
-                }
+                self.state.acknowledge(s, seq);
             }
-            (ToDispatcher::Bye, Some(s)) => self.state.bye(s),
-            // A supervisor admitted once (then given up for dead) that
-            // leaves still gets its Farewell, so it need not wait for it.
-            (ToDispatcher::Bye, None) => {
-                if let Some(s) = self.connection(&identity) {
-                    self.state.bye(s);
-                }
-            }
-            (msg, None) => {
-                let what = match &msg {
-                    ToDispatcher::Results(r) => format!("{} results", r.len()),
-                    ToDispatcher::Child { .. } => "a child announcement".into(),
-                    ToDispatcher::Heartbeat { .. } => "a heartbeat".into(),
-                    _ => "a message".into(),
-                };
-                let who = short_id(&identity);
-                self.refusals.refuse(Reason::Unauthenticated, 1, || {
-                    format!("{what} from peer {who}, which is not (or no longer) admitted; dropped")
-                });
-                self.send_to(&identity, &ToSupervisor::Reintroduce).await?;
-            }
-            // `open` never returns a sealed message.
-            (ToDispatcher::Sealed { .. }, Some(_)) => {}
+            ToDispatcher::Bye => self.state.bye(s),
         }
-        self.apply().await
+        Ok(())
     }
 
     /// Writes (or clears, with `None`) a domain's halt in the second store,
@@ -606,26 +594,21 @@ impl Dispatcher {
 
     /// Sends `msg` to admitted supervisor `s`, sealed with its connection's key.
     async fn send_sealed(&mut self, s: SupId, msg: &ToSupervisor) -> anyhow::Result<()> {
-        let payload = protocol::encode(msg);
         let Some(m) = self.state.member_mut(s) else {
             return Ok(());
         };
-        let (counter, tag) = m.conn.session.seal(&payload);
+        let frame = envelope::seal_to_supervisor(&mut m.conn.session, msg);
         let identity = m.conn.identity.clone();
-        self.send_to(
-            &identity,
-            &ToSupervisor::Sealed {
-                counter,
-                tag,
-                payload,
-            },
-        )
-        .await
+        self.send_frame(&identity, frame).await
     }
 
-    /// Sends `msg` bare: only the handshake and refusals go this way.
-    async fn send_to(&mut self, identity: &Bytes, msg: &ToSupervisor) -> anyhow::Result<()> {
-        let mut m = ZmqMessage::from(protocol::encode(msg));
+    /// Sends a frame bare: only the handshake and refusals go this way.
+    async fn send_bare(&mut self, identity: &Bytes, frame: &FrameToSupervisor<'_>) -> anyhow::Result<()> {
+        self.send_frame(identity, protocol::encode(frame)).await
+    }
+
+    async fn send_frame(&mut self, identity: &Bytes, frame: Vec<u8>) -> anyhow::Result<()> {
+        let mut m = ZmqMessage::from(frame);
         m.push_front(identity.clone());
         link::metric::ZMQ_MESSAGES_SENT.get().increment(1);
         let Some(send) = self.send.as_mut() else {

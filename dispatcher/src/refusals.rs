@@ -24,8 +24,6 @@ pub(crate) enum Reason {
     BadSeal,
     /// A sealed message whose counter was used already.
     Replayed,
-    /// A bare message (not Hello or Join) on an admitted connection.
-    Unsealed,
     /// A Join with no challenge pending for its peer.
     NoChallenge,
     /// A Join whose introduction did not decode, though its proof matched.
@@ -55,7 +53,6 @@ impl Reason {
             Reason::BadProof => "bad_proof",
             Reason::BadSeal => "bad_seal",
             Reason::Replayed => "replayed",
-            Reason::Unsealed => "unsealed",
             Reason::NoChallenge => "no_challenge",
             Reason::MalformedJoin => "malformed_join",
             Reason::Oversized => "oversized",

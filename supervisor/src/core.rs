@@ -22,6 +22,7 @@ mod tests;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use link::dispatcher_link::Heard;
 use link::fence;
 use link::protocol::{
     CrawlResult, FailureKind, FromChild, Intro, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem,
@@ -201,12 +202,12 @@ impl Core {
         matches!(self.phase, Phase::Running | Phase::Stopping { .. })
     }
 
-    fn on_dispatcher(&mut self, msg: ToSupervisor, now: Instant, out: &mut Vec<Action>) {
+    fn on_dispatcher(&mut self, heard: Heard, now: Instant, out: &mut Vec<Action>) {
         match self.phase {
             Phase::Done => return,
             // Handing in: only the acknowledgements that open the window matter.
             Phase::Leaving { .. } => {
-                if let ToSupervisor::Ack { seq } = msg {
+                if let Heard::Message(ToSupervisor::Ack { seq }) = heard {
                     self.outbox.acked(seq);
                     self.hand_in(out);
                 }
@@ -214,6 +215,20 @@ impl Core {
             }
             Phase::Running | Phase::Stopping { .. } => {}
         }
+        let msg = match heard {
+            Heard::Message(msg) => msg,
+            Heard::OtherVersion if self.phase == Phase::Running => return self.stop(now, out),
+            Heard::Reintroduce => return out.push(Action::Reintroduce),
+            Heard::Challenge(nonce) => {
+                return out.push(Action::Join {
+                    nonce,
+                    intro: self.intro(),
+                })
+            }
+            Heard::Refused(why) => return out.push(Action::Refused(why)),
+            // A Welcome comes as Event::LinkUp.
+            Heard::Welcome(_) | Heard::OtherVersion => return,
+        };
         match msg {
             ToSupervisor::Work(items) => self.assign(items, 0, out),
             ToSupervisor::Ack { seq } => {
@@ -235,16 +250,8 @@ impl Core {
                 }
             }
             ToSupervisor::Stop if self.phase == Phase::Running => self.stop(now, out),
-            ToSupervisor::Reintroduce => out.push(Action::Reintroduce),
-            ToSupervisor::Challenge { nonce } => out.push(Action::Join {
-                nonce,
-                intro: self.intro(),
-            }),
-            ToSupervisor::Refused(why) => out.push(Action::Refused(why)),
-            // A Welcome comes as Event::LinkUp; heartbeats, a Farewell out
-            // of turn and a second Stop ask for nothing; the link opens
-            // sealed messages itself.
-            _ => {}
+            // Heartbeats, a Farewell out of turn and a second Stop ask for nothing.
+            ToSupervisor::Heartbeat | ToSupervisor::Farewell | ToSupervisor::Stop => {}
         }
     }
 

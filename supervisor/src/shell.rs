@@ -6,9 +6,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use link::dispatcher_link::DispatcherLink;
+use link::dispatcher_link::{DispatcherLink, Heard};
 use link::fence::Fence;
-use link::protocol::{ToDispatcher, ToSupervisor};
+use link::protocol::ToDispatcher;
 use shared::shutdown::Shutdown;
 use tokio::sync::mpsc;
 
@@ -45,7 +45,7 @@ impl Shell {
                 () = sleep_until_some(deadline) => Event::Deadline,
                 () = shutdown.requested(), if self.core.listens_for_shutdown() => Event::Shutdown,
                 msg = self.link.recv() => match msg {
-                    Some(ToSupervisor::Welcome { .. }) => Event::LinkUp {
+                    Some(Heard::Welcome(_)) => Event::LinkUp {
                         joined_at: self.link.answered_at(),
                     },
                     Some(msg) => Event::Dispatcher(msg),

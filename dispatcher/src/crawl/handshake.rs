@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use link::cluster_auth::{Nonce, Proof, Refusal, SealError};
-use link::protocol::{self, Intro, ToDispatcher, ToSupervisor, PROTOCOL_VERSION};
+use link::envelope::{self, FrameToSupervisor, OpenError, Sealed};
+use link::protocol::{self, Intro, ToDispatcher, PROTOCOL_VERSION};
 
 use crate::cluster::SupervisorView;
 use crate::frontier::SupId;
@@ -19,37 +20,34 @@ impl Dispatcher {
     /// Opens a sealed message from `identity` (admitted as `s`) with the
     /// keys of its connection: the inner message, or None (refused and
     /// counted, no answer: it may be injected) when the seal does not hold.
-    /// The inner message borrows its strings from `payload`.
+    /// The inner message borrows its strings from the frame.
     pub(super) fn open<'p>(
         &mut self,
         s: SupId,
         identity: &Bytes,
-        counter: u64,
-        tag: &Proof,
-        payload: &'p [u8],
+        sealed: &Sealed<'p>,
     ) -> Option<ToDispatcher<&'p str>> {
         let m = self.state.member_mut(s)?;
-        if let Err(e) = m.conn.session.open(counter, tag, payload) {
-            let reason = match e {
-                SealError::BadTag => Reason::BadSeal,
-                SealError::Replayed => Reason::Replayed,
-            };
-            let (id, who) = (m.id.clone(), short_id(identity));
-            self.refusals.refuse(reason, 1, || {
-                format!("a message on supervisor {id}'s connection (peer {who}) whose seal does not hold ({}); dropped", e.as_str())
-            });
-            return None;
-        }
-        match protocol::decode::<ToDispatcher<&str>>(payload) {
-            Ok(ToDispatcher::Sealed { .. }) | Err(_) => {
-                let who = short_id(identity);
-                self.refusals.refuse(Reason::Undecodable, 1, || {
-                    format!("a sealed message from peer {who} holds no message")
+        let e = match envelope::open(&mut m.conn.session, sealed) {
+            Ok(msg) => return Some(msg),
+            Err(e) => e,
+        };
+        let (id, who) = (m.id.clone(), short_id(identity));
+        match e {
+            OpenError::Seal(e) => {
+                let reason = match e {
+                    SealError::BadTag => Reason::BadSeal,
+                    SealError::Replayed => Reason::Replayed,
+                };
+                self.refusals.refuse(reason, 1, || {
+                    format!("a message on supervisor {id}'s connection (peer {who}) whose seal does not hold ({}); dropped", e.as_str())
                 });
-                None
             }
-            Ok(m) => Some(m),
+            OpenError::Undecodable => self.refusals.refuse(Reason::Undecodable, 1, || {
+                format!("a sealed message from peer {who} holds no message")
+            }),
         }
+        None
     }
 
     /// A Hello opens an introduction: the peer gets a Challenge (a random
@@ -66,7 +64,7 @@ impl Dispatcher {
             self.refusals.refuse(Reason::Version, 1, || {
                 format!("peer {who} speaks protocol {version}, we speak {PROTOCOL_VERSION}; told to stop")
             });
-            return self.send_to(&identity, &ToSupervisor::Stop).await;
+            return self.send_bare(&identity, &FrameToSupervisor::OtherVersion).await;
         }
         let (d_nonce, evicted) = self.challenges.challenge(identity.clone(), nonce, Instant::now());
         if evicted {
@@ -74,7 +72,7 @@ impl Dispatcher {
                 format!("over {MAX_PENDING_CHALLENGES} introductions pending; the oldest dropped")
             });
         }
-        self.send_to(&identity, &ToSupervisor::Challenge { nonce: d_nonce })
+        self.send_bare(&identity, &FrameToSupervisor::Challenge { nonce: d_nonce })
             .await
     }
 
@@ -102,7 +100,7 @@ impl Dispatcher {
                 self.refusals.refuse(why.into(), 1, || {
                     format!("the introduction of peer {who} does not prove the cluster secret; refused")
                 });
-                return self.send_to(&identity, &ToSupervisor::Refused(why)).await;
+                return self.send_bare(&identity, &FrameToSupervisor::Refused(why)).await;
             }
         };
         let Intro {
@@ -140,7 +138,7 @@ impl Dispatcher {
         self.state.join(conn, id, capacity, holding, now_ms());
         let policy = self.policy.clone();
         let proof = admitted.welcome_proof(&self.key, &protocol::encode(&policy));
-        self.send_to(&identity, &ToSupervisor::Welcome { policy, proof })
+        self.send_bare(&identity, &FrameToSupervisor::Welcome { policy, proof })
             .await
     }
 }

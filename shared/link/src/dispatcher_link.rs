@@ -1,5 +1,5 @@
 //! The supervisor's ZeroMQ DEALER connection to the dispatcher's ROUTER,
-//! kept alive across dispatcher restarts. (In `shared` so that the
+//! kept alive across dispatcher restarts. (A library, so that the
 //! dispatcher's load generator, `tests/src/bin/dispatcher_load.rs`, joins
 //! exactly as a supervisor does.)
 //!
@@ -19,10 +19,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::cluster_auth::{ClusterKey, Introduction, Session};
-use crate::protocol::{
-    self, CrawlPolicy, Intro, Nonce, Refusal, ToDispatcher, ToSupervisor, PROTOCOL_VERSION,
-};
+use crate::cluster_auth::{ClusterKey, Introduction, Nonce, Refusal, Session};
+use crate::envelope::{self, FrameToDispatcher, FrameToSupervisor, OpenError};
+use crate::protocol::{self, CrawlPolicy, Intro, ToDispatcher, ToSupervisor, PROTOCOL_VERSION};
 use anyhow::{bail, Context};
 use zeromq::{DealerSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
@@ -74,6 +73,32 @@ pub struct DispatcherLink {
     /// The counter of the last sealed message sent on this connection: the
     /// dispatcher's `Ack` names it.
     last_seq: u64,
+}
+
+/// What the dispatcher said, as far as the link lets it through: a crawl
+/// message only once opened under the connection's keys, the handshake's
+/// steps only while an introduction is open (but Reintroduce, which may
+/// come at any time).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Heard {
+    /// A crawl message, sealed by the dispatcher that welcomed us.
+    Message(ToSupervisor),
+    /// The dispatcher's nonce: answer with a Join ([`DispatcherLink::answer`]).
+    Challenge(Nonce),
+    /// The dispatcher proved it knows the secret; the crawl's policy.
+    Welcome(CrawlPolicy),
+    /// Our Join was refused.
+    Refused(Refusal),
+    /// The dispatcher does not know us (any more): introduce again.
+    Reintroduce,
+    /// The dispatcher speaks another protocol version: stop.
+    OtherVersion,
+}
+
+impl From<ToSupervisor> for Heard {
+    fn from(msg: ToSupervisor) -> Heard {
+        Heard::Message(msg)
+    }
 }
 
 /// At most one log line per this long about messages refused for their seal.
@@ -132,13 +157,15 @@ impl DispatcherLink {
         let wait = async {
             loop {
                 match self.recv().await {
-                    Some(ToSupervisor::Welcome { policy, .. }) => return Ok(policy),
-                    Some(ToSupervisor::Challenge { nonce }) => self.answer(nonce, intro).await,
-                    Some(ToSupervisor::Refused(why)) => bail!(
+                    Some(Heard::Welcome(policy)) => return Ok(policy),
+                    Some(Heard::Challenge(nonce)) => self.answer(nonce, intro).await,
+                    Some(Heard::Refused(why)) => bail!(
                         "the dispatcher refused our introduction ({}): is the cluster secret the same on both sides?",
                         why.as_str()
                     ),
-                    Some(ToSupervisor::Stop) => bail!("dispatcher said stop before welcome"),
+                    Some(Heard::OtherVersion) => bail!(
+                        "the dispatcher speaks another protocol version (ours is {PROTOCOL_VERSION}): run the same release on every node"
+                    ),
                     Some(_) => {}
                     None => bail!("lost the dispatcher before its welcome"),
                 }
@@ -152,12 +179,12 @@ impl DispatcherLink {
     /// Opens a new introduction: a Hello with a fresh nonce.
     async fn say_hello(&mut self) -> bool {
         let introduction = Introduction::new(PROTOCOL_VERSION);
-        let hello = ToDispatcher::Hello {
+        let hello = FrameToDispatcher::Hello {
             version: PROTOCOL_VERSION,
             nonce: introduction.nonce(),
         };
         self.state = State::Introduced(Instant::now(), introduction);
-        self.send(&hello).await
+        self.send_frame(protocol::encode(&hello)).await
     }
 
     /// Answers the dispatcher's Challenge with a Join: `intro` (who we are
@@ -170,7 +197,8 @@ impl DispatcherLink {
         let bytes = protocol::encode(intro);
         let proof = introduction.answer(&self.key, d_nonce, &bytes);
         self.answered_at = Some(Instant::now());
-        self.send(&ToDispatcher::Join { proof, intro: bytes }).await;
+        let join = FrameToDispatcher::Join { proof, intro: &bytes };
+        self.send_frame(protocol::encode(&join)).await;
     }
 
     /// When the Join that the current connection was welcomed on was sent.
@@ -270,7 +298,7 @@ impl DispatcherLink {
     pub async fn await_farewell(&mut self, patience: Duration) -> bool {
         let wait = async {
             while let Some(msg) = self.recv().await {
-                if msg == ToSupervisor::Farewell {
+                if msg == Heard::Message(ToSupervisor::Farewell) {
                     return true;
                 }
             }
@@ -283,24 +311,20 @@ impl DispatcherLink {
         confirmed
     }
 
-    /// Sends `msg`; false (and the link goes down) when it could not be sent.
+    /// Sends `msg` sealed; false when it could not be sent: the link is
+    /// not up (no Welcome yet on this connection), or the send failed (the
+    /// link then goes down).
     pub async fn send(&mut self, msg: &ToDispatcher) -> bool {
-        // After the Welcome everything is sealed (a new introduction is not).
-        let bytes = match (&mut self.state, msg) {
-            (State::Up(session), m)
-                if !matches!(m, ToDispatcher::Hello { .. } | ToDispatcher::Join { .. }) =>
-            {
-                let payload = protocol::encode(m);
-                let (counter, tag) = session.seal(&payload);
-                self.last_seq = counter;
-                protocol::encode::<ToDispatcher>(&ToDispatcher::Sealed {
-                    counter,
-                    tag,
-                    payload,
-                })
-            }
-            _ => protocol::encode(msg),
+        let State::Up(session) = &mut self.state else {
+            return false;
         };
+        let (counter, frame) = envelope::seal_to_dispatcher(session, msg);
+        self.last_seq = counter;
+        self.send_frame(frame).await
+    }
+
+    /// Sends one frame; false (and the link goes down) when it could not be sent.
+    async fn send_frame(&mut self, bytes: Vec<u8>) -> bool {
         let Some(socket) = self.socket.as_mut() else {
             return false;
         };
@@ -328,7 +352,7 @@ impl DispatcherLink {
     /// Receives the next message; `None` when the link broke (it is then
     /// down, and this pends until [`DispatcherLink::maintain`] reconnects).
     /// Cancel-safe: zeromq queues whole messages.
-    pub async fn recv(&mut self) -> Option<ToSupervisor> {
+    pub async fn recv(&mut self) -> Option<Heard> {
         loop {
             let Some(socket) = self.socket.as_mut() else {
                 return std::future::pending().await;
@@ -343,42 +367,35 @@ impl DispatcherLink {
             };
             crate::metric::ZMQ_MESSAGES_RECEIVED.get().increment(1);
             let Some(frame) = msg.iter().last() else { continue };
-            let m = match protocol::decode::<ToSupervisor>(frame) {
-                Ok(m) => m,
+            let frame = match protocol::decode::<FrameToSupervisor>(frame) {
+                Ok(f) => f,
                 Err(e) => {
                     tracing::warn!(error = %e, "ignoring an undecodable message");
                     continue;
                 }
             };
-            let m = match (m, &mut self.state) {
-                (
-                    ToSupervisor::Sealed {
-                        counter,
-                        tag,
-                        payload,
-                    },
-                    State::Up(session),
-                ) => {
-                    if let Err(e) = session.open(counter, &tag, &payload) {
-                        self.refused_seal(e.as_str());
-                        continue;
-                    }
-                    match protocol::decode::<ToSupervisor>(&payload) {
-                        Ok(ToSupervisor::Sealed { .. }) | Err(_) => continue,
-                        Ok(inner) => inner,
+            let heard = match (frame, &mut self.state) {
+                (FrameToSupervisor::Sealed(sealed), State::Up(session)) => {
+                    match envelope::open::<ToSupervisor>(session, &sealed) {
+                        Ok(m) => Heard::Message(m),
+                        Err(OpenError::Seal(e)) => {
+                            self.refused_seal(e.as_str());
+                            continue;
+                        }
+                        Err(OpenError::Undecodable) => continue,
                     }
                 }
                 // "Introduce yourself again" travels bare (the dispatcher
                 // may have lost our connection's keys); forged, it costs a
                 // new handshake, no more.
-                (m @ ToSupervisor::Reintroduce, _) => m,
+                (FrameToSupervisor::Reintroduce, _) => Heard::Reintroduce,
                 // Anything else bare on a welcomed connection is not from
                 // the dispatcher that welcomed us.
                 (_, State::Up(_)) => {
                     self.refused_seal("unsealed");
                     continue;
                 }
-                (ToSupervisor::Welcome { policy, proof }, State::Introduced(_, introduction)) => {
+                (FrameToSupervisor::Welcome { policy, proof }, State::Introduced(_, introduction)) => {
                     let policy_bytes = protocol::encode(&policy);
                     let checked = introduction
                         .check_welcome(&self.key, &proof, &policy_bytes)
@@ -397,18 +414,17 @@ impl DispatcherLink {
                     }
                     self.state = State::Up(session);
                     self.last_seq = 0;
-                    ToSupervisor::Welcome { policy, proof }
+                    Heard::Welcome(policy)
                 }
                 // Until the dispatcher has proven itself, only its side of
                 // the handshake is listened to.
-                (
-                    m @ (ToSupervisor::Challenge { .. } | ToSupervisor::Refused(_) | ToSupervisor::Stop),
-                    State::Introduced(..),
-                ) => m,
+                (FrameToSupervisor::Challenge { nonce }, State::Introduced(..)) => Heard::Challenge(nonce),
+                (FrameToSupervisor::Refused(why), State::Introduced(..)) => Heard::Refused(why),
+                (FrameToSupervisor::OtherVersion, State::Introduced(..)) => Heard::OtherVersion,
                 _ => continue,
             };
             self.last_heard = Instant::now();
-            return Some(m);
+            return Some(heard);
         }
     }
 

@@ -6,14 +6,16 @@
 //! framing on a child's pipes ([`framing`]), why a URL came back unfetched
 //! ([`failure`]), the rule that stops a node cut off from the dispatcher
 //! ([`fence`]), the cluster secret's handshake and per-message seals
-//! ([`cluster_auth`], [`args`]), and the supervisor's end of the ZeroMQ
-//! connection ([`dispatcher_link`]).
+//! ([`cluster_auth`], [`args`]), the frames that carry them
+//! ([`envelope`]), and the supervisor's end of the ZeroMQ connection
+//! ([`dispatcher_link`]).
 
 #![warn(unreachable_pub)]
 
 pub mod args;
 pub mod cluster_auth;
 pub mod dispatcher_link;
+pub mod envelope;
 pub mod failure;
 pub mod fence;
 pub mod framing;

@@ -12,7 +12,6 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::cluster_auth::{Nonce, Proof, Refusal};
 pub use crate::failure::FailureKind;
 
 /// Bumped whenever a message changes shape; peers with another version are refused.
@@ -21,7 +20,9 @@ pub use crate::failure::FailureKind;
 /// BLAKE3, not HMAC-SHA256. 9: the crawl policy carries the canonical URL
 /// rules. 10: fencing and acknowledged results (`ToSupervisor::Ack`,
 /// `ToChild::Fence`, the policy's `heartbeat_timeout_ms`, `Recall`).
-pub const PROTOCOL_VERSION: u32 = 10;
+/// 11: the handshake and the sealed envelope are frames of their own
+/// ([`crate::envelope`]); the crawl's messages travel only sealed.
+pub const PROTOCOL_VERSION: u32 = 11;
 
 /// One URL to crawl, leased to whoever holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -168,14 +169,11 @@ pub struct Intro {
     pub holding: Vec<WorkItem>,
 }
 
-/// Supervisor → dispatcher. `S`: how results hold their strings (see
-/// [`CrawlResult`]); the dispatcher reads `ToDispatcher<&str>`.
+/// Supervisor → dispatcher, always sealed (see [`crate::envelope`]). `S`:
+/// how results hold their strings (see [`CrawlResult`]); the dispatcher
+/// reads `ToDispatcher<&str>`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToDispatcher<S = String> {
-    /// First message, and again after a reconnect: opens an introduction.
-    /// `version` stays the first field of the first variant, so a peer of
-    /// another protocol version is still recognised and told to stop.
-    Hello { version: u32, nonce: Nonce },
     /// Finished URLs; each one frees one credit.
     Results(Vec<CrawlResult<S>>),
     /// A child (re)started or stopped; carries its debug address.
@@ -191,36 +189,12 @@ pub enum ToDispatcher<S = String> {
     Heartbeat { holding: Vec<u64> },
     /// Children have exited; the supervisor is leaving.
     Bye,
-    /// Answer to [`ToSupervisor::Challenge`]: `intro` is an encoded
-    /// [`Intro`], `proof` the HMAC over it and both nonces.
-    Join {
-        proof: Proof,
-        #[serde(with = "serde_bytes")]
-        intro: Vec<u8>,
-    },
-    /// Every message of an admitted connection after the Welcome:
-    /// `payload` is an encoded [`ToDispatcher`], `tag` its HMAC under the
-    /// connection's key (see [`crate::cluster_auth::Session`]). Byte
-    /// fields are (de)serialised as one byte string (`serde_bytes`), not
-    /// as a sequence of `u8`s: the same bytes on the wire, about 80
-    /// times faster to read.
-    Sealed {
-        counter: u64,
-        tag: Proof,
-        #[serde(with = "serde_bytes")]
-        payload: Vec<u8>,
-    },
 }
 
-/// Dispatcher → supervisor.
+/// Dispatcher → supervisor, always sealed (see [`crate::envelope`], which
+/// also has the handshake's frames).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToSupervisor {
-    /// The peer proved it knows the cluster secret; `proof` proves the
-    /// dispatcher does too, over this policy (see [`crate::cluster_auth`]).
-    Welcome {
-        policy: CrawlPolicy,
-        proof: Proof,
-    },
     Work(Vec<WorkItem>),
     Heartbeat,
     /// The crawl is over: drain, stop children, say Bye, exit.
@@ -228,26 +202,6 @@ pub enum ToSupervisor {
     /// Answer to Bye: the supervisor may exit now. (ZeroMQ has no linger
     /// here, so a supervisor that exited right after Bye could lose it.)
     Farewell,
-    /// "I do not know you (any more)": sent to a peer that was declared dead
-    /// or that the dispatcher never met (it restarted). The supervisor
-    /// answers with a fresh Hello. Also the answer to any message (but a
-    /// Hello or a Join) from a peer that has not proved it knows the secret.
-    Reintroduce,
-    /// Answer to a Hello: the dispatcher's nonce, to prove knowledge of the
-    /// secret over.
-    Challenge {
-        nonce: Nonce,
-    },
-    /// The Join was refused: nothing else is said to this peer.
-    Refused(Refusal),
-    /// Every message to an admitted connection after the Welcome (but
-    /// Reintroduce): `payload` is an encoded [`ToSupervisor`].
-    Sealed {
-        counter: u64,
-        tag: Proof,
-        #[serde(with = "serde_bytes")]
-        payload: Vec<u8>,
-    },
     /// "I have read your messages up to the one sealed with counter `seq`"
     /// (on this connection): the answer to each Heartbeat and Results.
     /// Results up to it are in the dispatcher's hands; until then the
@@ -493,49 +447,6 @@ mod tests {
         };
         assert!(message.len() <= MAX_FAILURE_MESSAGE);
         assert!(message.len() >= MAX_FAILURE_MESSAGE - 1);
-    }
-
-    #[test]
-    fn a_hello_of_an_older_version_is_still_read_as_one() {
-        // Protocol 5's Hello: variant 0, version 5, then its supervisor id
-        // and more; the version is where later protocols read it, so the
-        // dispatcher can tell an old supervisor to stop.
-        let mut old = Vec::new();
-        old.extend_from_slice(&0u32.to_le_bytes());
-        old.extend_from_slice(&5u32.to_le_bytes());
-        old.extend_from_slice(&4u64.to_le_bytes());
-        old.extend_from_slice(b"sup0");
-        old.extend_from_slice(&[0; 64]);
-        assert!(matches!(
-            decode::<ToDispatcher>(&old),
-            Ok(ToDispatcher::Hello { version: 5, .. })
-        ));
-    }
-
-    #[test]
-    fn a_sealed_payload_is_its_length_then_its_bytes() {
-        // The layout every protocol-7 peer reads: variant, counter, tag,
-        // then the payload as a u64 length and the raw bytes. Read as a
-        // byte string, not byte by byte: a 66 KB message took 142 µs to
-        // open that way, twice the cost of the 60 results inside.
-        let sealed = ToDispatcher::Sealed {
-            counter: 9,
-            tag: [3; 32],
-            payload: b"abc".to_vec(),
-        };
-        let mut wire = Vec::new();
-        wire.extend_from_slice(&6u32.to_le_bytes());
-        wire.extend_from_slice(&9u64.to_le_bytes());
-        wire.extend_from_slice(&[3; 32]);
-        wire.extend_from_slice(&3u64.to_le_bytes());
-        wire.extend_from_slice(b"abc");
-        assert_eq!(encode(&sealed), wire);
-        assert_eq!(decode::<ToDispatcher>(&wire).ok(), Some(sealed));
-        // A payload claiming more bytes than any message may hold is an
-        // error before anything is allocated.
-        wire.truncate(4 + 8 + 32);
-        wire.extend_from_slice(&(1u64 << 60).to_le_bytes());
-        assert!(decode::<ToDispatcher>(&wire).is_err());
     }
 
     #[test]

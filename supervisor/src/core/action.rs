@@ -2,7 +2,8 @@
 //! that learn something (a message's seal counter) are answered with an
 //! [`super::Event`].
 
-use link::protocol::{CrawlResult, Intro, Nonce, Refusal, ToDispatcher};
+use link::cluster_auth::{Nonce, Refusal};
+use link::protocol::{CrawlResult, Intro, ToDispatcher};
 
 use super::Failure;
 use crate::child::SlotCmd;

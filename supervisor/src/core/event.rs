@@ -3,7 +3,8 @@
 
 use std::time::Instant;
 
-use link::protocol::{CrawlResult, ToSupervisor};
+use link::dispatcher_link::Heard;
+use link::protocol::CrawlResult;
 
 use crate::child::SlotEvent;
 
@@ -11,7 +12,7 @@ use crate::child::SlotEvent;
 pub(crate) enum Event {
     /// A message from the dispatcher, opened and checked by the link. (Its
     /// Welcome comes as [`Event::LinkUp`], which knows when our Join left.)
-    Dispatcher(ToSupervisor),
+    Dispatcher(Heard),
     /// The dispatcher welcomed our introduction on a new connection;
     /// `joined_at`: when the Join it answered was sent.
     LinkUp { joined_at: Option<Instant> },

@@ -12,6 +12,11 @@ use link::protocol::{
 use super::*;
 use crate::child::{SlotCmd, SlotEvent};
 
+/// A crawl message from the dispatcher, as the link hands it on.
+fn said(msg: ToSupervisor) -> Event {
+    Event::Dispatcher(Heard::Message(msg))
+}
+
 const TIMEOUT: Duration = Duration::from_secs(10);
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -54,7 +59,7 @@ impl Sim {
     }
 
     fn work(&mut self, items: &[WorkItem]) -> Vec<Action> {
-        self.on(Event::Dispatcher(ToSupervisor::Work(items.to_vec())))
+        self.on(said(ToSupervisor::Work(items.to_vec())))
     }
 
     fn result(&mut self, slot: usize, r: CrawlResult) -> Vec<Action> {
@@ -124,7 +129,7 @@ impl Sim {
     }
 
     fn ack(&mut self, seq: u64) -> Vec<Action> {
-        self.on(Event::Dispatcher(ToSupervisor::Ack { seq }))
+        self.on(said(ToSupervisor::Ack { seq }))
     }
 }
 
@@ -272,7 +277,7 @@ fn work_and_recalls_go_to_the_slot_of_their_domain() {
     let mut want = vec![(sa, vec![1, 3]), (sb, vec![2])];
     want.sort();
     assert_eq!(got, want);
-    let recalls = sim.on(Event::Dispatcher(ToSupervisor::Recall {
+    let recalls = sim.on(said(ToSupervisor::Recall {
         domains: vec![b.clone()],
     }));
     assert_eq!(recalls, vec![Action::ToSlot(sb, SlotCmd::Recall(vec![b]))]);
@@ -386,12 +391,12 @@ fn a_stop_drains_the_slots_then_hands_in_the_results_and_says_bye() {
     let mut sim = Sim::new(2, 8);
     let items = [item(1, "a.test"), item(2, "a.test")];
     sim.work(&items);
-    let stop = sim.on(Event::Dispatcher(ToSupervisor::Stop));
+    let stop = sim.on(said(ToSupervisor::Stop));
     assert_eq!(stops(&stop), vec![0, 1]);
     assert_eq!(sim.core.deadline(), Some(sim.now + STOP_WAIT));
     assert!(!sim.core.listens_for_shutdown());
     assert!(
-        stops(&sim.on(Event::Dispatcher(ToSupervisor::Stop))).is_empty(),
+        stops(&sim.on(said(ToSupervisor::Stop))).is_empty(),
         "stopped once"
     );
     // Stopping children hand in what they finish; a death while stopping
@@ -436,7 +441,7 @@ fn leaving_hands_in_no_longer_than_the_leave_wait_and_says_no_bye_with_results_l
         assert_eq!(sim.flush().len(), 1);
     }
     sim.result(0, fetched(&item(100, "a.test")));
-    sim.on(Event::Dispatcher(ToSupervisor::Stop));
+    sim.on(said(ToSupervisor::Stop));
     let leaving = sim.stopped(0);
     assert!(leaving.is_empty(), "nothing can go out until an ack: {leaving:?}");
     assert_eq!(sim.core.deadline(), Some(sim.now + LEAVE_WAIT));
@@ -452,7 +457,7 @@ fn leaving_hands_in_no_longer_than_the_leave_wait_and_says_no_bye_with_results_l
     let mut cut = Sim::new(1, 8);
     cut.result(0, fetched(&item(1, "a.test")));
     cut.on(Event::LinkDown);
-    cut.on(Event::Dispatcher(ToSupervisor::Stop));
+    cut.on(said(ToSupervisor::Stop));
     assert_eq!(cut.stopped(0), vec![Action::Exit(None)]);
 
     // And with a dispatcher that stops acknowledging: out at the deadline.
@@ -472,7 +477,7 @@ fn leaving_hands_in_no_longer_than_the_leave_wait_and_says_no_bye_with_results_l
 fn a_send_that_fails_while_leaving_ends_the_hand_in_without_a_bye() {
     let mut sim = Sim::new(1, 8);
     sim.result(0, fetched(&item(1, "a.test")));
-    sim.on(Event::Dispatcher(ToSupervisor::Stop));
+    sim.on(said(ToSupervisor::Stop));
     let leaving = sim.stopped(0);
     let Some(Action::SendResults(batches)) = leaving.into_iter().next() else {
         panic!("the waiting result goes out first");
@@ -582,7 +587,7 @@ fn a_challenge_is_answered_with_every_url_still_held_but_those_handed_back() {
     );
     sim.on(Event::LinkDown);
     let nonce = [7; 32];
-    let join = sim.on(Event::Dispatcher(ToSupervisor::Challenge { nonce }));
+    let join = sim.on(Event::Dispatcher(Heard::Challenge(nonce)));
     let [Action::Join { nonce: n, intro }] = join.as_slice() else {
         panic!("a challenge is answered with a Join: {join:?}");
     };
@@ -593,7 +598,7 @@ fn a_challenge_is_answered_with_every_url_still_held_but_those_handed_back() {
     assert_eq!((intro.supervisor_id.as_str(), intro.capacity), ("node-1", 256));
     // The rest of the handshake is the link's.
     assert_eq!(
-        sim.on(Event::Dispatcher(ToSupervisor::Reintroduce)),
+        sim.on(Event::Dispatcher(Heard::Reintroduce)),
         vec![Action::Reintroduce]
     );
 }

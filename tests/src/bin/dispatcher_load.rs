@@ -25,7 +25,7 @@ use anyhow::Context;
 use clap::Parser;
 use link::args::ClusterArgs;
 use link::cluster_auth::SECRET_ENV;
-use link::dispatcher_link::DispatcherLink;
+use link::dispatcher_link::{DispatcherLink, Heard};
 use link::protocol::{
     split_results, CrawlResult, Intro, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem,
 };
@@ -154,7 +154,7 @@ async fn play(i: usize, args: &Args, totals: &Totals) -> anyhow::Result<()> {
     loop {
         tokio::select! {
             msg = link.recv() => match msg {
-                Some(ToSupervisor::Work(items)) => {
+                Some(Heard::Message(ToSupervisor::Work(items))) => {
                     totals.leases.fetch_add(items.len() as u64, Ordering::Relaxed);
                     let results: Vec<CrawlResult> = items.into_iter().map(|w| answer(w, args, totals, &mut rng)).collect();
                     // In messages of bounded size, as a supervisor sends them.
@@ -166,14 +166,15 @@ async fn play(i: usize, args: &Args, totals: &Totals) -> anyhow::Result<()> {
                         totals.results.fetch_add(n, Ordering::Relaxed);
                     }
                 }
-                Some(ToSupervisor::Stop) => return leave(&mut link).await,
-                Some(ToSupervisor::Reintroduce) => link.reintroduce().await,
-                Some(ToSupervisor::Challenge { nonce }) => link.answer(nonce, &intro).await,
-                Some(ToSupervisor::Refused(why)) => anyhow::bail!("the dispatcher refused us: {}", why.as_str()),
+                Some(Heard::Message(ToSupervisor::Stop)) => return leave(&mut link).await,
+                Some(Heard::Reintroduce) => link.reintroduce().await,
+                Some(Heard::Challenge(nonce)) => link.answer(nonce, &intro).await,
+                Some(Heard::Refused(why)) => anyhow::bail!("the dispatcher refused us: {}", why.as_str()),
                 Some(_) => {}
                 None => anyhow::bail!("lost the dispatcher"),
             },
-            _ = beat.tick() => {
+            // Only a welcomed link carries heartbeats (not while introducing again).
+            _ = beat.tick(), if link.is_up() => {
                 if !link.send(&ToDispatcher::Heartbeat { holding: Vec::new() }).await {
                     anyhow::bail!("could not send a heartbeat to the dispatcher");
                 }
