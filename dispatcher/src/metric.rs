@@ -135,8 +135,8 @@ pub(crate) const SUPERVISOR_DOMAINS: Gauge<1> = Gauge::new(
 .logged_as("domains");
 
 pub(crate) const SUPERVISOR_RESULTS: Counter<1> = Counter::new(
-    "crawler_supervisor_results_total",
-    "Crawl results sent by a supervisor to the dispatcher (in the dispatcher: received, by supervisor).",
+    "crawler_dispatcher_results_received_total",
+    "Crawl results the dispatcher received, by the supervisor that sent them (each supervisor counts what it sent in crawler_supervisor_results_total).",
     ["supervisor"],
 );
 

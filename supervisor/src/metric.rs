@@ -28,7 +28,7 @@ pub(crate) const SUPERVISOR_RESULTS_ACKED: Counter = Counter::new(
 
 pub(crate) const SUPERVISOR_RESULTS: Counter = Counter::new(
     "crawler_supervisor_results_total",
-    "Crawl results sent by a supervisor to the dispatcher (in the dispatcher: received, by supervisor).",
+    "Crawl results this supervisor sent to the dispatcher (the dispatcher counts what it received in crawler_dispatcher_results_received_total).",
     [],
 );
 
