@@ -105,16 +105,14 @@ fn gap_after(log: &[RequestRecord], host: &str, path: &str, status: u16) -> Opti
 
 /// Serves `spec` (with `extras`) and returns a cluster of one supervisor
 /// with two children to crawl it into `store`: the set-up of every crawl
-/// here and in `traps_e2e.rs`.
+/// here, in `traps_e2e.rs` and in `politeness_gap_e2e.rs`.
 pub(crate) async fn one_node(
     spec: WebSpec,
     extras: WebExtras,
     store: &StoreServer,
     dir: &std::path::Path,
 ) -> (WebServer, ClusterSpec) {
-    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let server = WebServer::local_with(spec, extras).await;
     let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir).unwrap();
     cluster.supervisors = 1;
     cluster.children = 2;
