@@ -789,6 +789,12 @@ pub fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
+/// Command-line arguments from one string, split at whitespace:
+/// `flags("--min-delay-ms 10 --max-depth 3")`.
+pub fn flags(line: &str) -> Vec<String> {
+    line.split_whitespace().map(str::to_string).collect()
+}
+
 /// Writes lines to a file in `dir` and returns its path.
 pub fn write_lines(dir: &Path, name: &str, lines: &[String]) -> anyhow::Result<PathBuf> {
     let p = dir.join(name);

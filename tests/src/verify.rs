@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bson::doc;
 
-use crate::harness::{all_pages, crawl_coll};
+use crate::harness::{all_pages, crawl_coll, CrawlRun};
 use crate::web::{Expected, RequestRecord};
 
 /// Stored URL → status from the default crawl's pages; fails if a URL was
@@ -133,4 +133,65 @@ pub async fn assert_frontier_finished(db: &mongodb::Database) -> anyhow::Result<
         unfinished.iter().take(5).collect::<Vec<_>>()
     );
     Ok(())
+}
+
+/// Failed expectations, reported together at the end, so one run shows
+/// every behaviour that is off, not just the first.
+#[derive(Default)]
+pub struct Findings(Vec<String>);
+
+impl Findings {
+    pub fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
+        if !ok {
+            let msg = what();
+            eprintln!("FINDING: {msg}");
+            self.0.push(msg);
+        }
+    }
+
+    /// The crawl ended by itself: every process exited 0, nothing left in the frontier.
+    pub fn check_run_ok(&mut self, run: &CrawlRun) {
+        self.check(run.dispatcher.success(), || {
+            format!("dispatcher exited {:?}", run.dispatcher)
+        });
+        for s in &run.supervisors {
+            self.check(s.success(), || format!("supervisor exited {s:?}"));
+        }
+        let left = &run.summary["frontier_left"];
+        self.check(*left == 0, || format!("frontier left: {}", run.summary));
+    }
+
+    pub fn assert_none(self) {
+        assert!(
+            self.0.is_empty(),
+            "{} findings:\n  {}",
+            self.0.len(),
+            self.0.join("\n  ")
+        );
+    }
+}
+
+/// `check!(findings, cond, "format", args...)`: [`Findings::check`] with a
+/// message formatted only when `cond` fails.
+#[macro_export]
+macro_rules! check {
+    ($f:expr, $ok:expr, $($msg:tt)+) => {
+        $f.check($ok, || format!($($msg)+))
+    };
+}
+
+/// The dispatcher and every supervisor exited 0.
+pub fn assert_exited_ok(run: &CrawlRun) {
+    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    assert!(
+        run.supervisors.iter().all(|s| s.success()),
+        "supervisors: {:?}",
+        run.supervisors
+    );
+}
+
+/// [`assert_exited_ok`], and the crawl left nothing in its frontier.
+pub fn assert_finished(run: &CrawlRun) {
+    assert_exited_ok(run);
+    assert_eq!(run.summary["frontier_left"], 0, "summary: {}", run.summary);
 }

@@ -22,9 +22,7 @@ async fn limiting_word(web: WebSpec, setup: impl FnOnce(&mut ClusterSpec)) -> St
     let dir = tempfile::tempdir().unwrap();
     let logs = dir.path().join("logs");
     let store = StoreServer::start().unwrap();
-    let server = WebServer::start(web, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let server = WebServer::local(web).await;
     let expected = server.web().expected_crawl();
     let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
     spec.supervisors = 1;

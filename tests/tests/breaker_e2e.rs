@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use bson::doc;
 use crawl_tests::harness::{
-    all_docs, all_pages, args, crawl_coll, run_crawl, write_lines, ClusterSpec, StoreServer,
+    all_docs, all_pages, crawl_coll, flags, run_crawl, write_lines, ClusterSpec, StoreServer,
 };
 use crawl_tests::host_server::{self, Asked};
 
@@ -67,19 +67,11 @@ async fn a_failing_domain_is_halted_until_unhalted() {
     spec.supervisors = 1;
     spec.children = 1;
     let broken = format!("broken.test:{port}");
-    let base_args: Vec<String> = args(&[
-        "--min-delay-ms",
-        "10",
-        "--breaker-halt-after",
-        &HALT_AFTER.to_string(),
-        // Only the halt is under test here, not pauses.
-        "--breaker-error-share",
-        "1.0",
-        "--max-inflight-per-domain",
-        "1",
-        "--progress-secs",
-        "0",
-    ]);
+    // Only the halt is under test here, not pauses.
+    let base_args: Vec<String> = flags(&format!(
+        "--min-delay-ms 10 --breaker-halt-after {HALT_AFTER} --breaker-error-share 1.0 \
+         --max-inflight-per-domain 1 --progress-secs 0"
+    ));
     spec.dispatcher_args = base_args.clone();
 
     // Run 1: broken.test is halted after HALT_AFTER failures in a row.

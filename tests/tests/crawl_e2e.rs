@@ -5,7 +5,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, UNIX_EPOCH};
 
-use crawl_tests::harness::{all_docs, all_pages, args, crawl_coll, run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::harness::{
+    all_docs, all_pages, args, bin, crawl_coll, flags, run_crawl, write_lines, ClusterSpec, StoreServer,
+};
 use crawl_tests::verify;
 use crawl_tests::web::{WebServer, WebSpec};
 use store::body_dict::Dictionaries;
@@ -26,14 +28,9 @@ fn web_spec() -> WebSpec {
 }
 
 fn policy_args() -> Vec<String> {
-    args(&[
-        "--min-delay-ms",
-        &MIN_DELAY_MS.to_string(),
-        "--max-depth",
-        "100",
-        "--progress-secs",
-        "5",
-    ])
+    flags(&format!(
+        "--min-delay-ms {MIN_DELAY_MS} --max-depth 100 --progress-secs 5"
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,16 +42,11 @@ async fn crawls_the_synthetic_web_into_two_stores() {
         "stores: primary {} ({}), second {} ({})",
         primary.uri, primary.kind, second.uri, second.kind
     );
-    let server = WebServer::start(web_spec(), "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let server = WebServer::local(web_spec()).await;
     let web = server.web();
     let expected = web.expected_crawl();
-    assert!(
-        expected.pages.len() >= 2000,
-        "web too small: {}",
-        expected.pages.len()
-    );
+    let n = expected.pages.len();
+    assert!(n >= 2000, "web too small: {n}");
 
     let mut spec = ClusterSpec::for_web(&primary.uri, &server, dir.path()).unwrap();
     spec.robots_uri = Some(second.uri.clone());
@@ -62,11 +54,7 @@ async fn crawls_the_synthetic_web_into_two_stores() {
     let run = run_crawl(&spec, Duration::from_secs(600)).await.unwrap();
 
     // The crawl ended by itself and every process exited 0.
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    for s in &run.supervisors {
-        assert!(s.success(), "supervisor: {s:?}");
-    }
-    assert_eq!(run.summary["frontier_left"], 0, "summary: {}", run.summary);
+    verify::assert_finished(&run);
 
     // Every reachable allowed page is stored exactly once, with its status.
     let db = primary.client().await.unwrap().database("crawler");
@@ -172,9 +160,7 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         pages_per_host: 40,
         ..WebSpec::default()
     };
-    let server = WebServer::start(spec_web, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let server = WebServer::local(spec_web).await;
     let expected = server.web().expected_crawl();
     let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
     spec.supervisors = 1;
@@ -278,12 +264,9 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     // A memory budget below the 3 queued entries: start-up reads back only
     // those in no stored queue (here all three), not every queued URL.
     let mut small = spec.clone();
-    small
-        .dispatcher_args
-        .extend(args(&["--frontier-memory-urls", "1"]));
+    small.dispatcher_args.extend(flags("--frontier-memory-urls 1"));
     let second = run_crawl(&small, Duration::from_secs(300)).await.unwrap();
-    assert!(second.dispatcher.success());
-    assert!(second.supervisors.iter().all(|s| s.success()));
+    verify::assert_exited_ok(&second);
     assert_eq!(second.summary["fetched"], 1, "summary: {}", second.summary);
     let second_pages = pages_of_c1().await;
     assert_eq!(second_pages.len(), after_first);
@@ -328,7 +311,7 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     // the whole web again into its own collections, rather than skipping
     // every URL the first crawl saw, and leaves the first one as it was.
     let mut other = spec.clone();
-    other.dispatcher_args.extend(args(&["--crawl-id", "c2"]));
+    other.dispatcher_args.extend(flags("--crawl-id c2"));
     let third = run_crawl(&other, Duration::from_secs(300)).await.unwrap();
     assert!(third.dispatcher.success());
     assert_eq!(third.summary["crawl_id"], "c2", "summary: {}", third.summary);
@@ -361,10 +344,8 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
 
     // A seed on the open web needs a user agent that names someone; the
     // refused seed is not stored.
-    let open_web =
-        crawl_tests::harness::write_lines(dir.path(), "open.txt", &["https://example.org/".to_string()])
-            .unwrap();
-    let out = std::process::Command::new(crawl_tests::harness::bin("dispatcher").unwrap())
+    let open_web = write_lines(dir.path(), "open.txt", &["https://example.org/".to_string()]).unwrap();
+    let out = std::process::Command::new(bin("dispatcher").unwrap())
         .env("CRAWLER_MONGO_URI", &store.uri)
         .args([
             "--config",

@@ -8,11 +8,12 @@
 //! cannot vouch for are inserted again and the store's unique index keeps
 //! the first copy.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bson::doc;
 use crawl_tests::harness::{
-    args, bin, crawl_coll, spawn_crawl, write_lines, ClusterSpec, CrawlRun, RunningCrawl, StoreServer,
+    args, bin, crawl_coll, flags, spawn_crawl, write_lines, ClusterSpec, CrawlRun, RunningCrawl, StoreServer,
 };
 
 const URLS: u64 = 3000;
@@ -100,45 +101,16 @@ async fn with_the_store_check_repeated_links_are_inserted_again_and_crawled_once
 async fn crawl(extra: &[&str]) -> Run {
     let store = StoreServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let seeds: Vec<String> = (0..DOMAINS).map(|i| format!("http://d{i}.test/")).collect();
-    let seeds_file = write_lines(dir.path(), "seeds.txt", &seeds).unwrap();
-    let mut spec = ClusterSpec::new(&store.uri, &seeds_file);
-    spec.supervisors = 0;
-    spec.min_supervisors = Some(SUPERVISORS);
-    let logs = dir.path().join("timing");
-    spec.timing_dir = Some(logs.clone());
-    spec.dispatcher_args = args(&[
-        "--max-pages",
-        &URLS.to_string(),
-        "--max-depth",
-        "1000",
-        "--max-inflight-per-domain",
-        "4",
-        // 3,000 URLs over 40 domains against a budget of 200 and windows of 8.
-        "--frontier-memory-urls",
-        "200",
-        "--frontier-window",
-        "8",
-        "--progress-secs",
-        "0",
-    ]);
+    let (mut spec, logs) = load_spec(&store, dir.path(), SUPERVISORS);
+    // 3,000 URLs over 40 domains against a budget of 200 and windows of 8.
+    spec.dispatcher_args = flags(&format!(
+        "--max-pages {URLS} --max-depth 1000 --max-inflight-per-domain 4 --frontier-memory-urls 200 \
+         --frontier-window 8 --progress-secs 0"
+    ));
     spec.dispatcher_args.extend(args(extra));
     let crawl = spawn_crawl(&spec).await.unwrap();
-    let (report, run) = load(
-        crawl,
-        &spec,
-        &[
-            "--supervisors",
-            &SUPERVISORS.to_string(),
-            "--domains",
-            &DOMAINS.to_string(),
-            "--capacity",
-            "64",
-            "--links",
-            "10",
-        ],
-    )
-    .await;
+    let load_args = format!("--supervisors {SUPERVISORS} --domains {DOMAINS} --capacity 64 --links 10");
+    let (report, run) = load(crawl, &spec, &flags(&load_args)).await;
     let db = store.client().await.unwrap().database("crawler");
     let frontier = db.collection::<bson::Document>(&crawl_coll(store::FRONTIER));
     let stored = frontier.count_documents(doc! {}).await.unwrap();
@@ -167,9 +139,27 @@ async fn crawl(extra: &[&str]) -> Run {
     }
 }
 
+/// A crawl of [`DOMAINS`] seed domains whose supervisors `dispatcher_load`
+/// plays (none started; `min_supervisors` awaited), logging its timing to
+/// the directory returned.
+fn load_spec(store: &StoreServer, dir: &Path, min_supervisors: usize) -> (ClusterSpec, PathBuf) {
+    let seeds: Vec<String> = (0..DOMAINS).map(|i| format!("http://d{i}.test/")).collect();
+    let seeds_file = write_lines(dir, "seeds.txt", &seeds).unwrap();
+    let mut spec = ClusterSpec::new(&store.uri, &seeds_file);
+    spec.supervisors = 0;
+    spec.min_supervisors = Some(min_supervisors);
+    let logs = dir.join("timing");
+    spec.timing_dir = Some(logs.clone());
+    (spec, logs)
+}
+
 /// Runs `dispatcher_load` with `load_args` against `crawl` to the crawl's
 /// end: its report, and the crawl's (the dispatcher succeeded).
-async fn load(crawl: RunningCrawl, spec: &ClusterSpec, load_args: &[&str]) -> (serde_json::Value, CrawlRun) {
+async fn load(
+    crawl: RunningCrawl,
+    spec: &ClusterSpec,
+    load_args: &[String],
+) -> (serde_json::Value, CrawlRun) {
     let load = tokio::process::Command::new(bin("dispatcher_load").unwrap())
         .args(["--dispatcher", crawl.endpoint()])
         .args(load_args)
@@ -194,12 +184,12 @@ async fn load(crawl: RunningCrawl, spec: &ClusterSpec, load_args: &[&str]) -> (s
 }
 
 /// The largest `n` of the `frontier_read` lines in the timing logs.
-fn largest_read(logs: &std::path::Path) -> u64 {
+fn largest_read(logs: &Path) -> u64 {
     timed(logs, "frontier_read").into_iter().max().unwrap_or(0)
 }
 
 /// The `n` of each line of `op` in the timing logs.
-fn timed(logs: &std::path::Path, op: &str) -> Vec<u64> {
+fn timed(logs: &Path, op: &str) -> Vec<u64> {
     let mut ns = Vec::new();
     for entry in std::fs::read_dir(logs).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
@@ -241,24 +231,12 @@ async fn a_restart_reads_the_stored_urls_into_the_seen_set_in_pages() {
     assert!(fill.status.success(), "frontier_fill: {fill:?}");
     let queued = STORED / 100;
 
-    let seeds: Vec<String> = (0..DOMAINS).map(|i| format!("http://d{i}.test/")).collect();
-    let seeds_file = write_lines(dir.path(), "seeds.txt", &seeds).unwrap();
-    let mut spec = ClusterSpec::new(&store.uri, &seeds_file);
-    spec.supervisors = 0;
-    spec.min_supervisors = Some(2);
-    let logs = dir.path().join("timing");
-    spec.timing_dir = Some(logs.clone());
+    let (mut spec, logs) = load_spec(&store, dir.path(), 2);
     let debug = format!("127.0.0.1:{}", crawl_tests::harness::free_port());
-    spec.dispatcher_args = args(&[
-        "--max-pages",
-        &(2 * STORED).to_string(),
-        "--max-depth",
-        "1000",
-        "--progress-secs",
-        "0",
-        "--debug-addr",
-        &debug,
-    ]);
+    spec.dispatcher_args = flags(&format!(
+        "--max-pages {} --max-depth 1000 --progress-secs 0 --debug-addr {debug}",
+        2 * STORED
+    ));
     let crawl = spawn_crawl(&spec).await.unwrap();
     // No supervisor has joined yet, so nothing is crawled while the stored
     // URLs are read: the pages must find each of them, and nothing else.
@@ -285,19 +263,8 @@ async fn a_restart_reads_the_stored_urls_into_the_seen_set_in_pages() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let (report, run) = load(
-        crawl,
-        &spec,
-        &[
-            "--supervisors",
-            "2",
-            "--domains",
-            &DOMAINS.to_string(),
-            "--links",
-            "0",
-        ],
-    )
-    .await;
+    let load_args = flags(&format!("--supervisors 2 --domains {DOMAINS} --links 0"));
+    let (report, run) = load(crawl, &spec, &load_args).await;
     // Only the queued URLs were leased: the seeds, stored and crawled
     // before, were known.
     assert_eq!(report["leases_received"], queued, "{report}");

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crawl_tests::harness::{args, run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::harness::{flags, run_crawl, ClusterSpec, StoreServer};
 use crawl_tests::verify;
 use crawl_tests::web::{WebExtras, WebServer, WebSpec};
 
@@ -27,23 +27,16 @@ async fn a_slow_site_without_delay_gets_parallel_connections_up_to_the_limit() {
         slow_host_pages: 15,
         ..WebExtras::default()
     };
-    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let server = WebServer::local_with(spec, extras).await;
     let web = server.web();
     let expected = web.expected_crawl();
     let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
     cluster.supervisors = 1;
     cluster.children = 1;
-    cluster.dispatcher_args = args(&[
-        // Parallel connections only for domains without a delay.
-        "--min-delay-ms",
-        "0",
-        "--max-domain-connections",
-        &CONNECTIONS.to_string(),
-        "--max-depth",
-        "100",
-    ]);
+    // Parallel connections only for domains without a delay.
+    cluster.dispatcher_args = flags(&format!(
+        "--min-delay-ms 0 --max-domain-connections {CONNECTIONS} --max-depth 100"
+    ));
     let run = run_crawl(&cluster, Duration::from_secs(120)).await.unwrap();
     assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
     let db = store.client().await.unwrap().database("crawler");

@@ -101,13 +101,27 @@ fn warcio(list: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// `warcio index -f FIELDS file` (which must succeed, `when` says after
+/// what), one JSON object a record.
+fn warcio_index(fields: &str, file: &Path, when: &str) -> Vec<serde_json::Value> {
+    let (ok, index) = warcio(&["index", "-f", fields, file.to_str().unwrap()]);
+    assert!(ok, "warcio index failed{when}:\n{index}");
+    index.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// `pages export --format FORMAT --out DIR` of the store at `uri`.
+fn export(uri: &str, format: &str, out: &Path) {
+    pages(
+        uri,
+        &["export", "--format", format, "--out", out.to_str().unwrap()],
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crawl_exports_to_warc_that_warcio_reads_and_verifies() {
     let dir = tempfile::tempdir().unwrap();
     let store = StoreServer::start().unwrap();
-    let server = WebServer::start(web_spec(), "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let server = WebServer::local(web_spec()).await;
     let web = server.web();
     let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
     spec.supervisors = 1;
@@ -141,8 +155,7 @@ async fn a_crawl_exports_to_warc_that_warcio_reads_and_verifies() {
 
     // WARC, checked by warcio: every record's digests verify.
     let out = dir.path().join("warc");
-    let out_s = out.to_str().unwrap();
-    pages(&store.uri, &["export", "--format", "warc", "--out", out_s]);
+    export(&store.uri, "warc", &out);
     let file = out.join("pages-00000.warc.gz");
     let (ok, text) = warcio(&["check", "-v", file.to_str().unwrap()]);
     assert!(ok, "warcio check failed:\n{text}");
@@ -151,11 +164,8 @@ async fn a_crawl_exports_to_warc_that_warcio_reads_and_verifies() {
 
     // One response, request and metadata record per stored page (and a
     // warcinfo), per warcio's index.
-    let (ok, index) = warcio(&["index", "-f", "warc-type,warc-target-uri", file.to_str().unwrap()]);
-    assert!(ok, "warcio index failed:\n{index}");
     let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
-    for line in index.lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    for v in warcio_index("warc-type,warc-target-uri", &file, "") {
         *kinds
             .entry(v["warc-type"].as_str().unwrap().to_string())
             .or_default() += 1;
@@ -200,17 +210,11 @@ with open(sys.argv[1], 'rb') as f:
 
     // JSON lines and CSV: one line a page (CSV after its header).
     let jsonl = dir.path().join("jsonl");
-    pages(
-        &store.uri,
-        &["export", "--format", "jsonl", "--out", jsonl.to_str().unwrap()],
-    );
+    export(&store.uri, "jsonl", &jsonl);
     let lines = std::fs::read_to_string(jsonl.join("pages-00000.jsonl")).unwrap();
     assert_eq!(lines.lines().count(), stored.len());
     let csv = dir.path().join("csv");
-    pages(
-        &store.uri,
-        &["export", "--format", "csv", "--out", csv.to_str().unwrap()],
-    );
+    export(&store.uri, "csv", &csv);
     // Both read by Python's standard library (json, csv) say what the
     // store holds, page by page.
     let want: BTreeMap<String, serde_json::Value> = stored
@@ -237,20 +241,13 @@ with open(sys.argv[1], 'rb') as f:
 
     // A second run of a finished export writes nothing more.
     let before = std::fs::metadata(&file).unwrap().len();
-    pages(&store.uri, &["export", "--format", "warc", "--out", out_s]);
+    export(&store.uri, "warc", &out);
     assert_eq!(std::fs::metadata(&file).unwrap().len(), before);
 
     // An export cut short (its last checkpoint half-way, then half a
     // record more written) resumes to the same records: pages go in `_id`
     // order, three records each after the warcinfo.
-    let (ok, index) = warcio(&[
-        "index",
-        "-f",
-        "offset,warc-type,warc-target-uri",
-        file.to_str().unwrap(),
-    ]);
-    assert!(ok, "warcio index failed:\n{index}");
-    let records: Vec<serde_json::Value> = index.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let records = warcio_index("offset,warc-type,warc-target-uri", &file, "");
     let mut ids: Vec<&str> = stored.iter().map(|d| d.url.as_str()).collect();
     ids.sort_unstable();
     let k = ids.len() / 2;
@@ -265,37 +262,24 @@ with open(sys.argv[1], 'rb') as f:
     let mut bytes = std::fs::read(&file).unwrap();
     bytes.truncate(cut as usize + 100);
     std::fs::write(&file, &bytes).unwrap();
-    pages(&store.uri, &["export", "--format", "warc", "--out", out_s]);
+    export(&store.uri, "warc", &out);
     let (ok, text) = warcio(&["check", file.to_str().unwrap()]);
     assert!(ok, "warcio check failed after resuming:\n{text}");
-    let (ok, resumed) = warcio(&["index", "-f", "warc-type,warc-target-uri", file.to_str().unwrap()]);
-    assert!(ok, "warcio index failed after resuming:\n{resumed}");
-    let uris = |index: &str| -> Vec<(String, String)> {
+    let resumed = warcio_index("warc-type,warc-target-uri", &file, " after resuming");
+    let uris = |index: &[serde_json::Value]| -> Vec<(String, String)> {
         index
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .iter()
             .map(|v| (v["warc-type"].to_string(), v["warc-target-uri"].to_string()))
             .collect()
     };
-    let first: Vec<_> = records
-        .iter()
-        .map(|v| (v["warc-type"].to_string(), v["warc-target-uri"].to_string()))
-        .collect();
     assert_eq!(
         uris(&resumed),
-        first,
+        uris(&records),
         "the resumed export differs from the whole one"
     );
     // Every record, those written after the resume too, names the file's
     // own warcinfo record.
-    let (ok, ids) = warcio(&[
-        "index",
-        "-f",
-        "warc-type,warc-record-id,warc-warcinfo-id",
-        file.to_str().unwrap(),
-    ]);
-    assert!(ok, "warcio index failed:\n{ids}");
-    let ids: Vec<serde_json::Value> = ids.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let ids = warcio_index("warc-type,warc-record-id,warc-warcinfo-id", &file, "");
     let info = ids[0]["warc-record-id"].as_str().unwrap();
     assert_eq!(ids[0]["warc-type"], "warcinfo");
     assert!(

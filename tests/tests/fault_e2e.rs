@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use bson::doc;
 use crawl_tests::harness::{
-    args, crawl_coll, free_port, run_crawl, signal, spawn_crawl, ClusterSpec, RunningCrawl, StoreServer,
+    args, crawl_coll, flags, free_port, run_crawl, signal, spawn_crawl, ClusterSpec, RunningCrawl,
+    StoreServer,
 };
 use crawl_tests::verify;
 use crawl_tests::web::{Expected, WebServer, WebSpec};
@@ -28,29 +29,14 @@ fn fast_failover(spec: &mut ClusterSpec, min_delay_ms: u64) {
     let debug_port = free_port();
     spec.supervisors = SUPERVISORS;
     spec.children = CHILDREN;
-    spec.dispatcher_args = args(&[
-        "--min-delay-ms",
-        &min_delay_ms.to_string(),
-        "--max-depth",
-        "100",
-        "--heartbeat-timeout-secs",
-        "3",
-        "--lease-secs",
-        "30",
-        "--progress-secs",
-        "5",
-        // Small windows: most of each domain's queue stays in the store,
-        // and every fault hits reads of it too.
-        "--max-inflight-per-domain",
-        "4",
-        "--frontier-memory-urls",
-        "100",
-        "--frontier-window",
-        "8",
-        "--debug-addr",
-        &format!("127.0.0.1:{debug_port}"),
-    ]);
-    spec.supervisor_args = args(&["--dispatcher-silence-secs", "3", "--connect-timeout-secs", "60"]);
+    // Small windows: most of each domain's queue stays in the store, and
+    // every fault hits reads of it too.
+    spec.dispatcher_args = flags(&format!(
+        "--min-delay-ms {min_delay_ms} --max-depth 100 --heartbeat-timeout-secs 3 --lease-secs 30 \
+         --progress-secs 5 --max-inflight-per-domain 4 --frontier-memory-urls 100 --frontier-window 8 \
+         --debug-addr 127.0.0.1:{debug_port}"
+    ));
+    spec.supervisor_args = flags("--dispatcher-silence-secs 3 --connect-timeout-secs 60");
 }
 
 /// A synthetic web, its ground truth, and a 2×2 cluster spec with fast
@@ -60,14 +46,25 @@ struct Setup {
     expected: Expected,
     store: StoreServer,
     spec: ClusterSpec,
+    /// The web's in-scope hosts.
+    hosts: usize,
     /// Holds the seeds and hosts files.
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+}
+
+/// A web of `hosts` hosts of `pages_per_host` pages each, from `seed`.
+fn web(seed: u64, hosts: usize, pages_per_host: usize) -> WebSpec {
+    WebSpec {
+        seed,
+        hosts,
+        pages_per_host,
+        ..WebSpec::default()
+    }
 }
 
 async fn setup(web: WebSpec, store: StoreServer, min_delay_ms: u64) -> Setup {
-    let server = WebServer::start(web, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let hosts = web.hosts;
+    let server = WebServer::local(web).await;
     let expected = server.web().expected_crawl();
     let dir = tempfile::tempdir().unwrap();
     let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
@@ -77,8 +74,32 @@ async fn setup(web: WebSpec, store: StoreServer, min_delay_ms: u64) -> Setup {
         expected,
         store,
         spec,
-        _dir: dir,
+        hosts,
+        dir,
     }
+}
+
+impl Setup {
+    /// [`assert_end_state`] of this web's crawl.
+    async fn assert_end_state(&self) -> f64 {
+        assert_end_state(&self.store, &self.server, &self.expected, self.hosts).await
+    }
+}
+
+/// Waits up to 60 s for `/debug/cluster` to show the cluster whole, without `killed`.
+async fn assert_whole_soon(http: &reqwest::Client, crawl: &RunningCrawl, killed: u32, what: &str) {
+    let whole = wait_until_whole(http, crawl, killed, Duration::from_secs(60)).await;
+    assert!(whole.is_some(), "{what}");
+}
+
+/// The pids of the dispatcher, every supervisor and every child.
+fn everyone(crawl: &RunningCrawl) -> Vec<u32> {
+    let mut pids: Vec<u32> = crawl.dispatcher_pid().into_iter().collect();
+    for (i, sup) in crawl.supervisor_pids().into_iter().enumerate() {
+        pids.push(sup);
+        pids.extend(crawl.child_pids(i));
+    }
+    pids
 }
 
 /// The end state every fault test demands: the finished crawl stored the
@@ -160,19 +181,7 @@ async fn parked_domains(http: &reqwest::Client, crawl: &RunningCrawl) -> f64 {
 /// dispatcher, every running supervisor live with all its children, and
 /// none of the processes just killed.
 async fn cluster_whole(http: &reqwest::Client, crawl: &RunningCrawl, killed: u32) -> bool {
-    let Ok(url) = crawl.debug_url() else { return false };
-    let Ok(resp) = http
-        .get(format!("{url}/debug/cluster"))
-        .timeout(Duration::from_secs(2))
-        .send()
-        .await
-    else {
-        return false;
-    };
-    let Ok(body) = resp.bytes().await else {
-        return false;
-    };
-    let Ok(view) = serde_json::from_slice::<serde_json::Value>(&body) else {
+    let Some(view) = cluster_view(http, crawl).await else {
         return false;
     };
     let pid = |p: &serde_json::Value| p["pid"].as_u64().map(|p| p as u32);
@@ -208,6 +217,13 @@ async fn cluster_whole(http: &reqwest::Client, crawl: &RunningCrawl, killed: u32
     live == want
 }
 
+/// The dispatcher's `/debug/cluster` (None when it does not answer).
+async fn cluster_view(http: &reqwest::Client, crawl: &RunningCrawl) -> Option<serde_json::Value> {
+    let url = format!("{}/debug/cluster", crawl.debug_url().ok()?);
+    let resp = http.get(url).timeout(Duration::from_secs(2)).send().await.ok()?;
+    serde_json::from_slice(&resp.bytes().await.ok()?).ok()
+}
+
 async fn wait_until_whole(
     http: &reqwest::Client,
     crawl: &RunningCrawl,
@@ -238,43 +254,23 @@ enum Victim {
 async fn chaos_kills_lose_nothing_and_store_nothing_twice() {
     const HOSTS: usize = 24;
     const KEEP_KILLING_WHILE_QUEUED: u64 = 600;
-    let Setup {
-        server,
-        expected,
-        store,
-        mut spec,
-        _dir,
-    } = setup(
-        WebSpec {
-            seed: 21,
-            hosts: HOSTS,
-            outside_hosts: 2,
-            pages_per_host: 90,
-            crawl_delay_every: 0,
-            ..WebSpec::default()
-        },
-        StoreServer::start().unwrap(),
-        80,
-    )
-    .await;
-    assert!(
-        expected.pages.len() >= 5000,
-        "web too small: {}",
-        expected.pages.len()
-    );
+    let web = WebSpec {
+        outside_hosts: 2,
+        crawl_delay_every: 0,
+        ..web(21, HOSTS, 90)
+    };
+    let mut s = setup(web, StoreServer::start().unwrap(), 80).await;
+    let pages = s.expected.pages.len();
+    assert!(pages >= 5000, "web too small: {pages}");
     // Half the domains hold windows at a time: the others are parked, and
     // every kill hits domains taking turns too.
-    spec.dispatcher_args
-        .extend(args(&["--frontier-active-domains", &(HOSTS / 2).to_string()]));
+    s.spec
+        .dispatcher_args
+        .extend(flags(&format!("--frontier-active-domains {}", HOSTS / 2)));
     let http = shared::http_client::builder().no_proxy().build().unwrap();
-    let mut crawl = spawn_crawl(&spec).await.unwrap();
+    let mut crawl = spawn_crawl(&s.spec).await.unwrap();
     let started = Instant::now();
-    assert!(
-        wait_until_whole(&http, &crawl, 0, Duration::from_secs(60))
-            .await
-            .is_some(),
-        "the cluster never came up"
-    );
+    assert_whole_soon(&http, &crawl, 0, "the cluster never came up").await;
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     let order = [Victim::Child, Victim::Supervisor, Victim::Dispatcher];
@@ -283,7 +279,7 @@ async fn chaos_kills_lose_nothing_and_store_nothing_twice() {
     loop {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         most_parked = most_parked.max(parked_domains(&http, &crawl).await);
-        if crawl.dispatcher_exited() || queued_in_store(&store).await < KEEP_KILLING_WHILE_QUEUED {
+        if crawl.dispatcher_exited() || queued_in_store(&s.store).await < KEEP_KILLING_WHILE_QUEUED {
             break;
         }
         let victim = order[kills.len() % order.len()];
@@ -328,13 +324,8 @@ async fn chaos_kills_lose_nothing_and_store_nothing_twice() {
         kills.push((victim, recovery));
     }
 
-    let run = crawl.wait(Duration::from_secs(300)).await.unwrap();
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    for s in &run.supervisors {
-        assert!(s.success(), "supervisor: {s:?}");
-    }
-    assert_eq!(run.summary["frontier_left"], 0, "summary: {}", run.summary);
-    let repeats = assert_end_state(&store, &server, &expected, HOSTS).await;
+    verify::assert_finished(&crawl.wait(Duration::from_secs(300)).await.unwrap());
+    let repeats = s.assert_end_state().await;
     assert!(most_parked > 0.0, "no domain was ever parked");
     assert!(
         kills.len() >= 6,
@@ -352,14 +343,14 @@ async fn chaos_kills_lose_nothing_and_store_nothing_twice() {
     };
     eprintln!(
         "fault-report chaos: {} pages, {} kills survived: {}, {}, {}; crawl took {:.1}s; {repeats:.2} page requests per page; up to {most_parked} domains parked",
-        expected.pages.len(),
+        pages,
         kills.len(),
         report(Victim::Child),
         report(Victim::Supervisor),
         report(Victim::Dispatcher),
         started.elapsed().as_secs_f64(),
     );
-    server.stop(Duration::from_secs(5)).await;
+    s.server.stop(Duration::from_secs(5)).await;
 }
 
 /// Issue 45: a page stored before a kill -9 is not fetched again. A
@@ -374,41 +365,23 @@ async fn chaos_kills_lose_nothing_and_store_nothing_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_page_stored_before_a_kill_is_not_fetched_again() {
     const HOSTS: usize = 16;
-    let Setup {
-        server,
-        expected,
-        store,
-        spec,
-        _dir,
-    } = setup(
-        WebSpec {
-            seed: 29,
-            hosts: HOSTS,
-            outside_hosts: 0,
-            pages_per_host: 120,
-            crawl_delay_every: 0,
-            ..WebSpec::default()
-        },
-        StoreServer::start().unwrap(),
-        60,
-    )
-    .await;
+    let web = WebSpec {
+        outside_hosts: 0,
+        crawl_delay_every: 0,
+        ..web(29, HOSTS, 120)
+    };
+    let s = setup(web, StoreServer::start().unwrap(), 60).await;
     let http = shared::http_client::builder().no_proxy().build().unwrap();
-    let mut crawl = spawn_crawl(&spec).await.unwrap();
-    assert!(
-        wait_until_whole(&http, &crawl, 0, Duration::from_secs(60))
-            .await
-            .is_some(),
-        "the cluster never came up"
-    );
-    let db = store.client().await.unwrap().database("crawler");
+    let mut crawl = spawn_crawl(&s.spec).await.unwrap();
+    assert_whole_soon(&http, &crawl, 0, "the cluster never came up").await;
+    let db = s.store.client().await.unwrap().database("crawler");
     // (URL, when the test knew its page was stored): a later request for
     // it is a fetch of a stored page.
     let mut stored_at: Vec<(String, std::time::SystemTime)> = Vec::new();
     for (i, victim) in [Victim::Supervisor, Victim::Dispatcher].into_iter().enumerate() {
         wait_for_pages(
-            &store,
-            (expected.pages.len() as u64 / 4) * (i as u64 + 1),
+            &s.store,
+            (s.expected.pages.len() as u64 / 4) * (i as u64 + 1),
             Duration::from_secs(120),
         )
         .await;
@@ -434,17 +407,13 @@ async fn a_page_stored_before_a_kill_is_not_fetched_again() {
             Victim::Supervisor => crawl.restart_supervisor(0).unwrap(),
             _ => crawl.restart_dispatcher().unwrap(),
         }
-        assert!(
-            wait_until_whole(&http, &crawl, killed, Duration::from_secs(60))
-                .await
-                .is_some(),
-            "the cluster did not recover from killing the {victim:?}"
-        );
+        let what = format!("the cluster did not recover from killing the {victim:?}");
+        assert_whole_soon(&http, &crawl, killed, &what).await;
     }
     let run = crawl.wait(Duration::from_secs(300)).await.unwrap();
     assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    let repeats = assert_end_state(&store, &server, &expected, HOSTS).await;
-    let requests = server.requests();
+    let repeats = s.assert_end_state().await;
+    let requests = s.server.requests();
     // URLs in a redirect chain (`/rr/n` → `/r/n` → `/p/n`) are requested
     // as hops of other URLs' fetches too, whenever those are: only pages
     // outside any chain are judged.
@@ -480,10 +449,10 @@ async fn a_page_stored_before_a_kill_is_not_fetched_again() {
     );
     eprintln!(
         "fault-report stored-before-kill: {} pages, {} stored before a kill, none fetched again; {repeats:.3} page requests per page",
-        expected.pages.len(),
+        s.expected.pages.len(),
         stored_at.len()
     );
-    server.stop(Duration::from_secs(5)).await;
+    s.server.stop(Duration::from_secs(5)).await;
 }
 
 /// The store goes away for 30 s mid-crawl: writes wait and retry, the
@@ -491,53 +460,34 @@ async fn a_page_stored_before_a_kill_is_not_fetched_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_outage_of_30_seconds_loses_nothing() {
     const HOSTS: usize = 12;
-    let Setup {
-        server,
-        expected,
-        mut store,
-        spec,
-        _dir,
-    } = setup(
-        WebSpec {
-            seed: 22,
-            hosts: HOSTS,
-            pages_per_host: 80,
-            ..WebSpec::default()
-        },
-        StoreServer::start_persistent().unwrap(),
-        50,
-    )
-    .await;
+    let mut s = setup(web(22, HOSTS, 80), StoreServer::start_persistent().unwrap(), 50).await;
     let started = Instant::now();
-    let crawl = spawn_crawl(&spec).await.unwrap();
-    wait_for_pages(&store, 200, Duration::from_secs(60)).await;
-    let before = pages_in_store(&store).await;
-    store.stop();
-    let requests_at_stop = server.request_count();
+    let crawl = spawn_crawl(&s.spec).await.unwrap();
+    wait_for_pages(&s.store, 200, Duration::from_secs(60)).await;
+    let before = pages_in_store(&s.store).await;
+    s.store.stop();
+    let requests_at_stop = s.server.request_count();
     eprintln!("outage: store stopped with {before} pages stored");
     tokio::time::sleep(Duration::from_secs(30)).await;
-    let requests_during = server.request_count() - requests_at_stop;
-    store.restart().unwrap();
+    let requests_during = s.server.request_count() - requests_at_stop;
+    s.store.restart().unwrap();
     let back = Instant::now();
     eprintln!("outage: store back after 30 s; {requests_during} requests went out meanwhile");
-    let at_return = pages_in_store(&store).await;
-    wait_for_pages(&store, at_return + 1, Duration::from_secs(60)).await;
+    let at_return = pages_in_store(&s.store).await;
+    wait_for_pages(&s.store, at_return + 1, Duration::from_secs(60)).await;
     let resumed_after = back.elapsed();
 
-    let run = crawl.wait(Duration::from_secs(300)).await.unwrap();
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    assert!(run.supervisors.iter().all(|s| s.success()));
-    assert_eq!(run.summary["frontier_left"], 0, "summary: {}", run.summary);
-    let repeats = assert_end_state(&store, &server, &expected, HOSTS).await;
+    verify::assert_finished(&crawl.wait(Duration::from_secs(300)).await.unwrap());
+    let repeats = s.assert_end_state().await;
     eprintln!(
         "fault-report outage: {} pages; store down 30 s after {before} pages; {requests_during} requests during the outage \
          (the page queue filled and the crawl paused); new pages stored {:.1}s after the store returned; \
          crawl took {:.1}s; {repeats:.2} page requests per page",
-        expected.pages.len(),
+        s.expected.pages.len(),
         resumed_after.as_secs_f64(),
         started.elapsed().as_secs_f64(),
     );
-    server.stop(Duration::from_secs(5)).await;
+    s.server.stop(Duration::from_secs(5)).await;
 }
 
 /// The store is far behind when the crawl ends (as nx-27017 was at the end
@@ -549,35 +499,12 @@ async fn a_store_outage_of_30_seconds_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_last_flush_still_stops_every_supervisor() {
     const HOSTS: usize = 4;
-    let Setup {
-        server,
-        expected,
-        store,
-        mut spec,
-        _dir,
-    } = setup(
-        WebSpec {
-            seed: 23,
-            hosts: HOSTS,
-            pages_per_host: 30,
-            ..WebSpec::default()
-        },
-        StoreServer::start().unwrap(),
-        5,
-    )
-    .await;
+    let mut s = setup(web(23, HOSTS, 30), StoreServer::start().unwrap(), 5).await;
     // Each flush answers 3 silence limits late.
-    spec.dispatcher_env = vec![("CRAWLER_FAULT_FLUSH_MS".into(), "9000".into())];
-    let run = run_crawl(&spec, Duration::from_secs(180)).await.unwrap();
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    assert!(
-        run.supervisors.iter().all(|s| s.success()),
-        "supervisors: {:?}",
-        run.supervisors
-    );
-    assert_eq!(run.summary["frontier_left"], 0, "summary: {}", run.summary);
-    assert_end_state(&store, &server, &expected, HOSTS).await;
-    server.stop(Duration::from_secs(5)).await;
+    s.spec.dispatcher_env = vec![("CRAWLER_FAULT_FLUSH_MS".into(), "9000".into())];
+    verify::assert_finished(&run_crawl(&s.spec, Duration::from_secs(180)).await.unwrap());
+    s.assert_end_state().await;
+    s.server.stop(Duration::from_secs(5)).await;
 }
 
 /// SIGTERM to every process mid-crawl: all drain and exit 0; the same
@@ -585,30 +512,10 @@ async fn a_slow_last_flush_still_stops_every_supervisor() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_everything_then_the_same_command_finishes_the_crawl() {
     const HOSTS: usize = 12;
-    let Setup {
-        server,
-        expected,
-        store,
-        spec,
-        _dir,
-    } = setup(
-        WebSpec {
-            seed: 23,
-            hosts: HOSTS,
-            pages_per_host: 100,
-            ..WebSpec::default()
-        },
-        StoreServer::start().unwrap(),
-        50,
-    )
-    .await;
-    let crawl = spawn_crawl(&spec).await.unwrap();
-    wait_for_pages(&store, 300, Duration::from_secs(60)).await;
-    let mut everyone: Vec<u32> = crawl.dispatcher_pid().into_iter().collect();
-    for (i, sup) in crawl.supervisor_pids().into_iter().enumerate() {
-        everyone.push(sup);
-        everyone.extend(crawl.child_pids(i));
-    }
+    let s = setup(web(23, HOSTS, 100), StoreServer::start().unwrap(), 50).await;
+    let crawl = spawn_crawl(&s.spec).await.unwrap();
+    wait_for_pages(&s.store, 300, Duration::from_secs(60)).await;
+    let everyone = everyone(&crawl);
     let signalled = Instant::now();
     for pid in &everyone {
         signal(*pid, libc::SIGTERM);
@@ -620,30 +527,28 @@ async fn sigterm_everything_then_the_same_command_finishes_the_crawl() {
         "dispatcher on SIGTERM: {:?}",
         first.dispatcher
     );
-    for s in &first.supervisors {
-        assert!(s.success(), "supervisor on SIGTERM: {s:?}");
+    for sup in &first.supervisors {
+        assert!(sup.success(), "supervisor on SIGTERM: {sup:?}");
     }
-    let stored_at_stop = pages_in_store(&store).await;
-    let left = queued_in_store(&store).await;
+    let stored_at_stop = pages_in_store(&s.store).await;
+    let left = queued_in_store(&s.store).await;
     assert!(
         left > 0,
         "the crawl was over before the signal; nothing to resume"
     );
 
-    let second = run_crawl(&spec, Duration::from_secs(300)).await.unwrap();
-    assert!(second.dispatcher.success());
-    assert!(second.supervisors.iter().all(|s| s.success()));
-    assert_eq!(second.summary["frontier_left"], 0, "summary: {}", second.summary);
-    let repeats = assert_end_state(&store, &server, &expected, HOSTS).await;
+    let second = run_crawl(&s.spec, Duration::from_secs(300)).await.unwrap();
+    verify::assert_finished(&second);
+    let repeats = s.assert_end_state().await;
     eprintln!(
         "fault-report sigterm: {} pages; {} processes stopped in {:.1}s with {stored_at_stop} pages stored and {left} URLs queued; \
          the second run finished in {:.1}s; {repeats:.2} page requests per page",
-        expected.pages.len(),
+        s.expected.pages.len(),
         everyone.len(),
         stop_took.as_secs_f64(),
         second.wall.as_secs_f64(),
     );
-    server.stop(Duration::from_secs(5)).await;
+    s.server.stop(Duration::from_secs(5)).await;
 }
 
 /// `/proc/<pid>/stat`: the state letter and the start time (clock ticks
@@ -687,46 +592,30 @@ fn frozen_child(crawl: &RunningCrawl) -> Option<u32> {
 async fn sigterm_with_a_frozen_child_ends_every_process_within_the_bound() {
     const HOSTS: usize = 12;
     const BOUND: Duration = Duration::from_secs(45);
-    let Setup {
-        server,
-        expected,
-        store,
-        spec,
-        _dir,
-    } = setup(
-        WebSpec {
-            seed: 25,
-            hosts: HOSTS,
-            pages_per_host: 100,
-            ..WebSpec::default()
-        },
-        StoreServer::start().unwrap(),
-        50,
-    )
-    .await;
+    let s = setup(web(25, HOSTS, 100), StoreServer::start().unwrap(), 50).await;
     // A page linked from its home page, so it comes early; no other URL of
     // the web contains it (/p/0 has no longer sibling: numbers have no leading 0).
-    let freeze_url = server.web().url_on("site2.test", "/p/0");
-    assert_eq!(expected.pages.get(&freeze_url), Some(&200));
+    let freeze_url = s.server.web().url_on("site2.test", "/p/0");
+    assert_eq!(s.expected.pages.get(&freeze_url), Some(&200));
     assert_eq!(
-        expected
+        s.expected
             .pages
             .keys()
-            .chain(&expected.must_not_fetch)
+            .chain(&s.expected.must_not_fetch)
             .filter(|u| u.contains(freeze_url.as_str()))
             .count(),
         1
     );
-    let mut frozen_spec = spec.clone();
+    let mut frozen_spec = s.spec.clone();
     frozen_spec
         .env
         .push(("CRAWLER_FAULT_FREEZE_ON_URL".into(), freeze_url.clone()));
     frozen_spec
         .supervisor_args
-        .extend(args(&["--hang-timeout-secs", "120"]));
+        .extend(flags("--hang-timeout-secs 120"));
 
     let crawl = spawn_crawl(&frozen_spec).await.unwrap();
-    wait_for_pages(&store, 100, Duration::from_secs(60)).await;
+    wait_for_pages(&s.store, 100, Duration::from_secs(60)).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     let frozen = loop {
         if let Some(pid) = frozen_child(&crawl) {
@@ -738,12 +627,8 @@ async fn sigterm_with_a_frozen_child_ends_every_process_within_the_bound() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let mut everyone: Vec<u32> = crawl.dispatcher_pid().into_iter().collect();
+    let everyone = everyone(&crawl);
     let supervisors = crawl.supervisor_pids();
-    for (i, &sup) in supervisors.iter().enumerate() {
-        everyone.push(sup);
-        everyone.extend(crawl.child_pids(i));
-    }
     let started: Vec<(u32, u64)> = everyone
         .iter()
         .filter_map(|&pid| Some((pid, proc_stat(pid)?.1)))
@@ -751,7 +636,7 @@ async fn sigterm_with_a_frozen_child_ends_every_process_within_the_bound() {
     eprintln!(
         "frozen: child {frozen} on {freeze_url}; SIGTERM to {} processes with {} pages stored",
         everyone.len(),
-        pages_in_store(&store).await
+        pages_in_store(&s.store).await
     );
     let signalled = Instant::now();
     for pid in &everyone {
@@ -801,31 +686,29 @@ async fn sigterm_with_a_frozen_child_ends_every_process_within_the_bound() {
         "dispatcher on SIGTERM: {:?}",
         first.dispatcher
     );
-    for s in &first.supervisors {
-        assert_eq!(s.code(), Some(0), "supervisor on SIGTERM: {s:?}");
+    for sup in &first.supervisors {
+        assert_eq!(sup.code(), Some(0), "supervisor on SIGTERM: {sup:?}");
     }
-    let db = store.client().await.unwrap().database("crawler");
+    let db = s.store.client().await.unwrap().database("crawler");
     let stored_at_stop = verify::stored_statuses(&db).await.unwrap();
     assert!(
         !stored_at_stop.contains_key(&freeze_url),
         "{freeze_url} was stored although its child froze on it"
     );
 
-    let second = run_crawl(&spec, Duration::from_secs(300)).await.unwrap();
-    assert!(second.dispatcher.success(), "dispatcher: {:?}", second.dispatcher);
-    assert!(second.supervisors.iter().all(|s| s.success()));
-    assert_eq!(second.summary["frontier_left"], 0, "summary: {}", second.summary);
-    let repeats = assert_end_state(&store, &server, &expected, HOSTS).await;
+    let second = run_crawl(&s.spec, Duration::from_secs(300)).await.unwrap();
+    verify::assert_finished(&second);
+    let repeats = s.assert_end_state().await;
     eprintln!(
         "fault-report frozen-child sigterm: {} pages; {} processes (one frozen) gone {:.1}s after SIGTERM \
          with {} pages stored; the second run finished in {:.1}s; {repeats:.2} page requests per page",
-        expected.pages.len(),
+        s.expected.pages.len(),
         everyone.len(),
         stop_took.as_secs_f64(),
         stored_at_stop.len(),
         second.wall.as_secs_f64(),
     );
-    server.stop(Duration::from_secs(5)).await;
+    s.server.stop(Duration::from_secs(5)).await;
 }
 
 /// A child that cannot run is restarted with growing backoff, then given up
@@ -834,31 +717,11 @@ async fn sigterm_with_a_frozen_child_ends_every_process_within_the_bound() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_looping_child_takes_its_supervisor_out_of_the_crawl() {
     const HOSTS: usize = 8;
-    let Setup {
-        server,
-        expected,
-        store,
-        mut spec,
-        _dir: dir,
-    } = setup(
-        WebSpec {
-            seed: 24,
-            hosts: HOSTS,
-            pages_per_host: 20,
-            ..WebSpec::default()
-        },
-        StoreServer::start().unwrap(),
-        20,
-    )
-    .await;
-    let missing = dir.path().join("no-such-crawler-child");
-    spec.per_supervisor_args = vec![args(&[
-        "--child-bin",
-        &missing.to_string_lossy(),
-        "--max-child-crashes",
-        "3",
-    ])];
-    let run = run_crawl(&spec, Duration::from_secs(120)).await.unwrap();
+    let mut s = setup(web(24, HOSTS, 20), StoreServer::start().unwrap(), 20).await;
+    let missing = s.dir.path().join("no-such-crawler-child");
+    s.spec.per_supervisor_args = vec![args(&["--child-bin", &missing.to_string_lossy()])];
+    s.spec.per_supervisor_args[0].extend(flags("--max-child-crashes 3"));
+    let run = run_crawl(&s.spec, Duration::from_secs(120)).await.unwrap();
     assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
     assert_eq!(
         run.supervisors[0].code(),
@@ -871,6 +734,6 @@ async fn a_crash_looping_child_takes_its_supervisor_out_of_the_crawl() {
         run.supervisors[1]
     );
     assert_eq!(run.summary["frontier_left"], 0, "summary: {}", run.summary);
-    assert_end_state(&store, &server, &expected, HOSTS).await;
-    server.stop(Duration::from_secs(5)).await;
+    s.assert_end_state().await;
+    s.server.stop(Duration::from_secs(5)).await;
 }

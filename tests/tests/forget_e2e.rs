@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use crawl_tests::harness::{all_pages, args, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{all_pages, flags, run_crawl, write_lines, ClusterSpec, StoreServer};
 use crawl_tests::host_server::{self, Asked};
 
 /// How long `late.test/slow` takes: four forgetting periods of 2.5 s.
@@ -69,17 +69,9 @@ async fn a_domain_done_is_forgotten_and_crawled_afresh_when_met_again() {
     spec.hosts_file = Some(hosts);
     spec.supervisors = 2;
     spec.children = 1;
-    spec.dispatcher_args = args(&[
-        // Raised to the politeness gap (500 ms here) plus 2 s: 2.5 s.
-        "--forget-idle-domains-ms",
-        "1",
-        "--min-delay-ms",
-        "500",
-        "--max-crawl-delay-ms",
-        "500",
-        "--progress-secs",
-        "0",
-    ]);
+    // Raised to the politeness gap (500 ms here) plus 2 s: 2.5 s.
+    spec.dispatcher_args =
+        flags("--forget-idle-domains-ms 1 --min-delay-ms 500 --max-crawl-delay-ms 500 --progress-secs 0");
     let run = run_crawl(&spec, Duration::from_secs(120)).await.unwrap();
     eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
     assert!(run.dispatcher.success(), "{:?}", run.dispatcher);

@@ -5,14 +5,16 @@
 //! 1e20`, a page decoding past the store's document limit, 300,000 outlinks
 //! on one page), and a web with one slow host (fair scheduling).
 //!
-//! Findings are collected and reported together, so one run shows every
-//! behaviour that is off, not just the first.
+//! Findings are collected and reported together ([`verify::Findings`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
-use crawl_tests::harness::{all_docs, all_pages, args, crawl_coll, run_crawl, ClusterSpec, StoreServer};
-use crawl_tests::verify;
+use crawl_tests::check;
+use crawl_tests::harness::{
+    all_docs, all_pages, args, crawl_coll, flags, run_crawl, ClusterSpec, StoreServer,
+};
+use crawl_tests::verify::{self, Findings};
 use crawl_tests::web::hostile::{self, Oversized, RobotsCase, HOSTILE_HOST, ROBOTS_CASE_LINKS};
 use crawl_tests::web::{RequestRecord, WebExtras, WebServer, WebSpec};
 use store::body_dict::Dictionaries;
@@ -24,22 +26,15 @@ const MAX_BODY: i64 = 1 << 20;
 /// How long the slow host of the fair-scheduling test takes per answer.
 const SLOW_MS: u64 = 2000;
 
-fn dispatcher_args(request_timeout_ms: u64) -> Vec<String> {
-    args(&[
-        "--min-delay-ms",
-        &MIN_DELAY_MS.to_string(),
-        "--request-timeout-ms",
-        &request_timeout_ms.to_string(),
-        "--max-body-bytes",
-        &MAX_BODY.to_string(),
-        "--max-depth",
-        "10",
-        "--progress-secs",
-        "5",
-        // The traps trip the circuit breaker; a short pause keeps the test short.
-        "--breaker-pause-secs",
-        "5",
-    ])
+/// The hostile crawls' dispatcher flags, then `extra`.
+fn dispatcher_args(request_timeout_ms: u64, extra: &[&str]) -> Vec<String> {
+    // The traps trip the circuit breaker; a short pause keeps the test short.
+    let mut v = flags(&format!(
+        "--min-delay-ms {MIN_DELAY_MS} --request-timeout-ms {request_timeout_ms} \
+         --max-body-bytes {MAX_BODY} --max-depth 10 --progress-secs 5 --breaker-pause-secs 5"
+    ));
+    v.extend(args(extra));
+    v
 }
 
 fn secs_between(a: SystemTime, b: SystemTime) -> f64 {
@@ -47,33 +42,11 @@ fn secs_between(a: SystemTime, b: SystemTime) -> f64 {
         .map_or_else(|e| -e.duration().as_secs_f64(), |d| d.as_secs_f64())
 }
 
-/// Failed expectations, reported together at the end.
-#[derive(Default)]
-struct Findings(Vec<String>);
-
-impl Findings {
-    fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
-        if !ok {
-            let msg = what();
-            eprintln!("FINDING: {msg}");
-            self.0.push(msg);
-        }
-    }
-
-    fn assert_none(self) {
-        assert!(
-            self.0.is_empty(),
-            "{} findings:\n  {}",
-            self.0.len(),
-            self.0.join("\n  ")
-        );
-    }
-}
-
 /// What the crawl left in the primary store.
 struct Stored {
     pages: BTreeMap<String, PageDoc>,
-    frontier: BTreeMap<String, String>,
+    /// URL → (state, failure kind) of the stored frontier.
+    frontier: BTreeMap<String, (String, Option<String>)>,
     /// To read the pages' bodies.
     dicts: Dictionaries,
 }
@@ -91,7 +64,8 @@ async fn stored(store: &StoreServer) -> Stored {
         .map(|d| {
             let url = d.get_str("_id").unwrap().to_string();
             let state = verify::effective_state(d.get_str("state").unwrap_or("?"), pages.contains_key(&url));
-            (url.clone(), state.to_string())
+            let failure = d.get_str("failure").ok().map(str::to_string);
+            (url.clone(), (state.to_string(), failure))
         })
         .collect();
     let dicts = Dictionaries::load(&db.collection(&crawl_coll(store::BODY_DICTS)))
@@ -106,7 +80,7 @@ async fn stored(store: &StoreServer) -> Stored {
 
 impl Stored {
     fn state(&self, url: &str) -> &str {
-        self.frontier.get(url).map_or("absent", String::as_str)
+        self.frontier.get(url).map_or("absent", |(s, _)| s.as_str())
     }
 }
 
@@ -131,16 +105,14 @@ fn gap_after(log: &[RequestRecord], host: &str, path: &str, status: u16) -> Opti
 
 /// Serves `spec` (with `extras`) and returns a cluster of one supervisor
 /// with two children to crawl it into `store`: the set-up of every crawl
-/// here and in `traps_e2e.rs`.
+/// here, in `traps_e2e.rs` and in `politeness_gap_e2e.rs`.
 pub(crate) async fn one_node(
     spec: WebSpec,
     extras: WebExtras,
     store: &StoreServer,
     dir: &std::path::Path,
 ) -> (WebServer, ClusterSpec) {
-    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let server = WebServer::local_with(spec, extras).await;
     let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir).unwrap();
     cluster.supervisors = 1;
     cluster.children = 2;
@@ -165,24 +137,14 @@ async fn survives_a_hostile_web() {
     };
     let (server, mut cluster) = one_node(spec, extras, &store, dir.path()).await;
     let web = server.web();
-    cluster.dispatcher_args = dispatcher_args(REQUEST_TIMEOUT_MS);
-    cluster.dispatcher_args.push("--keep-non-html-bodies".into());
+    cluster.dispatcher_args = dispatcher_args(REQUEST_TIMEOUT_MS, &["--keep-non-html-bodies"]);
     let run = run_crawl(&cluster, Duration::from_secs(170)).await.unwrap();
     eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
     let log = server.requests();
     let got = stored(&store).await;
     let mut f = Findings::default();
 
-    // The crawl ended by itself, every process exited 0.
-    f.check(run.dispatcher.success(), || {
-        format!("dispatcher exited {:?}", run.dispatcher)
-    });
-    for s in &run.supervisors {
-        f.check(s.success(), || format!("supervisor exited {s:?}"));
-    }
-    f.check(run.summary["frontier_left"] == 0, || {
-        format!("frontier left: {}", run.summary)
-    });
+    f.check_run_ok(&run);
 
     let url = |path: &str| web.url_on(HOSTILE_HOST, path);
     let page = |path: &str| got.pages.get(&url(path));
@@ -241,13 +203,9 @@ async fn survives_a_hostile_web() {
                 got.state(&url(path))
             )
         });
-        f.check(page(path).is_none(), || {
-            format!("{path} was stored: {:?}", page(path))
-        });
+        check!(f, page(path).is_none(), "{path} was stored: {:?}", page(path));
         let n = requested(path);
-        f.check((1..=3).contains(&n), || {
-            format!("{path} requested {n} times (1..=3)")
-        });
+        check!(f, (1..=3).contains(&n), "{path} requested {n} times (1..=3)");
     }
     for path in ["/normal", "/after-bad-links"] {
         f.check(status_of(path) == Some(200), || {
@@ -258,12 +216,10 @@ async fn survives_a_hostile_web() {
     // Bodies beyond --max-body-bytes are cut, compressed or not.
     for path in ["/huge", "/gzip-bomb"] {
         match page(path) {
-            None => f.check(false, || {
-                format!("{path} not stored (state {})", got.state(&url(path)))
-            }),
+            None => check!(f, false, "{path} not stored (state {})", got.state(&url(path))),
             Some(d) => {
                 let bytes = d.bytes;
-                f.check(d.truncated, || format!("{path}: not marked truncated"));
+                check!(f, d.truncated, "{path}: not marked truncated");
                 f.check(bytes > 0 && bytes <= MAX_BODY, || {
                     format!("{path}: bytes = {bytes}, expected 1..={MAX_BODY}")
                 });
@@ -279,7 +235,7 @@ async fn survives_a_hostile_web() {
     // Non-HTML is recorded, not parsed; with --keep-non-html-bodies its
     // body is kept as served, with no charset (it is not text).
     match page("/pdf") {
-        None => f.check(false, || "/pdf not stored".to_string()),
+        None => check!(f, false, "/pdf not stored"),
         Some(d) => {
             f.check(d.skipped == Some(Skipped::ContentType), || {
                 format!("/pdf: skipped = {:?}", d.skipped)
@@ -288,7 +244,7 @@ async fn survives_a_hostile_web() {
             f.check(body.as_deref().ok() == Some(hostile::PDF), || {
                 format!("/pdf: stored body {body:?}, expected what was served")
             });
-            f.check(d.charset.is_none(), || format!("/pdf: charset {:?}", d.charset));
+            check!(f, d.charset.is_none(), "/pdf: charset {:?}", d.charset);
         }
     }
 
@@ -307,9 +263,7 @@ async fn survives_a_hostile_web() {
         format!("/bad-utf8 title {:?}, expected U+FFFD", title("/bad-utf8"))
     });
     if let Some(html) = page("/latin1").and_then(|d| store::page_body::html_of(d, &got.dicts).ok()) {
-        f.check(html.contains("café crème"), || {
-            "/latin1 html not decoded".to_string()
-        });
+        check!(f, html.contains("café crème"), "/latin1 html not decoded");
     }
 
     // Redirect loops and over-long chains fail; nothing is stored.
@@ -320,7 +274,7 @@ async fn survives_a_hostile_web() {
                 got.state(&url(path))
             )
         });
-        f.check(page(path).is_none(), || format!("{path} was stored"));
+        check!(f, page(path).is_none(), "{path} was stored");
     }
     f.check(requested("/loop/a") <= 3 && requested("/loop/b") <= 3, || {
         format!(
@@ -361,9 +315,7 @@ async fn survives_a_hostile_web() {
     ] {
         let gap = gap_after(&log, HOSTILE_HOST, path, status);
         eprintln!("after {status} on {path}: next request to {HOSTILE_HOST} after {gap:?} s");
-        f.check(gap.is_some_and(|g| g >= min_gap), || {
-            format!("after {status} on {path}, next request to {HOSTILE_HOST} after {gap:?} s (want >= {min_gap})")
-        });
+        f.check(gap.is_some_and(|g| g >= min_gap), || format!("after {status} on {path}, next request to {HOSTILE_HOST} after {gap:?} s (want >= {min_gap})"));
     }
 
     // robots.txt edge cases: exactly the allowed paths, robots files once each.
@@ -382,7 +334,7 @@ async fn survives_a_hostile_web() {
         });
         for p in robots_files {
             let n = reqs.iter().filter(|r| r.path == *p).count();
-            f.check(n == 1, || format!("{host}{p} requested {n} times, expected once"));
+            check!(f, n == 1, "{host}{p} requested {n} times, expected once");
         }
         let home = web.url_on(host, "/");
         if case == RobotsCase::ServerError {
@@ -413,7 +365,7 @@ async fn survives_a_hostile_web() {
             .iter()
             .filter(|r| &r.host == host && r.path == "/robots.txt")
             .count();
-        f.check(n == 1, || format!("{host}/robots.txt requested {n} times"));
+        check!(f, n == 1, "{host}/robots.txt requested {n} times");
     }
 
     server.stop(Duration::from_secs(5)).await;
@@ -452,22 +404,11 @@ async fn survives_answers_too_big_for_the_crawler() {
     };
     let (server, mut cluster) = one_node(spec, extras, &store, dir.path()).await;
     let web = server.web();
-    cluster.dispatcher_args = args(&[
-        "--min-delay-ms",
-        &MIN_DELAY_MS.to_string(),
-        "--max-crawl-delay-ms",
-        &MAX_CRAWL_DELAY_MS.to_string(),
-        "--max-outlinks-per-page",
-        &MAX_OUTLINKS.to_string(),
-        "--max-body-bytes",
-        &OVERSIZED_MAX_BODY.to_string(),
-        "--request-timeout-ms",
-        "20000",
-        "--max-depth",
-        "10",
-        "--progress-secs",
-        "5",
-    ]);
+    cluster.dispatcher_args = flags(&format!(
+        "--min-delay-ms {MIN_DELAY_MS} --max-crawl-delay-ms {MAX_CRAWL_DELAY_MS} \
+         --max-outlinks-per-page {MAX_OUTLINKS} --max-body-bytes {OVERSIZED_MAX_BODY} \
+         --request-timeout-ms 20000 --max-depth 10 --progress-secs 5"
+    ));
     // A crawl that does not end by itself is a finding too; what it stored
     // until then shows which answer stalled it.
     let run = run_crawl(&cluster, Duration::from_secs(240)).await;
@@ -475,18 +416,10 @@ async fn survives_answers_too_big_for_the_crawler() {
     let got = stored(&store).await;
     let mut f = Findings::default();
     match &run {
-        Err(e) => f.check(false, || format!("the crawl did not end by itself: {e}")),
+        Err(e) => check!(f, false, "the crawl did not end by itself: {e}"),
         Ok(run) => {
             eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
-            f.check(run.dispatcher.success(), || {
-                format!("dispatcher exited {:?}", run.dispatcher)
-            });
-            for s in &run.supervisors {
-                f.check(s.success(), || format!("supervisor exited {s:?}"));
-            }
-            f.check(run.summary["frontier_left"] == 0, || {
-                format!("frontier left: {}", run.summary)
-            });
+            f.check_run_ok(run);
         }
     }
 
@@ -519,7 +452,7 @@ async fn survives_answers_too_big_for_the_crawler() {
         )
     });
     for (u, d) in got.pages.iter().filter(|(u, _)| !on_oversized(u)) {
-        f.check(!d.truncated, || format!("{u}: truncated on an ordinary page"));
+        check!(f, !d.truncated, "{u}: truncated on an ordinary page");
     }
 
     // Every oversized host: its pages stored with 200, robots.txt once.
@@ -537,9 +470,7 @@ async fn survives_answers_too_big_for_the_crawler() {
             });
         }
         let robots = reqs.iter().filter(|r| r.path == "/robots.txt").count();
-        f.check(robots == 1, || {
-            format!("{host}/robots.txt requested {robots} times")
-        });
+        check!(f, robots == 1, "{host}/robots.txt requested {robots} times");
     }
 
     // Crawl-delay: 1e20 is clamped to --max-crawl-delay-ms: the pages come,
@@ -614,6 +545,7 @@ async fn survives_answers_too_big_for_the_crawler() {
         .frontier
         .iter()
         .filter(|(u, _)| u.starts_with(&trap))
+        .map(|(u, (state, _))| (u, state))
         .collect();
     let first: BTreeSet<String> = (0..MAX_OUTLINKS as usize)
         .map(|n| web.url_on(many, &hostile::many_links_target(n)))
@@ -670,23 +602,17 @@ async fn crawl_with_slow_host(slow_ms: u64) -> Timeline {
         slow_host_pages: 3,
         ..WebExtras::default()
     };
-    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let (server, mut cluster) = one_node(spec, extras, &store, dir.path()).await;
     let web = server.web();
     let expected = web.expected_crawl();
-    let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
-    cluster.supervisors = 1;
-    cluster.children = 2;
     // A timeout well above the slow host's answer time: it is slow, not broken.
-    cluster.dispatcher_args = dispatcher_args(SLOW_MS * 5);
+    cluster.dispatcher_args = dispatcher_args(SLOW_MS * 5, &[]);
     let run = run_crawl(&cluster, Duration::from_secs(150)).await.unwrap();
     eprintln!(
         "slow_ms={slow_ms}: crawl took {:?}; summary {}",
         run.wall, run.summary
     );
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    assert!(run.supervisors.iter().all(|s| s.success()));
+    verify::assert_exited_ok(&run);
     let got = stored(&store).await;
     let missing: Vec<_> = expected
         .pages
@@ -766,31 +692,21 @@ async fn a_panic_on_one_url_fails_that_url_alone() {
         .map(|(url, _)| url.clone())
         .expect("the web has a 404 page");
     expected.pages.remove(&victim);
-    cluster.dispatcher_args = args(&[
-        "--min-delay-ms",
-        "10",
-        "--max-depth",
-        "100",
-        "--progress-secs",
-        "5",
-    ]);
+    cluster.dispatcher_args = flags("--min-delay-ms 10 --max-depth 100 --progress-secs 5");
     cluster.env = vec![("CRAWLER_FAULT_PANIC_ON_URL".into(), victim.clone())];
     let run = run_crawl(&cluster, Duration::from_secs(180)).await.unwrap();
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    assert!(run.supervisors.iter().all(|s| s.success()));
+    verify::assert_exited_ok(&run);
     assert_eq!(run.summary["failed"]["internal"], 1, "summary: {}", run.summary);
 
     let db = store.client().await.unwrap().database("crawler");
     // Everything else is stored exactly; the victim is not stored, and the
     // stored frontier says it failed.
-    let stored = crawl_tests::verify::stored_statuses(&db).await.unwrap();
-    crawl_tests::verify::assert_pages_match(&stored, &expected);
-    let frontier = all_docs(&db, &crawl_coll(store::FRONTIER)).await.unwrap();
-    let state = frontier
-        .iter()
-        .find(|d| d.get_str("_id") == Ok(victim.as_str()))
-        .and_then(|d| d.get_str("state").ok());
-    assert_eq!(state, Some("failed"), "{victim} in the stored frontier");
+    verify::assert_pages_match(&verify::stored_statuses(&db).await.unwrap(), &expected);
+    assert_eq!(
+        stored(&store).await.state(&victim),
+        "failed",
+        "{victim} in the stored frontier"
+    );
     server.stop(Duration::from_secs(5)).await;
 }
 
@@ -826,33 +742,12 @@ async fn crawl_internal_links(extra: &[&str]) -> InternalCrawl {
     };
     let (server, mut cluster) = one_node(spec, extras, &store, dir.path()).await;
     let port = server.addr().port();
-    cluster.dispatcher_args = dispatcher_args(REQUEST_TIMEOUT_MS);
-    cluster.dispatcher_args.extend(args(&["--scope", "any"]));
-    cluster.dispatcher_args.extend(args(extra));
+    cluster.dispatcher_args = dispatcher_args(REQUEST_TIMEOUT_MS, &[&["--scope", "any"], extra].concat());
     let run = run_crawl(&cluster, Duration::from_secs(120)).await.unwrap();
     eprintln!("crawl {extra:?} took {:?}; summary {}", run.wall, run.summary);
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    assert!(run.supervisors.iter().all(|s| s.success()));
+    verify::assert_exited_ok(&run);
     let log = server.requests();
-    let db = store.client().await.unwrap().database("crawler");
-    let frontier = all_docs(&db, &crawl_coll(store::FRONTIER))
-        .await
-        .unwrap()
-        .into_iter()
-        .collect::<Vec<_>>();
     let got = stored(&store).await;
-    let frontier = frontier
-        .into_iter()
-        .map(|d| {
-            let id = d.get_str("_id").unwrap_or("?").to_string();
-            let state =
-                verify::effective_state(d.get_str("state").unwrap_or("?"), got.pages.contains_key(&id));
-            (
-                id,
-                (state.to_string(), d.get_str("failure").ok().map(str::to_string)),
-            )
-        })
-        .collect();
     // Something answers at every internal URL: a fetch there would succeed.
     for host in hostile::INTERNAL_TARGET_HOSTS {
         let status = get_status(host, port, hostile::INTERNAL_PATH).await;
@@ -861,7 +756,7 @@ async fn crawl_internal_links(extra: &[&str]) -> InternalCrawl {
     server.stop(Duration::from_secs(5)).await;
     InternalCrawl {
         log,
-        frontier,
+        frontier: got.frontier,
         pages: got.pages,
         summary: run.summary,
         internal: hostile::internal_urls(port),
@@ -906,15 +801,13 @@ async fn internal_addresses_are_never_fetched() {
     for url in &c.internal {
         let host = logged_host(url);
         let n = c.log.iter().filter(|r| r.host == host).count();
-        f.check(n == 0, || format!("{n} requests to {host} (for {url})"));
+        check!(f, n == 0, "{n} requests to {host} (for {url})");
         let entry = c.frontier.get(url);
         f.check(
             entry.map(|(s, k)| (s.as_str(), k.as_deref())) == Some(("failed", Some("blocked_address"))),
             || format!("{url}: stored frontier entry {entry:?}, expected failed / blocked_address"),
         );
-        f.check(!c.pages.contains_key(url), || {
-            format!("{url} was stored as a page")
-        });
+        check!(f, !c.pages.contains_key(url), "{url} was stored as a page");
     }
     // Final at the first try: one failure each, none retried.
     let blocked = &c.summary["failed"]["blocked_address"];
@@ -951,11 +844,9 @@ async fn internal_addresses_are_fetched_when_allowed() {
     for url in &c.internal {
         let host = logged_host(url);
         let fetched = c.log.iter().any(|r| r.host == host && url.ends_with(&r.path));
-        f.check(fetched, || format!("{url} was not requested"));
+        check!(f, fetched, "{url} was not requested");
         let state = c.frontier.get(url).map(|(s, _)| s.as_str());
-        f.check(state == Some("done"), || {
-            format!("{url}: frontier state {state:?}")
-        });
+        check!(f, state == Some("done"), "{url}: frontier state {state:?}");
     }
     f.check(c.summary["failed"]["blocked_address"].is_null(), || {
         format!("blocked with the opt-in: {}", c.summary)

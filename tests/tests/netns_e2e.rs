@@ -14,6 +14,7 @@ use std::time::Duration;
 use crawl_tests::harness::{args, spawn_crawl, ClusterSpec, NetPlacement, StoreServer};
 use crawl_tests::netns::Net;
 use crawl_tests::relay::Relay;
+use crawl_tests::verify;
 use crawl_tests::web::{Expected, WebServer, WebSpec};
 
 use crate::fault_e2e::assert_end_state;
@@ -114,13 +115,7 @@ async fn crawl_and_check(s: &Setup, label: &str, all_nodes: bool) {
         run.wall,
         run.summary["pages_per_sec"].as_f64().unwrap_or(0.0)
     );
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    assert!(
-        run.supervisors.iter().all(|st| st.success()),
-        "supervisors: {:?}",
-        run.supervisors
-    );
-    assert_eq!(run.summary["frontier_left"], 0, "summary: {}", run.summary);
+    verify::assert_finished(&run);
     assert_end_state(&s.store, &s.server, &s.expected, HOSTS).await;
 
     let by_client = requests_by_client(&s.server);

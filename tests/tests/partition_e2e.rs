@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::time::{Duration, Instant, SystemTime};
 
-use crawl_tests::harness::{args, spawn_crawl, CrawlRun, RunningCrawl};
+use crawl_tests::harness::{args, flags, spawn_crawl, CrawlRun, RunningCrawl};
+use crawl_tests::verify;
 use crawl_tests::web::{RequestRecord, WebServer, WebSpec};
 
 use crate::fault_e2e::assert_end_state;
@@ -82,12 +83,7 @@ async fn ends_cleanly(crawl: RunningCrawl, label: &str) -> CrawlRun {
         .await
         .expect("the crawl ends");
     eprintln!("{label}: crawl took {:?}; summary {}", run.wall, run.summary);
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    assert!(
-        run.supervisors.iter().all(|st| st.success()),
-        "supervisors: {:?}",
-        run.supervisors
-    );
+    verify::assert_exited_ok(&run);
     run
 }
 
@@ -112,16 +108,10 @@ async fn netns_a_node_cut_off_from_the_dispatcher_stops_and_loses_nothing() {
     let Some(mut s) = setup_with(web, &["n1", "n2"]).await else {
         return;
     };
-    s.spec.dispatcher_args = args(&[
-        "--min-delay-ms",
-        &MIN_DELAY_MS.to_string(),
-        "--max-inflight-per-domain",
-        "32",
-        "--heartbeat-timeout-secs",
-        "6",
-        "--progress-secs",
-        "5",
-    ]);
+    s.spec.dispatcher_args = flags(&format!(
+        "--min-delay-ms {MIN_DELAY_MS} --max-inflight-per-domain 32 --heartbeat-timeout-secs 6 \
+         --progress-secs 5"
+    ));
     s.spec.supervisor_args = args(&["--dispatcher-silence-secs", "6"]);
     let n1 = IpAddr::V4(s.net.addr("n1"));
     let crawl = spawn_crawl(&s.spec).await.expect("starting the crawl");
@@ -177,12 +167,7 @@ async fn netns_a_node_that_joins_a_running_crawl_takes_its_share() {
         return;
     };
     s.spec.late_supervisors = 1;
-    s.spec.dispatcher_args = args(&[
-        "--min-delay-ms",
-        &MIN_DELAY_MS.to_string(),
-        "--progress-secs",
-        "5",
-    ]);
+    s.spec.dispatcher_args = flags(&format!("--min-delay-ms {MIN_DELAY_MS} --progress-secs 5"));
     let mut crawl = spawn_crawl(&s.spec).await.expect("starting the crawl");
     let deadline = Instant::now() + Duration::from_secs(30);
     while s.server.request_count() < 3 * HOSTS {

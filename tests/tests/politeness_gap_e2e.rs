@@ -14,9 +14,11 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
-use crawl_tests::harness::{args, run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::harness::{flags, run_crawl, StoreServer};
 use crawl_tests::verify;
 use crawl_tests::web::{RequestRecord, WebExtras, WebServer, WebSpec};
+
+use crate::hostile_e2e::one_node;
 
 /// The slow host's longest answer.
 const SLOW_MS: u64 = 400;
@@ -87,9 +89,10 @@ fn gaps(log: &[RequestRecord], host: &str, delay: Duration) -> Gaps {
     g
 }
 
-/// Crawls `spec` (+ the varied-latency slow host `site0`) with `dispatcher_args`,
+/// Crawls `spec` (+ the varied-latency slow host `site0`) with
+/// `--min-delay-ms min_delay_ms` and 8 connections allowed per domain,
 /// checks the ground truth, and returns the web server for the log.
-async fn crawl(spec: WebSpec, dispatcher_args: Vec<String>) -> WebServer {
+async fn crawl(spec: WebSpec, min_delay_ms: u64) -> WebServer {
     let dir = tempfile::tempdir().unwrap();
     let store = StoreServer::start().unwrap();
     let extras = WebExtras {
@@ -99,19 +102,14 @@ async fn crawl(spec: WebSpec, dispatcher_args: Vec<String>) -> WebServer {
         slow_varied: true,
         ..WebExtras::default()
     };
-    let server = WebServer::start_with(spec, extras, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let (server, mut cluster) = one_node(spec, extras, &store, dir.path()).await;
     let expected = server.web().expected_crawl();
-    let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
-    cluster.supervisors = 1;
-    cluster.children = 2;
-    cluster.dispatcher_args = dispatcher_args;
+    cluster.dispatcher_args = flags(&format!(
+        "--min-delay-ms {min_delay_ms} --max-domain-connections 8 --child-concurrency 32 --max-depth 100"
+    ));
     let run = run_crawl(&cluster, Duration::from_secs(240)).await.unwrap();
     eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    assert!(run.supervisors.iter().all(|s| s.success()));
-    assert_eq!(run.summary["frontier_left"], 0, "summary: {}", run.summary);
+    verify::assert_finished(&run);
     let db = store.client().await.unwrap().database("crawler");
     verify::assert_pages_match(&verify::stored_statuses(&db).await.unwrap(), &expected);
     verify::assert_frontier_finished(&db).await.unwrap();
@@ -171,20 +169,7 @@ async fn crawl_delay_is_kept_from_the_end_of_each_response() {
         crawl_delay_secs: CRAWL_DELAY,
         ..WebSpec::default()
     };
-    let server = crawl(
-        spec,
-        args(&[
-            "--min-delay-ms",
-            "0",
-            "--max-domain-connections",
-            "8",
-            "--child-concurrency",
-            "32",
-            "--max-depth",
-            "100",
-        ]),
-    )
-    .await;
+    let server = crawl(spec, 0).await;
     let web = server.web();
     let slow = web.in_scope_host_names()[0].clone();
     assert_eq!(web.crawl_delay(&slow), Some(CRAWL_DELAY));
@@ -207,20 +192,7 @@ async fn min_delay_is_kept_from_the_end_of_each_response() {
         crawl_delay_every: 0,
         ..WebSpec::default()
     };
-    let server = crawl(
-        spec,
-        args(&[
-            "--min-delay-ms",
-            &MIN_DELAY_MS.to_string(),
-            "--max-domain-connections",
-            "8",
-            "--child-concurrency",
-            "32",
-            "--max-depth",
-            "100",
-        ]),
-    )
-    .await;
+    let server = crawl(spec, MIN_DELAY_MS).await;
     let web = server.web();
     let log = server.requests();
     let names = web.in_scope_host_names();

@@ -132,9 +132,7 @@ async fn trend_names_parse_when_parse_slows_down_in_a_real_crawl() {
         pages_per_host: 500,
         ..WebSpec::default()
     };
-    let server = WebServer::start(web, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let server = WebServer::local(web).await;
     let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
     spec.supervisors = 1;
     spec.children = 2;

@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::hostile_e2e::one_node;
-use crawl_tests::harness::{all_docs, all_pages, args, crawl_coll, run_crawl, StoreServer};
+use crawl_tests::check;
+use crawl_tests::harness::{all_docs, all_pages, crawl_coll, flags, run_crawl, StoreServer};
+use crawl_tests::verify::{self, Findings};
 use crawl_tests::web::traps::{Trap, BIG_SITE_PAGES};
 use crawl_tests::web::{RequestRecord, WebExtras, WebSpec};
 use dispatcher::limits::{DEFAULT_MAX_PAGES_PER_DOMAIN, DEFAULT_MAX_QUERY_VARIANTS};
@@ -30,6 +32,29 @@ fn page_requests<'a>(log: &'a [RequestRecord], host: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// A web of `hosts` hosts (and `outside_hosts` out of scope) of
+/// `pages_per_host` pages each, from `seed`.
+fn web(seed: u64, hosts: usize, outside_hosts: usize, pages_per_host: usize) -> WebSpec {
+    WebSpec {
+        seed,
+        hosts,
+        outside_hosts,
+        pages_per_host,
+        ..WebSpec::default()
+    }
+}
+
+/// Parts of a URL that mark a session id or a tracking parameter.
+const SESSION_MARKERS: [&str; 7] = [
+    "sid=",
+    "PHPSESSID=",
+    "sessionid=",
+    "jsessionid=",
+    "utm_",
+    "fbclid=",
+    "gclid=",
+];
+
 /// The stored pages' URLs and statuses, and the stored frontier's states.
 async fn stored(store: &StoreServer) -> (BTreeMap<String, i32>, Vec<bson::Document>) {
     let db = store.client().await.unwrap().database("crawler");
@@ -45,13 +70,7 @@ async fn stored(store: &StoreServer) -> (BTreeMap<String, i32>, Vec<bson::Docume
 async fn a_web_of_traps_ends_by_itself_with_each_trap_bounded() {
     let dir = tempfile::tempdir().unwrap();
     let store = StoreServer::start().unwrap();
-    let spec = WebSpec {
-        seed: 44,
-        hosts: 3,
-        outside_hosts: 1,
-        pages_per_host: 20,
-        ..WebSpec::default()
-    };
+    let spec = web(44, 3, 1, 20);
     let extras = WebExtras {
         traps: true,
         ..WebExtras::default()
@@ -61,16 +80,9 @@ async fn a_web_of_traps_ends_by_itself_with_each_trap_bounded() {
     // No delay, a few connections per host: the traps' bounds, not the
     // pace, are under test, and the calendar and search take a thousand
     // requests each.
-    cluster.dispatcher_args = args(&[
-        "--min-delay-ms",
-        "0",
-        "--max-domain-connections",
-        "4",
-        "--max-depth",
-        MAX_DEPTH,
-        "--progress-secs",
-        "5",
-    ]);
+    cluster.dispatcher_args = flags(&format!(
+        "--min-delay-ms 0 --max-domain-connections 4 --max-depth {MAX_DEPTH} --progress-secs 5"
+    ));
     let run = run_crawl(&cluster, Duration::from_secs(240)).await;
     let log = server.requests();
     // Each trap host's requests, whether or not the crawl ended (a crawler
@@ -86,19 +98,19 @@ async fn a_web_of_traps_ends_by_itself_with_each_trap_bounded() {
     }
     let run = run.expect("the crawl ends by itself");
     eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    assert!(run.supervisors.iter().all(|s| s.success()));
-    assert_eq!(run.summary["frontier_left"], 0, "{}", run.summary);
+    verify::assert_finished(&run);
     let (pages, frontier) = stored(&store).await;
-    let mut findings = Vec::new();
+    let mut f = Findings::default();
 
     // The ordinary web: exactly its ground truth.
     let expected = web.expected_crawl();
     for (u, status) in &expected.pages {
         let got = pages.get(u).copied();
-        if got != Some(i32::from(*status)) {
-            findings.push(format!("{u}: stored {got:?}, expected {status}"));
-        }
+        check!(
+            f,
+            got == Some(i32::from(*status)),
+            "{u}: stored {got:?}, expected {status}"
+        );
     }
 
     for trap in Trap::ALL {
@@ -108,9 +120,12 @@ async fn a_web_of_traps_ends_by_itself_with_each_trap_bounded() {
         // Every real page stored, with 200.
         for p in trap.real_paths() {
             let u = web.url_on(host, &p);
-            if pages.get(&u) != Some(&200) {
-                findings.push(format!("{u}: stored {:?}, expected 200", pages.get(&u)));
-            }
+            check!(
+                f,
+                pages.get(&u) == Some(&200),
+                "{u}: stored {:?}, expected 200",
+                pages.get(&u)
+            );
         }
         let bound = match trap {
             // Canonical URLs: each real page once, and nothing else.
@@ -123,67 +138,58 @@ async fn a_web_of_traps_ends_by_itself_with_each_trap_bounded() {
             Trap::StackedPath => 200,
             Trap::BigSite => unreachable!("not among Trap::ALL"),
         };
-        if reqs.len() > bound {
-            findings.push(format!("{host}: {} requests, bound {bound}", reqs.len()));
-        }
+        check!(
+            f,
+            reqs.len() <= bound,
+            "{host}: {} requests, bound {bound}",
+            reqs.len()
+        );
         let distinct: BTreeSet<&str> = reqs.iter().copied().collect();
-        if matches!(trap, Trap::SessionQuery | Trap::SessionPath | Trap::Tracking) && into_trap > 0 {
-            findings.push(format!(
-                "{host}: {into_trap} requests carried a session id or tracking parameter"
-            ));
-        }
-        if distinct.len() != reqs.len() && !matches!(trap, Trap::StackedPath) {
-            findings.push(format!(
-                "{host}: {} requests for {} URLs",
-                reqs.len(),
-                distinct.len()
-            ));
-        }
+        let canonical = matches!(trap, Trap::SessionQuery | Trap::SessionPath | Trap::Tracking);
+        let what = "requests carried a session id or tracking parameter";
+        check!(f, !canonical || into_trap == 0, "{host}: {into_trap} {what}");
+        let once = distinct.len() == reqs.len() || matches!(trap, Trap::StackedPath);
+        check!(
+            f,
+            once,
+            "{host}: {} requests for {} URLs",
+            reqs.len(),
+            distinct.len()
+        );
     }
 
     // Each refusal was counted by its reason, and the budgeted ones are in
     // the stored frontier, deferred.
     let refused = &run.summary["refused"];
     for reason in ["over_query_budget", "repeated_segments"] {
-        if refused[reason].as_u64().is_none_or(|n| n == 0) {
-            findings.push(format!("summary refused.{reason} = {}", refused[reason]));
-        }
+        let n = &refused[reason];
+        check!(
+            f,
+            n.as_u64().is_some_and(|n| n > 0),
+            "summary refused.{reason} = {n}"
+        );
     }
     let deferred_queries = frontier
         .iter()
         .filter(|d| d.get_str("state") == Ok("deferred") && d.get_str("deferred") == Ok("query_budget"))
         .count() as u64;
-    if Some(deferred_queries) != refused["over_query_budget"].as_u64() {
-        findings.push(format!(
-            "{deferred_queries} deferred entries for the query budget, summary says {}",
-            refused["over_query_budget"]
-        ));
-    }
+    let over = &refused["over_query_budget"];
+    let what = "deferred entries for the query budget";
+    check!(
+        f,
+        Some(deferred_queries) == over.as_u64(),
+        "{deferred_queries} {what}, summary says {over}"
+    );
     // No stored URL carries a session id or a tracking parameter.
     for d in &frontier {
         let u = d.get_str("_id").unwrap_or("");
-        if [
-            "sid=",
-            "PHPSESSID=",
-            "sessionid=",
-            "jsessionid=",
-            "utm_",
-            "fbclid=",
-            "gclid=",
-        ]
-        .iter()
-        .any(|p| u.to_ascii_lowercase().contains(&p.to_ascii_lowercase()))
-        {
-            findings.push(format!("stored frontier entry {u}"));
-        }
+        let marked = SESSION_MARKERS
+            .iter()
+            .any(|p| u.to_ascii_lowercase().contains(&p.to_ascii_lowercase()));
+        check!(f, !marked, "stored frontier entry {u}");
     }
     server.stop(Duration::from_secs(5)).await;
-    assert!(
-        findings.is_empty(),
-        "{} findings:\n  {}",
-        findings.len(),
-        findings.join("\n  ")
-    );
+    f.assert_none();
 }
 
 /// Pages of `host` stored.
@@ -196,13 +202,7 @@ fn on_host(pages: &BTreeMap<String, i32>, web: &crawl_tests::web::SyntheticWeb, 
 async fn a_site_over_the_default_budget_stops_at_it_and_a_larger_budget_resumes_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = StoreServer::start().unwrap();
-    let spec = WebSpec {
-        seed: 45,
-        hosts: 1,
-        outside_hosts: 0,
-        pages_per_host: 10,
-        ..WebSpec::default()
-    };
+    let spec = web(45, 1, 0, 10);
     let extras = WebExtras {
         big_site: true,
         ..WebExtras::default()
@@ -210,17 +210,9 @@ async fn a_site_over_the_default_budget_stops_at_it_and_a_larger_budget_resumes_
     let (server, mut cluster) = one_node(spec, extras, &store, dir.path()).await;
     let web = server.web();
     let host = Trap::BigSite.host();
-    let fast = [
-        "--min-delay-ms",
-        "0",
-        "--max-domain-connections",
-        "8",
-        "--max-depth",
-        MAX_DEPTH,
-        "--progress-secs",
-        "5",
-    ];
-    cluster.dispatcher_args = args(&fast);
+    let fast =
+        format!("--min-delay-ms 0 --max-domain-connections 8 --max-depth {MAX_DEPTH} --progress-secs 5");
+    cluster.dispatcher_args = flags(&fast);
     let run = run_crawl(&cluster, Duration::from_secs(300)).await.unwrap();
     eprintln!("first crawl took {:?}; summary {}", run.wall, run.summary);
     assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
@@ -252,10 +244,7 @@ async fn a_site_over_the_default_budget_stops_at_it_and_a_larger_budget_resumes_
 
     // Resumed with a budget over the site's size: the rest of it, and
     // nothing a second time.
-    cluster.dispatcher_args = args(&fast);
-    cluster
-        .dispatcher_args
-        .extend(args(&["--max-pages-per-domain", "20000"]));
+    cluster.dispatcher_args = flags(&format!("{fast} --max-pages-per-domain 20000"));
     let run = run_crawl(&cluster, Duration::from_secs(240)).await.unwrap();
     eprintln!("resumed crawl took {:?}; summary {}", run.wall, run.summary);
     assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
@@ -291,13 +280,7 @@ async fn a_site_scope_takes_subdomains_and_rules_refuse_what_they_match() {
     use crawl_tests::web::family::FamilyHost;
     let dir = tempfile::tempdir().unwrap();
     let store = StoreServer::start().unwrap();
-    let spec = WebSpec {
-        seed: 46,
-        hosts: 1,
-        outside_hosts: 0,
-        pages_per_host: 5,
-        ..WebSpec::default()
-    };
+    let spec = web(46, 1, 0, 5);
     let extras = WebExtras {
         site_family: true,
         ..WebExtras::default()
@@ -310,18 +293,9 @@ async fn a_site_scope_takes_subdomains_and_rules_refuse_what_they_match() {
         web.url_on(FamilyHost::Www.host(), "/") + "\n",
     )
     .unwrap();
-    cluster.dispatcher_args = args(&[
-        "--min-delay-ms",
-        "0",
-        "--scope",
-        "site",
-        "--deny-url",
-        "/private/",
-        "--deny-surt",
-        "(test,family,shop,",
-        "--progress-secs",
-        "5",
-    ]);
+    cluster.dispatcher_args = flags(
+        "--min-delay-ms 0 --scope site --deny-url /private/ --deny-surt (test,family,shop, --progress-secs 5",
+    );
     let run = run_crawl(&cluster, Duration::from_secs(120)).await.unwrap();
     eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
     assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);

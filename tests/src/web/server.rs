@@ -92,6 +92,19 @@ impl WebServer {
         Self::start_with(spec, WebExtras::default(), bind).await
     }
 
+    /// [`WebServer::start`] on a free port of 127.0.0.1; panics if it cannot.
+    pub async fn local(spec: WebSpec) -> WebServer {
+        Self::local_with(spec, WebExtras::default()).await
+    }
+
+    /// [`WebServer::start_with`] on a free port of 127.0.0.1; panics if it cannot.
+    pub async fn local_with(spec: WebSpec, extras: WebExtras) -> WebServer {
+        let bind = SocketAddr::from(([127, 0, 0, 1], 0));
+        Self::start_with(spec, extras, bind)
+            .await
+            .expect("starting the synthetic web")
+    }
+
     /// [`WebServer::start`] with opt-in additions (hostile hosts, slow hosts).
     pub async fn start_with(spec: WebSpec, extras: WebExtras, bind: SocketAddr) -> anyhow::Result<WebServer> {
         let listener = TcpListener::bind(bind).await?;
