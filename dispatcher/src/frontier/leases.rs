@@ -124,20 +124,8 @@ impl Leases {
         now_ms: u64,
     ) -> (u64, u64) {
         in_flight.start();
-        self.held[sup] += 1;
-        let lease = self.next;
-        self.next += 1;
-        let expires_ms = self.expiry(now_ms);
-        self.out.insert(
-            lease,
-            Lease {
-                url,
-                depth,
-                sup,
-                expires_ms,
-                domain_id,
-            },
-        );
+        let (lease, expires_ms) = (self.next, self.expiry(now_ms));
+        self.insert(sup, lease, domain_id, url, depth, expires_ms);
         (lease, expires_ms)
     }
 
@@ -155,18 +143,12 @@ impl Leases {
         expires_ms: u64,
     ) {
         in_flight.start();
-        self.insert_adopted(sup, lease, domain_id, url, depth, expires_ms);
+        self.insert(sup, lease, domain_id, url, depth, expires_ms);
     }
 
-    fn insert_adopted(
-        &mut self,
-        sup: SupId,
-        lease: u64,
-        domain_id: u32,
-        url: String,
-        depth: u16,
-        expires_ms: u64,
-    ) {
+    /// Records a lease out at `sup`, issued here or adopted; the next id
+    /// to issue stays above it.
+    fn insert(&mut self, sup: SupId, lease: u64, domain_id: u32, url: String, depth: u16, expires_ms: u64) {
         self.held[sup] += 1;
         // New leases must not collide with adopted ones.
         self.next = self.next.max(lease.saturating_add(1));
@@ -254,7 +236,7 @@ impl Leases {
     /// on its domain). Its domain, if it was.
     pub(super) fn readopt(&mut self, sup: SupId, lease: u64, url: &str, expires_ms: u64) -> Option<u32> {
         let u = self.unanswered.take_for(lease, url)?;
-        self.insert_adopted(sup, lease, u.domain_id, u.url, u.depth, expires_ms);
+        self.insert(sup, lease, u.domain_id, u.url, u.depth, expires_ms);
         Some(u.domain_id)
     }
 
