@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crate::core::restarts::MAX_BACKOFF;
 use link::fence::Fence;
 use link::framing::{read_frame, write_frame};
-use link::protocol::{CrawlPolicy, FromChild, ToChild, WorkItem};
+use link::protocol::{CrawlPolicy, CrawlResult, FailureKind, FromChild, Outcome, ToChild, WorkItem};
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
@@ -59,11 +59,6 @@ pub(crate) enum SlotEvent {
         why: String,
         lived: Duration,
     },
-    /// Work arrived while no child ran: it was not taken.
-    Bounced {
-        slot: usize,
-        items: usize,
-    },
     /// The child exited after Stop (or none ran); the slot is finished.
     Stopped {
         slot: usize,
@@ -85,11 +80,17 @@ pub(crate) async fn run_slot(
     mut cmds: mpsc::Receiver<SlotCmd>,
     events: mpsc::Sender<SlotEvent>,
 ) {
+    // Work sent while no child ran, for the next one.
+    let mut waiting = Vec::new();
     loop {
         let started = Instant::now();
         let outcome = match spawn(&spec) {
             Ok((child, stdin, frames)) => {
-                supervise(slot, &spec, &fence, child, stdin, frames, &mut cmds, &events).await
+                let first = std::mem::take(&mut waiting);
+                supervise(
+                    slot, &spec, &fence, first, child, stdin, frames, &mut cmds, &events,
+                )
+                .await
             }
             Err(e) => Incarnation::Lost(format!("cannot start {}: {e}", spec.program.display())),
         };
@@ -100,8 +101,11 @@ pub(crate) async fn run_slot(
             }
             Incarnation::Lost(why) => {
                 let lived = started.elapsed();
+                // The supervisor gives everything this slot held to the
+                // next child (or fails it), so nothing is kept from before.
+                waiting.clear();
                 let _ = events.send(SlotEvent::Exited { slot, why, lived }).await;
-                if !between_children(slot, &mut cmds, &events).await {
+                if !between_children(slot, &mut waiting, &mut cmds, &events).await {
                     return;
                 }
             }
@@ -110,10 +114,13 @@ pub(crate) async fn run_slot(
 }
 
 /// Between a child's death and the next: waits for the supervisor's word
-/// and the backoff it names, taking commands meanwhile. Whether to start
-/// the next child (false: the slot stopped).
+/// and the backoff it names, taking commands meanwhile. Work that arrives
+/// is kept in `waiting` for the next child: the supervisor placed it on
+/// this slot, and handing it back would only bring it here again. Whether
+/// to start the next child (false: the slot stopped).
 async fn between_children(
     slot: usize,
+    waiting: &mut Vec<WorkItem>,
     cmds: &mut mpsc::Receiver<SlotCmd>,
     events: &mpsc::Sender<SlotEvent>,
 ) -> bool {
@@ -132,14 +139,22 @@ async fn between_children(
                     let _ = events.send(SlotEvent::Stopped { slot }).await;
                     return false;
                 }
-                // Work sent to the dead child: the supervisor decides
-                // what becomes of it.
-                Some(SlotCmd::Work(items)) => {
-                    let _ = events.send(SlotEvent::Bounced { slot, items: items.len() }).await;
+                Some(SlotCmd::Work(items)) => waiting.extend(items),
+                // What waits here has not started: handed back as a child
+                // would (see `ToChild::Recall`).
+                Some(SlotCmd::Recall(domains)) => {
+                    let (recalled, kept) = std::mem::take(waiting)
+                        .into_iter()
+                        .partition(|item| domains.contains(&item.domain));
+                    *waiting = kept;
+                    for item in recalled {
+                        let why = "its domain moves to another node";
+                        let r = CrawlResult::without_page(&item, Outcome::failed(FailureKind::Recalled, why));
+                        let _ = events.send(SlotEvent::Message(slot, FromChild::Result(r))).await;
+                    }
                 }
-                // The next child is told the latest right as it starts; it
-                // holds nothing to recall.
-                Some(SlotCmd::Fence(_) | SlotCmd::Recall(_)) => {}
+                // The next child is told the latest right as it starts.
+                Some(SlotCmd::Fence(_)) => {}
             },
         }
     }
@@ -219,6 +234,7 @@ async fn supervise(
     slot: usize,
     spec: &ChildSpec,
     fence: &Fence,
+    first: Vec<WorkItem>,
     mut child: Child,
     mut stdin: ChildStdin,
     mut frames: Frames,
@@ -231,6 +247,11 @@ async fn supervise(
     let until_mono_ms = fence.until();
     if let Err(e) = send(&mut stdin, &ToChild::Fence { until_mono_ms }).await {
         return Incarnation::Lost(format!("telling its right to crawl failed: {e}"));
+    }
+    if !first.is_empty() {
+        if let Err(e) = send(&mut stdin, &ToChild::Work(first)).await {
+            return Incarnation::Lost(format!("handing it the waiting work failed: {e}"));
+        }
     }
     let mut last_heard = Instant::now();
     let mut watchdog = tokio::time::interval(Duration::from_secs(1));
@@ -324,4 +345,62 @@ async fn send(stdin: &mut ChildStdin, msg: &ToChild) -> std::io::Result<()> {
     tokio::time::timeout(WRITE_TIMEOUT, write)
         .await
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "child took no input for 10 s"))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(lease: u64, domain: &str) -> WorkItem {
+        WorkItem {
+            lease,
+            lease_expires_ms: 0,
+            leased_ms: 0,
+            url: format!("http://{domain}/{lease}"),
+            domain: domain.into(),
+            depth: 1,
+        }
+    }
+
+    /// Between children the slot keeps work for the next child, and hands
+    /// back what a recall names, as a child would.
+    #[tokio::test]
+    async fn a_slot_between_children_keeps_work_and_answers_recalls() {
+        let (cmd_tx, mut cmds) = mpsc::channel(8);
+        let (events, mut heard) = mpsc::channel(8);
+        cmd_tx
+            .send(SlotCmd::Work(vec![item(1, "a.test"), item(2, "b.test")]))
+            .await
+            .unwrap();
+        cmd_tx.send(SlotCmd::Recall(vec!["b.test".into()])).await.unwrap();
+        cmd_tx.send(SlotCmd::Work(vec![item(3, "b.test")])).await.unwrap();
+        cmd_tx
+            .send(SlotCmd::Restart {
+                after: Duration::ZERO,
+            })
+            .await
+            .unwrap();
+        let mut waiting = Vec::new();
+        assert!(between_children(0, &mut waiting, &mut cmds, &events).await);
+        let leases: Vec<u64> = waiting.iter().map(|i| i.lease).collect();
+        assert_eq!(leases, vec![1, 3]);
+        match heard.try_recv() {
+            Ok(SlotEvent::Message(0, FromChild::Result(r))) => {
+                assert_eq!(r.lease, 2);
+                assert!(matches!(
+                    r.outcome,
+                    Outcome::Failed {
+                        kind: FailureKind::Recalled,
+                        ..
+                    }
+                ));
+            }
+            other => panic!("expected the recalled URL back, got {other:?}"),
+        }
+        assert!(heard.try_recv().is_err(), "one URL was recalled");
+        // A stop ends the slot; what waited is the supervisor's to hand in.
+        cmd_tx.send(SlotCmd::Stop).await.unwrap();
+        assert!(!between_children(0, &mut waiting, &mut cmds, &events).await);
+        assert!(matches!(heard.try_recv(), Ok(SlotEvent::Stopped { slot: 0 })));
+    }
 }

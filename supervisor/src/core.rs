@@ -351,13 +351,6 @@ impl Core {
             }
             SlotEvent::Message(_, FromChild::Heartbeat) => {}
             SlotEvent::Exited { slot, why, lived } => self.child_died(slot, why, lived, now, out),
-            SlotEvent::Bounced { slot, items } => {
-                self.children.remove(&slot);
-                if self.phase == Phase::Running {
-                    let why = format!("{items} items arrived while restarting");
-                    self.reassign_lost(slot, &why, out);
-                }
-            }
             SlotEvent::Stopped { slot } => self.slot_ended(slot, now, out),
         }
     }
@@ -586,18 +579,13 @@ impl Core {
     fn reassign_lost(&mut self, slot: usize, why: &str, out: &mut Vec<Action>) {
         for Held { item, attempt, .. } in self.in_flight.take_slot(slot) {
             if attempt + 1 >= MAX_CHILD_ATTEMPTS {
-                self.outbox.push(CrawlResult {
-                    lease: item.lease,
-                    url: item.url,
-                    domain: item.domain,
-                    depth: item.depth,
-                    outcome: Outcome::failed(
+                self.outbox.push(CrawlResult::without_page(
+                    &item,
+                    Outcome::failed(
                         FailureKind::ChildCrashed,
                         format!("crawler-child died {MAX_CHILD_ATTEMPTS} times holding it: {why}"),
                     ),
-                    outlinks: Vec::new(),
-                    sent_ms: link::protocol::now_ms(),
-                });
+                ));
             } else {
                 self.assign(vec![item], attempt + 1, out);
             }

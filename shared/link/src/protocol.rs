@@ -98,6 +98,22 @@ pub struct CrawlResult<S = String> {
     pub sent_ms: u64,
 }
 
+impl CrawlResult {
+    /// The result for `item` when it ends without a page (failed, or
+    /// handed back), stamped as sent now.
+    pub fn without_page(item: &WorkItem, outcome: Outcome) -> Self {
+        CrawlResult {
+            lease: item.lease,
+            url: item.url.clone(),
+            domain: item.domain.clone(),
+            depth: item.depth,
+            outcome,
+            outlinks: Vec::new(),
+            sent_ms: now_ms(),
+        }
+    }
+}
+
 /// Crawl policy, set once on the dispatcher and pushed to every child, so a
 /// crawl cannot run with children that disagree about politeness.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

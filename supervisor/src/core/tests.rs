@@ -329,23 +329,18 @@ fn a_child_that_lived_long_enough_starts_the_backoff_again() {
 }
 
 #[test]
-fn work_that_reaches_a_restarting_slot_is_passed_on_without_a_crash() {
+fn work_for_a_restarting_slot_waits_there_and_counts_no_attempt() {
     let mut sim = Sim::new(1, 3);
-    let it = item(7, "a.test");
-    sim.work(std::slice::from_ref(&it));
-    sim.died(0, SECOND);
-    let bounced = sim.on(Event::Slot(SlotEvent::Bounced { slot: 0, items: 1 }));
-    assert_eq!(work_sent(&bounced), vec![(0, vec![7])]);
-    assert!(restarts(&bounced).is_empty(), "a bounce is not a death");
-    // It counted as an attempt: the next death fails the URL.
-    let next = sim.died(0, SECOND);
-    assert!(work_sent(&next).is_empty());
-    assert!(matches!(
-        &sim.core.outbox.results().next().map(|r| &r.outcome),
-        Some(Outcome::Failed { kind: FailureKind::ChildCrashed, message }) if message.contains("died 3 times")
-    ));
-    // Two crashes of a limit of three: the slot is still kept.
-    assert_eq!(restarts(&next), vec![(0, Duration::from_millis(400))]);
+    let first = item(7, "a.test");
+    sim.work(std::slice::from_ref(&first));
+    // The child died holding 7: it goes to the restarting slot, which
+    // keeps it (and 8, arriving now) for the next child.
+    assert_eq!(work_sent(&sim.died(0, SECOND)), vec![(0, vec![7])]);
+    assert_eq!(work_sent(&sim.work(&[item(8, "a.test")])), vec![(0, vec![8])]);
+    // The next child dies too: 7's second death, 8's first; neither fails
+    // before its third.
+    assert_eq!(work_sent(&sim.died(0, SECOND)), vec![(0, vec![7]), (0, vec![8])]);
+    assert!(sim.core.outbox.results().next().is_none());
 }
 
 #[test]
