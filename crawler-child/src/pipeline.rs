@@ -173,7 +173,7 @@ async fn robots_for(ctx: &Ctx, st: &SharedDomain, url: &Url) -> Result<Arc<Robot
     } else {
         s.robots_failures.remove(&origin);
     }
-    let delay = delay_for(&ctx.policy, Some(&entry));
+    let delay = delay_for(&ctx.policy, None, Some(&entry));
     s.pace(ctx).await.request_done(delay);
     ctx.times.touch(&domain, delay);
     let entry = Arc::new(entry);
@@ -225,10 +225,11 @@ impl DomainState {
 /// Longest a 429/503 can make a domain wait.
 const MAX_THROTTLE_WAIT: Duration = Duration::from_secs(3600);
 
-/// The gap between two requests to a domain: our minimum, raised by the
-/// site's Crawl-delay (already capped when parsed).
-fn delay_for(policy: &CrawlPolicy, robots: Option<&RobotsEntry>) -> Duration {
-    let min = Duration::from_millis(policy.min_delay_ms);
+/// The gap between two requests to a domain: our minimum (the domain's
+/// own when an operator set one, see `WorkItem::min_delay_ms`), raised by
+/// the site's Crawl-delay (already capped when parsed).
+fn delay_for(policy: &CrawlPolicy, own_min_ms: Option<u64>, robots: Option<&RobotsEntry>) -> Duration {
+    let min = Duration::from_millis(own_min_ms.unwrap_or(policy.min_delay_ms));
     robots.and_then(|r| r.crawl_delay).map_or(min, |d| d.max(min))
 }
 
@@ -349,7 +350,7 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
                 format!("redirect to {current} is disallowed by robots.txt"),
             );
         }
-        let delay = delay_for(&ctx.policy, Some(&robots));
+        let delay = delay_for(&ctx.policy, item.min_delay_ms, Some(&robots));
         let resp = fetch(ctx, st, &current, delay).await;
         let resp = match resp {
             Ok(r) => r,

@@ -22,9 +22,9 @@ use store::Stores;
 use tokio::sync::mpsc;
 use zeromq::{RouterSendHalf, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
-use crate::admin::{self, AdminCmd};
 use crate::cluster::{self, ClusterView, SharedView};
 use crate::config::{Config, Flags};
+use crate::control::{self, Command};
 use crate::frontier::SupId;
 use crate::monitor::{FrontierView, Monitor};
 use crate::persist::{Confirmed, FrontierWriter};
@@ -38,6 +38,7 @@ use shared::shutdown::Shutdown;
 
 mod handshake;
 mod startup;
+mod steering;
 mod stop;
 
 use startup::next_scan;
@@ -71,7 +72,7 @@ pub(crate) async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()
     } = config;
     let view: SharedView = Arc::new(Mutex::new(ClusterView::default()));
     let (admin_tx, admin_rx) = mpsc::channel(16);
-    let routes = cluster::route(view.clone()).merge(admin::route(admin_tx));
+    let routes = cluster::route(view.clone()).merge(control::http::route(admin_tx));
     let debug = profiling::serve(args.obs.debug_addr, args.obs.debug_token.clone(), routes).await?;
     metric::describe();
     let timing = TimingLog::open(&args.obs.timing_config(ROLE))?;
@@ -159,7 +160,7 @@ struct Dispatcher {
     timing: TimingLog,
     progress_every: Duration,
     monitor_every: Duration,
-    admin: mpsc::Receiver<AdminCmd>,
+    admin: mpsc::Receiver<control::http::Request>,
     /// The cluster secret supervisors must prove (see `link::cluster_auth`).
     key: ClusterKey,
     /// Introductions under way: challenges sent, by ZeroMQ identity.
@@ -180,7 +181,7 @@ impl Dispatcher {
         stores: Stores,
         view: SharedView,
         timing: TimingLog,
-        admin: mpsc::Receiver<AdminCmd>,
+        admin: mpsc::Receiver<control::http::Request>,
         key: ClusterKey,
         io: Io,
     ) -> anyhow::Result<Self> {
@@ -258,6 +259,8 @@ impl Dispatcher {
                 Effect::ReadLinks(urls) => self.reader.links(urls),
                 Effect::CheckStored(ended) => self.reader.check_stored(ended),
                 Effect::RecordHalt { domain, reason } => self.record_halt(&domain, reason.as_deref()),
+                Effect::RecordControl(doc) => self.record_control(doc),
+                Effect::StoreSeeds(seeds) => self.store_seeds(seeds),
                 Effect::Gone(id) => {
                     if let Ok(mut v) = self.view.lock() {
                         if let Some(sv) = v.supervisors.get_mut(&id) {
@@ -346,6 +349,7 @@ impl Dispatcher {
                 }
                 _ = slow_tick.tick() => {
                     self.challenges.expire(Instant::now());
+                    self.state.expire_controls(now_ms());
                     self.state.housekeeping(now_ms());
                     self.apply().await?;
                     self.gauges();
@@ -372,7 +376,12 @@ impl Dispatcher {
                         monitor.report(self.state.stats(), self.state.members(), view)
                     ));
                 }
-                Some(cmd) = self.admin.recv() => self.on_admin(cmd).await?,
+                Some(request) = self.admin.recv() => {
+                    if self.on_control(request).await? {
+                        tracing::info!("stopped by an operator; stopping supervisors (queued URLs stay in the store; run again to resume)");
+                        return Ok(true);
+                    }
+                }
                 msg = next_scan(&mut self.seen_scan), if self.seen_scan.is_some() => {
                     self.on_seen_scan(msg);
                     self.dispatch().await?;
@@ -537,14 +546,15 @@ impl Dispatcher {
         });
     }
 
-    async fn on_admin(&mut self, cmd: AdminCmd) -> anyhow::Result<()> {
-        match cmd {
-            AdminCmd::Unhalt { domain, done } => {
-                let unhalted = self.state.unhalt(&domain);
-                let _ = done.send(unhalted);
-            }
-        }
-        self.apply().await
+    /// An operator's command (see `crate::control`), answered; true for
+    /// Stop, which ends the crawl's loop as SIGTERM does.
+    async fn on_control(&mut self, request: control::http::Request) -> anyhow::Result<bool> {
+        let stop = request.command == Command::Stop;
+        let answer = self.state.steer(request.command, now_ms());
+        let _ = request.answer.send(answer);
+        self.apply().await?;
+        self.dispatch().await?;
+        Ok(stop)
     }
 
     /// The state the bottleneck report reads, in `/metrics` and as a gauge

@@ -248,6 +248,18 @@ impl Frontier {
         true
     }
 
+    /// Lets a paused or halted domain crawl again; false if it was neither.
+    pub(crate) fn unblock(&mut self, domain: &str) -> bool {
+        let Some(id) = self.domains.find(domain) else {
+            return false;
+        };
+        if !self.blocks.lift(&mut self.domains[id].block) {
+            return false;
+        }
+        self.release_blocked(1);
+        true
+    }
+
     /// Un-pauses domains whose pause is over.
     pub(crate) fn release_blocked(&mut self, now_ms: u64) {
         self.clock_ms = self.clock_ms.max(now_ms);
@@ -424,6 +436,7 @@ impl Frontier {
                 url: q.url,
                 domain: d.name().to_string(),
                 depth: q.depth,
+                min_delay_ms: None,
             });
             self.window_changed(id);
         }

@@ -9,11 +9,11 @@
 
 #![warn(unreachable_pub)]
 
-mod admin;
 mod admission;
 mod breaker;
 mod cluster;
 pub mod config;
+mod control;
 mod crawl;
 mod finished;
 mod frontier;

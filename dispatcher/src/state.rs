@@ -19,10 +19,11 @@ use link::protocol::{CrawlResult, FailureKind, Outcome, ToSupervisor};
 use shared::canonical::{CanonicalRules, Canonicalizer};
 use shared::timing::{Op, TimingLog};
 use shared::urls;
-use store::docs::{Deferral, UrlState};
+use store::docs::{ControlDoc, Deferral, UrlState};
 
 use crate::admission::{Admission, AdmissionSettings, Over, Refusal};
 use crate::breaker::{self, BreakerConfig, Breakers, Trip};
+use crate::control::Controls;
 use crate::frontier::{Frontier, LeaseRefusal, Leased, Refill, SupId};
 use crate::queue_reader::{self, Answer};
 use crate::refusals::{Reason, Refusals};
@@ -137,6 +138,11 @@ pub(crate) enum Effect {
     /// Record a domain's halt (`Some(reason)`) or clear it, in the second
     /// store, so that a restarted dispatcher keeps it.
     RecordHalt { domain: String, reason: Option<String> },
+    /// Record what an operator changed (see `crate::control`), so that a
+    /// restarted dispatcher keeps it.
+    RecordControl(ControlDoc),
+    /// Seeds an operator added, for the seeds collection.
+    StoreSeeds(Vec<String>),
     /// The supervisor with this id has no live connection any more.
     Gone(String),
 }
@@ -229,6 +235,8 @@ pub(crate) struct CrawlState<C> {
     relinks: Relinks,
     /// Seeds waiting for the stored URLs' hashes (see [`CrawlState::seed`]).
     waiting_seeds: Vec<String>,
+    /// What an operator set: a paused crawl, blocked domains, delays (`steer`).
+    controls: Controls,
     timing: TimingLog,
     effects: Vec<Effect>,
 }
@@ -266,6 +274,7 @@ impl<C> CrawlState<C> {
             resumed: (0, 0),
             relinks: Relinks::default(),
             waiting_seeds: Vec::new(),
+            controls: Controls::default(),
             unsure: HashMap::new(),
             timing,
             effects: Vec::new(),
@@ -890,6 +899,10 @@ impl<C> CrawlState<C> {
             // keeps cutting it short may never finish.
             self.offer_waiting_seeds(now_ms);
         }
+        if self.controls.paused {
+            // Leases out finish; nothing new goes out until resumed.
+            return;
+        }
         let mut room = self.write_gate.room(write_backlog, self.frontier.in_flight());
         let (n, start) = (self.members.len(), self.next_member);
         for i in 0..n {
@@ -905,11 +918,16 @@ impl<C> CrawlState<C> {
             if credit == 0 {
                 continue;
             }
-            let (items, waits) = self
+            let (mut items, waits) = self
                 .frontier
                 .take_timed(s, credit.min(MAX_BATCH).min(room), now_ms);
             if items.is_empty() {
                 continue;
+            }
+            if !self.controls.delays.is_empty() {
+                for item in &mut items {
+                    item.min_delay_ms = self.delay_of(&item.domain);
+                }
             }
             room = room.saturating_sub(items.len());
             self.next_member = (s + 1) % n;
@@ -1045,6 +1063,7 @@ impl<C> CrawlState<C> {
 
 mod members;
 mod relink;
+mod steer;
 #[cfg(test)]
 #[path = "state/tests.rs"]
 mod tests;

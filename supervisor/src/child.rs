@@ -359,6 +359,7 @@ mod tests {
             url: format!("http://{domain}/{lease}"),
             domain: domain.into(),
             depth: 1,
+            min_delay_ms: None,
         }
     }
 

@@ -78,6 +78,7 @@ impl Outbox {
                 url: r.url.clone(),
                 domain: r.domain.clone(),
                 depth: r.depth,
+                min_delay_ms: None,
             })
             .collect()
     }

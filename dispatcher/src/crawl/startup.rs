@@ -74,6 +74,7 @@ impl Dispatcher {
             );
             self.state.halted_before(&d.domain);
         }
+        self.restore_controls().await?;
         warn_of_unnamed_crawl(&self.stores).await;
         // The crawl's own frontier (see `store::crawl_id`): another crawl
         // id on the same database starts from nothing.

@@ -69,6 +69,16 @@ impl Blocks {
         true
     }
 
+    /// Turns any block into a pause that is already over (the next
+    /// [`Blocks::release`] frees it); false if `b` was not blocked.
+    pub(super) fn lift(&mut self, b: &mut Block) -> bool {
+        if b.until == 0 {
+            return false;
+        }
+        b.until = 1;
+        true
+    }
+
     /// The next listed domain, from position `*at` on, whose pause is
     /// over at `now_ms`: unblocked and no longer listed. `*at` moves past
     /// those still blocked, so that a caller looping until `None` scans

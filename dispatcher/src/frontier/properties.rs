@@ -130,6 +130,7 @@ impl Run {
                 url: l.url.clone(),
                 domain: self.f.domains[l.domain_id].name().to_string(),
                 depth: l.depth,
+                min_delay_ms: None,
             })
             .collect()
     }

@@ -207,6 +207,7 @@ fn a_restarted_dispatcher_adopts_what_a_supervisor_still_holds() {
             url: u.to_string(),
             domain: u[7..8].to_string(),
             depth: 0,
+            min_delay_ms: None,
         })
         .collect();
     let s1 = f.add_supervisor();
@@ -279,6 +280,7 @@ fn held_item(url: &str, domain: &str, lease: u64, depth: u16) -> WorkItem {
         url: url.into(),
         domain: domain.into(),
         depth,
+        min_delay_ms: None,
     }
 }
 

@@ -436,6 +436,7 @@ fn a_restarted_dispatcher_adopts_held_urls_that_are_still_only_in_the_store() {
             url: format!("http://a/{i}"),
             domain: "a".into(),
             depth: 0,
+            min_delay_ms: None,
         })
         .collect();
     let first = f.adopt(s, held, 0, |_| false);

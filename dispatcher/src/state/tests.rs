@@ -357,6 +357,8 @@ impl Sim {
                 }
                 Effect::RecordHalt { domain, reason } => self.halts.push((domain, reason)),
                 Effect::Gone(id) => self.gone.push(id),
+                // An operator's changes: the simulation gives no commands.
+                Effect::RecordControl(_) | Effect::StoreSeeds(_) => {}
             }
         }
     }

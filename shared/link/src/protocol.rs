@@ -21,7 +21,8 @@ pub use crate::failure::FailureKind;
 /// rules. 10: fencing and acknowledged results (`ToSupervisor::Ack`,
 /// `ToChild::Fence`, the policy's `heartbeat_timeout_ms`, `Recall`).
 /// 11: the handshake and the sealed envelope are frames of their own
-/// ([`crate::envelope`]); the crawl's messages travel only sealed.
+/// ([`crate::envelope`]); the crawl's messages travel only sealed; a
+/// lease carries its domain's delay when an operator set one.
 pub const PROTOCOL_VERSION: u32 = 11;
 
 /// One URL to crawl, leased to whoever holds it.
@@ -36,6 +37,11 @@ pub struct WorkItem {
     pub url: String,
     pub domain: String,
     pub depth: u16,
+    /// The domain's minimum gap between requests, when an operator set one
+    /// for it (the crawl's `min_delay_ms` otherwise); robots.txt's
+    /// Crawl-delay still raises it. Carried by every lease, so that the
+    /// child pacing the domain follows it wherever the domain is placed.
+    pub min_delay_ms: Option<u64>,
 }
 
 /// How the crawl of one URL ended.
@@ -354,6 +360,7 @@ mod tests {
             url: "http://a.test/x".into(),
             domain: "a.test".into(),
             depth: 3,
+            min_delay_ms: None,
         }
     }
 

@@ -38,7 +38,7 @@ use mongodb::{Client, Collection, Database, IndexModel};
 
 pub use crate::args::StoreArgs;
 pub use crate::crawl_id::CrawlId;
-use crate::docs::{BodyDictDoc, DomainDoc, FrontierDoc, PageDoc, RobotsDoc, SeedDoc};
+use crate::docs::{BodyDictDoc, ControlDoc, DomainDoc, FrontierDoc, PageDoc, RobotsDoc, SeedDoc};
 
 // Kinds of a crawl's collections: the names are `CrawlId::collection(kind)`.
 pub const SEEDS: &str = "seeds";
@@ -46,6 +46,8 @@ pub const FRONTIER: &str = "frontier";
 pub const PAGES: &str = "pages";
 /// zstd dictionaries of page bodies (see `body_dict`).
 pub const BODY_DICTS: &str = "body_dicts";
+/// An operator's changes to a running crawl (see `docs::ControlDoc`).
+pub const CONTROL: &str = "control";
 // Collections of the second store, shared by every crawl.
 pub const ROBOTS: &str = "robots";
 pub const DOMAINS: &str = "domains";
@@ -210,6 +212,9 @@ impl Stores {
     }
     pub fn body_dicts(&self) -> Collection<BodyDictDoc> {
         self.primary.collection(&self.crawl.collection(BODY_DICTS))
+    }
+    pub fn control(&self) -> Collection<ControlDoc> {
+        self.primary.collection(&self.crawl.collection(CONTROL))
     }
     pub fn robots(&self) -> Collection<RobotsDoc> {
         self.second.collection(ROBOTS)

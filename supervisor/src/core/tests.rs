@@ -150,6 +150,7 @@ fn item(lease: u64, domain: &str) -> WorkItem {
         url: format!("http://{domain}/{lease}"),
         domain: domain.into(),
         depth: 1,
+        min_delay_ms: None,
     }
 }
 

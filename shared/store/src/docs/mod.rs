@@ -11,6 +11,7 @@
 //! naming fields through the constants next to each struct.
 
 mod body_dict;
+mod control;
 mod domain;
 mod frontier;
 mod page;
@@ -18,6 +19,7 @@ mod robots;
 mod seed;
 
 pub use body_dict::BodyDictDoc;
+pub use control::ControlDoc;
 pub use domain::{DomainDoc, DomainHalt, DomainPace};
 pub use frontier::{Deferral, FrontierDoc, UrlState};
 pub use page::{Head, PageDoc, Skipped};

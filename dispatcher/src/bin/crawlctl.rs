@@ -1,0 +1,157 @@
+//! crawlctl: steers a running crawl through its dispatcher's control
+//! endpoints (`dispatcher/src/control/http.rs`).
+//!
+//! A binary of its own rather than a `dispatcher ctl` subcommand: the
+//! dispatcher's command line is a crawl's settings (and `--config`), and a
+//! mistyped control command must never start a crawl.
+//!
+//! The dispatcher's debug address comes from `--dispatcher` or
+//! `$CRAWLER_DISPATCHER_DEBUG`; its token only from `$CRAWLER_DEBUG_TOKEN`
+//! (never the command line, which every user of the machine can read).
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "crawlctl", about = "Steer a running crawl")]
+struct Cli {
+    /// The dispatcher's debug URL, as it printed at start (http://host:port).
+    #[arg(long, env = "CRAWLER_DISPATCHER_DEBUG")]
+    dispatcher: String,
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Subcommand)]
+enum Verb {
+    /// What stands: paused or not, blocked domains, delays, counts.
+    Status,
+    /// Hand out nothing new (leases out finish).
+    Pause,
+    Resume,
+    /// Stop the crawl as SIGTERM does (queued URLs stay for the next run).
+    Stop,
+    /// Fetch nothing more from DOMAIN (its URLs stay queued).
+    Block {
+        domain: String,
+        /// Only for this long: 90s, 30m, 12h, 2d.
+        #[arg(long = "for", value_parser = parse_duration)]
+        for_: Option<Duration>,
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Let DOMAIN crawl again (also lifts a circuit breaker's halt).
+    Unblock {
+        domain: String,
+    },
+    /// DOMAIN's minimum gap between requests in ms, or `default`.
+    Delay {
+        domain: String,
+        ms: String,
+    },
+    /// Add seeds: URLs, or @FILE for a file of one URL per line.
+    Seeds {
+        #[arg(required = true)]
+        seeds: Vec<String>,
+    },
+}
+
+/// `90s`, `30m`, `12h`, `2d` or plain seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 90s, 30m, 12h, 2d)"))?;
+    let secs = match unit {
+        "" | "s" => Some(n),
+        "m" => n.checked_mul(60),
+        "h" => n.checked_mul(3600),
+        "d" => n.checked_mul(86_400),
+        _ => None,
+    };
+    secs.map(Duration::from_secs)
+        .ok_or_else(|| format!("{s:?} is not a duration (e.g. 90s, 30m, 12h, 2d)"))
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> std::process::ExitCode {
+    // One line for a person, not an error report with a backtrace.
+    match run(Cli::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("crawlctl: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let base = cli.dispatcher.trim_end_matches('/');
+    let (path, query, body): (&str, Vec<(&str, String)>, String) = match &cli.verb {
+        Verb::Status => ("status", vec![], String::new()),
+        Verb::Pause => ("pause", vec![], String::new()),
+        Verb::Resume => ("resume", vec![], String::new()),
+        Verb::Stop => ("stop", vec![], String::new()),
+        Verb::Block { domain, for_, reason } => {
+            let mut q = vec![("domain", domain.clone()), ("reason", reason.clone())];
+            if let Some(d) = for_ {
+                q.push(("for_s", d.as_secs().to_string()));
+            }
+            ("block", q, String::new())
+        }
+        Verb::Unblock { domain } => ("unblock", vec![("domain", domain.clone())], String::new()),
+        Verb::Delay { domain, ms } => (
+            "delay",
+            vec![("domain", domain.clone()), ("ms", ms.clone())],
+            String::new(),
+        ),
+        Verb::Seeds { seeds } => {
+            let mut body = String::new();
+            for s in seeds {
+                match s.strip_prefix('@') {
+                    Some(file) => {
+                        body += &std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?;
+                        body.push('\n');
+                    }
+                    None => {
+                        body += s;
+                        body.push('\n');
+                    }
+                }
+            }
+            ("seeds", vec![], body)
+        }
+    };
+    let http = shared::http_client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .context("making an HTTP client")?;
+    let url = url::Url::parse_with_params(&format!("{base}/control/{path}"), &query).with_context(|| {
+        format!("{base} is not a URL (give the dispatcher's debug URL, http://host:port)")
+    })?;
+    let mut req = if path == "status" {
+        http.get(url)
+    } else {
+        http.post(url).body(body)
+    };
+    if let Some(token) = std::env::var("CRAWLER_DEBUG_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+    {
+        req = req.bearer_auth(token);
+    }
+    let resp = req
+        .send()
+        .await
+        .with_context(|| format!("reaching the dispatcher at {base}"))?;
+    let status = resp.status();
+    let text = resp.text().await.unwrap_or_default();
+    if !status.is_success() {
+        bail!("{status}: {}", text.trim());
+    }
+    println!("{}", text.trim());
+    Ok(())
+}

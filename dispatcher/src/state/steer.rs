@@ -1,0 +1,165 @@
+//! An operator's commands applied to the crawl (see `crate::control`):
+//! the frontier blocks and lets go of domains, dispatch stops while the
+//! crawl is paused, leases carry a domain's delay, added seeds are
+//! offered as seeds. Each change is recorded through an effect, so a
+//! restarted dispatcher keeps it.
+
+use serde_json::json;
+use store::docs::ControlDoc;
+
+use super::{CrawlState, Effect};
+use crate::control::{Change, Command, Controls, Refused};
+
+impl<C> CrawlState<C> {
+    /// What an operator set in an earlier run, read back at start-up.
+    pub(crate) fn restore_controls(&mut self, docs: &[ControlDoc], now_ms: u64) {
+        for d in docs {
+            self.controls.restore(d, now_ms);
+        }
+        let blocks: Vec<(String, Option<u64>)> = self
+            .controls
+            .blocked
+            .iter()
+            .map(|(d, b)| (d.clone(), b.until_ms))
+            .collect();
+        for (domain, until) in blocks {
+            self.block_in_frontier(&domain, until);
+        }
+    }
+
+    pub(crate) fn controls(&self) -> &Controls {
+        &self.controls
+    }
+
+    /// Carries out `cmd` (but `Stop`, which the shell carries out): its
+    /// answer for the operator, or why it was refused.
+    pub(crate) fn steer(&mut self, cmd: Command, now_ms: u64) -> Result<serde_json::Value, String> {
+        let answer = match cmd {
+            Command::Status | Command::Stop => return Ok(self.status()),
+            Command::Pause | Command::Resume => {
+                let pause = cmd == Command::Pause;
+                if self.controls.set_paused(pause) {
+                    tracing::warn!(
+                        "crawl {} by an operator",
+                        if pause { "PAUSED" } else { "resumed" }
+                    );
+                    self.record(Change::Crawl, now_ms);
+                }
+                json!({"paused": pause})
+            }
+            Command::Block {
+                domain,
+                until_ms,
+                reason,
+            } => {
+                let domain = self
+                    .controls
+                    .block(&domain, until_ms, &reason, now_ms)
+                    .map_err(say)?;
+                self.block_in_frontier(&domain, until_ms);
+                tracing::warn!(domain = %domain, until_ms, reason = %reason, "domain BLOCKED by an operator");
+                self.record(Change::Domain(domain.clone()), now_ms);
+                json!({"domain": domain, "blocked": true, "until_ms": until_ms})
+            }
+            Command::Unblock { domain } => {
+                let (domain, by_operator) = self.controls.unblock(&domain).map_err(say)?;
+                // A circuit breaker's halt is lifted too (`unhalt` records it).
+                let halted = !by_operator && self.unhalt(&domain);
+                if !by_operator && !halted {
+                    return Err(say(Refused::NotBlocked(domain)));
+                }
+                if by_operator {
+                    self.frontier.unblock(&domain);
+                    self.breakers.reset(&domain);
+                    tracing::info!(domain = %domain, "domain unblocked by an operator");
+                    self.record(Change::Domain(domain.clone()), now_ms);
+                }
+                json!({"domain": domain, "blocked": false})
+            }
+            Command::Delay { domain, ms } => {
+                let domain = self.controls.delay(&domain, ms).map_err(say)?;
+                tracing::info!(domain = %domain, min_delay_ms = ms, "domain's delay set by an operator");
+                self.record(Change::Domain(domain.clone()), now_ms);
+                json!({"domain": domain, "min_delay_ms": ms})
+            }
+            Command::AddSeeds(seeds) => return self.add_seeds(seeds, now_ms),
+        };
+        Ok(answer)
+    }
+
+    /// Timed blocks whose end has passed: recorded as over (the frontier
+    /// let the domain go by itself). Called once a second.
+    pub(crate) fn expire_controls(&mut self, now_ms: u64) {
+        for domain in self.controls.expire(now_ms) {
+            tracing::info!(domain = %domain, "an operator's block of the domain is over");
+            self.record(Change::Domain(domain), now_ms);
+        }
+    }
+
+    /// The minimum delay an operator set for `domain`, if any.
+    pub(crate) fn delay_of(&self, domain: &str) -> Option<u64> {
+        self.controls.delays.get(domain).copied()
+    }
+
+    fn block_in_frontier(&mut self, domain: &str, until_ms: Option<u64>) {
+        match until_ms {
+            Some(until) => self.frontier.pause(domain, until),
+            None => self.frontier.halt(domain),
+        }
+    }
+
+    fn record(&mut self, change: Change, now_ms: u64) {
+        self.effects
+            .push(Effect::RecordControl(self.controls.doc(&change, now_ms)));
+    }
+
+    /// Seeds an operator adds: each one checked as a seed from a file is,
+    /// stored (so a restart keeps them) and offered at depth 0 with its
+    /// host in scope.
+    fn add_seeds(&mut self, seeds: Vec<String>, now_ms: u64) -> Result<serde_json::Value, String> {
+        if seeds.is_empty() {
+            return Err(say(Refused::NoSeeds));
+        }
+        let mut good = Vec::new();
+        let mut refused = Vec::new();
+        for s in seeds {
+            match shared::urls::parse(&s) {
+                Ok(u) => good.push(u.to_string()),
+                Err(why) => refused
+                    .push(json!({"seed": s.chars().take(200).collect::<String>(), "why": why.as_str()})),
+            }
+        }
+        if !good.is_empty() {
+            tracing::info!(seeds = good.len(), "seeds added by an operator");
+            self.effects.push(Effect::StoreSeeds(good.clone()));
+            self.seed(&good, now_ms);
+        }
+        Ok(json!({"added": good.len(), "refused": refused}))
+    }
+
+    /// The crawl as it stands, for `status`.
+    fn status(&self) -> serde_json::Value {
+        let f = &self.frontier;
+        let (paused_domains, halted) = f.blocked_domains();
+        json!({
+            "paused": self.controls.paused,
+            "stopping": self.stopping,
+            "queued": f.queued(),
+            "in_flight": f.in_flight(),
+            "seen": self.seen_count(),
+            "supervisors_live": self.members.iter().filter(|m| m.live).count(),
+            "blocked": self.controls.blocked,
+            "delays": self.controls.delays,
+            // Every domain not handed out now, whoever blocked it (the
+            // circuit breaker, a move between supervisors, an operator).
+            "domains_paused": paused_domains.len(),
+            "domains_halted": halted.len(),
+            // The first hundred: a status is read by a person.
+            "domains_halted_first": halted.iter().take(100).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn say(r: Refused) -> String {
+    r.to_string()
+}
