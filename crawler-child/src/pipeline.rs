@@ -140,8 +140,14 @@ impl DomainState {
 
 /// The robots rules for `url`'s origin: memory, then the second store,
 /// then the web. Fetching robots.txt is a request like any other: it takes
-/// all of the domain's connections, so it never overlaps a page request.
-async fn robots_for(ctx: &Ctx, st: &SharedDomain, url: &Url) -> Result<Arc<RobotsEntry>, FetchError> {
+/// all of the domain's connections, so it never overlaps a page request,
+/// and is paced as one (`own_min_ms`: see [`delay_for`]).
+async fn robots_for(
+    ctx: &Ctx,
+    st: &SharedDomain,
+    url: &Url,
+    own_min_ms: Option<u64>,
+) -> Result<Arc<RobotsEntry>, FetchError> {
     let origin = origin_of(url);
     {
         let mut s = st.state.lock().await;
@@ -161,7 +167,7 @@ async fn robots_for(ctx: &Ctx, st: &SharedDomain, url: &Url) -> Result<Arc<Robot
         return Ok(entry);
     }
     let domain = s.domain.clone();
-    let min = Duration::from_millis(ctx.policy.min_delay_ms);
+    let min = delay_for(&ctx.policy, own_min_ms, None);
     fenced(ctx)?;
     s.pace(ctx).await.wait(min, &ctx.timing, &domain).await;
     fenced(ctx)?;
@@ -173,7 +179,7 @@ async fn robots_for(ctx: &Ctx, st: &SharedDomain, url: &Url) -> Result<Arc<Robot
     } else {
         s.robots_failures.remove(&origin);
     }
-    let delay = delay_for(&ctx.policy, None, Some(&entry));
+    let delay = delay_for(&ctx.policy, own_min_ms, Some(&entry));
     s.pace(ctx).await.request_done(delay);
     ctx.times.touch(&domain, delay);
     let entry = Arc::new(entry);
@@ -328,7 +334,7 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
         if let Err(e) = ctx.http.admit(&current).await {
             return failed(item, e.kind(), e.to_string());
         }
-        let robots = match robots_for(ctx, st, &current).await {
+        let robots = match robots_for(ctx, st, &current, item.min_delay_ms).await {
             Ok(robots) => robots,
             Err(e) => return failed(item, e.kind(), e.to_string()),
         };

@@ -161,6 +161,7 @@ struct Dispatcher {
     progress_every: Duration,
     monitor_every: Duration,
     admin: mpsc::Receiver<control::http::Request>,
+    control_writer: steering::ControlWriter,
     /// The cluster secret supervisors must prove (see `link::cluster_auth`).
     key: ClusterKey,
     /// Introductions under way: challenges sent, by ZeroMQ identity.
@@ -203,6 +204,7 @@ impl Dispatcher {
             breaker: args.breaker(),
             max_write_backlog: crate::state::MAX_WRITE_BACKLOG,
         };
+        let control_writer = steering::ControlWriter::start(stores.control());
         let state = CrawlState::new(settings, timing.clone(), now_ms()).map_err(anyhow::Error::msg)?;
         Ok(Dispatcher {
             policy: args.policy(),
@@ -216,6 +218,7 @@ impl Dispatcher {
             progress_every: Duration::from_secs_f64(args.progress_secs.max(0.0)),
             monitor_every: Duration::from_secs_f64(args.monitor_secs.max(0.0)),
             admin,
+            control_writer,
             key,
             challenges: Challenges::new(PROTOCOL_VERSION, CHALLENGE_TTL, MAX_PENDING_CHALLENGES),
             refusals: Refusals::default(),
@@ -589,6 +592,13 @@ impl Dispatcher {
         line.set(&metric::CREDITS_HELD, held);
         line.set(&metric::CREDITS_CAPACITY, capacity);
         line.set(&metric::SUPERVISORS_LIVE, live_n);
+        let controls = self.state.controls();
+        line.set(&metric::CRAWL_PAUSED, f64::from(u8::from(controls.paused)));
+        line.set(
+            &metric::DOMAINS_BLOCKED_BY_OPERATOR,
+            controls.blocked.len() as f64,
+        );
+        line.set(&metric::DOMAIN_DELAYS_SET, controls.delays.len() as f64);
         // Each supervisor's credit too: one saturated node among idle ones
         // is a different story from a cluster out of credit.
         for &s in &live {

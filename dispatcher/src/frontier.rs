@@ -260,6 +260,30 @@ impl Frontier {
         true
     }
 
+    /// Where URLs of `domain` (of every domain when `None`) are out: each
+    /// holder with the domains it holds, for a recall of what has not
+    /// started.
+    pub(crate) fn held_at(&self, domain: Option<&str>) -> Vec<(SupId, Vec<String>)> {
+        let only = match domain {
+            Some(name) => match self.domains.find(name) {
+                Some(id) => Some(id),
+                None => return Vec::new(),
+            },
+            None => None,
+        };
+        self.leases
+            .holders(|id| only.is_none_or(|o| o == id))
+            .into_iter()
+            .map(|(s, ids)| {
+                let names = ids
+                    .iter()
+                    .map(|&id| self.domains[id].name().to_string())
+                    .collect();
+                (s, names)
+            })
+            .collect()
+    }
+
     /// Un-pauses domains whose pause is over.
     pub(crate) fn release_blocked(&mut self, now_ms: u64) {
         self.clock_ms = self.clock_ms.max(now_ms);

@@ -11,6 +11,24 @@ pub(crate) const CREDITS_CAPACITY: Gauge = Gauge::new(
 pub(crate) const CREDITS_HELD: Gauge =
     Gauge::new("crawler_credits_held", "URLs leased to live supervisors.", []);
 
+pub(crate) const CRAWL_PAUSED: Gauge = Gauge::new(
+    "crawler_crawl_paused",
+    "1 while an operator has paused the crawl (crawlctl pause): nothing new is leased. Set once a second.",
+    [],
+);
+
+pub(crate) const DOMAINS_BLOCKED_BY_OPERATOR: Gauge = Gauge::new(
+    "crawler_domains_blocked_by_operator",
+    "Domains an operator blocked (crawlctl block), set once a second.",
+    [],
+);
+
+pub(crate) const DOMAIN_DELAYS_SET: Gauge = Gauge::new(
+    "crawler_domain_delays_set",
+    "Domains whose minimum delay an operator set (crawlctl delay), set once a second.",
+    [],
+);
+
 pub(crate) const DISPATCHER_RESULTS: Counter<1> = Counter::new(
     "crawler_dispatcher_results_total",
     "Crawl results the dispatcher recorded, by outcome (fetched, disallowed, failed).",
@@ -165,9 +183,12 @@ pub(crate) fn describe() {
 pub(crate) static FAMILIES: &[&dyn Described] = &[
     &CREDITS_CAPACITY,
     &CREDITS_HELD,
+    &CRAWL_PAUSED,
     &DISPATCHER_RESULTS,
+    &DOMAIN_DELAYS_SET,
     &DOMAIN_HALTS,
     &DOMAIN_PAUSES,
+    &DOMAINS_BLOCKED_BY_OPERATOR,
     &DOMAINS_MOVED,
     &FRONTIER_DOMAINS,
     &FRONTIER_DOMAINS_ACTIVE,

@@ -1057,7 +1057,13 @@ impl<C> CrawlState<C> {
         let (paused, halted) = self.frontier.blocked_domains();
         let blocked = (paused.len(), halted.len());
         let (queued, in_flight) = (self.frontier.queued(), self.frontier.in_flight());
-        self.stats.progress_line(queued, in_flight, live, blocked)
+        let line = self.stats.progress_line(queued, in_flight, live, blocked);
+        if self.controls.paused {
+            // Said first: a crawl that stands still must say why.
+            format!("PAUSED by an operator (crawlctl resume) {line}")
+        } else {
+            line
+        }
     }
 }
 

@@ -2,10 +2,16 @@
 //! what they change is written to the crawl's `control` collection, added
 //! seeds to its `seeds`, and both are read back at start-up.
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
 use anyhow::Context;
 use bson::doc;
+use mongodb::Collection;
 use store::docs::{ControlDoc, SeedDoc};
 use store::{decode_each, only_duplicates};
+use tokio::sync::Notify;
 
 use super::{now_ms, Dispatcher};
 
@@ -34,24 +40,9 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// Writes an operator's change, retrying until the store takes it.
+    /// Writes an operator's change (see [`ControlWriter`]).
     pub(super) fn record_control(&self, d: ControlDoc) {
-        let control = self.stores.control();
-        tokio::spawn(async move {
-            let mut backoff = store::Backoff::default();
-            loop {
-                let write = control.replace_one(doc! {"_id": &d.id}, &d).upsert(true);
-                match store::deadline(write).await {
-                    Some(Ok(_)) => break,
-                    Some(Err(e)) => backoff.wait("recording an operator's change", &e).await,
-                    None => {
-                        backoff
-                            .note("recording an operator's change", "no answer in time")
-                            .await
-                    }
-                }
-            }
-        });
+        self.control_writer.record(d);
     }
 
     /// Stores seeds an operator added, so that a restart starts from them too.
@@ -69,5 +60,85 @@ impl Dispatcher {
                 }
             }
         });
+    }
+}
+
+/// Writes the crawl's control documents one at a time, each id's latest
+/// version last: an operator's block and quick unblock cannot land in
+/// the other order, as two writes racing each other could. A document
+/// stays pending until the store took it (retried with backoff), so a
+/// store that is away loses nothing, and the pending set is bounded by
+/// the documents there are (one per domain changed, one for the crawl).
+pub(super) struct ControlWriter {
+    pending: Arc<Mutex<BTreeMap<String, ControlDoc>>>,
+    wake: Arc<Notify>,
+}
+
+impl ControlWriter {
+    pub(super) fn start(coll: Collection<ControlDoc>) -> ControlWriter {
+        let pending: Arc<Mutex<BTreeMap<String, ControlDoc>>> = Arc::default();
+        let wake = Arc::new(Notify::new());
+        let (todo, woken) = (pending.clone(), wake.clone());
+        tokio::spawn(async move {
+            loop {
+                woken.notified().await;
+                while let Some(d) = first(&todo) {
+                    write(&coll, &d).await;
+                    let mut todo = todo.lock().unwrap_or_else(|e| e.into_inner());
+                    // A newer version that came meanwhile stays for the next turn.
+                    if todo.get(&d.id) == Some(&d) {
+                        todo.remove(&d.id);
+                    }
+                }
+            }
+        });
+        ControlWriter { pending, wake }
+    }
+
+    pub(super) fn record(&self, d: ControlDoc) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(d.id.clone(), d);
+        self.wake.notify_one();
+    }
+
+    /// Waits until every change is written, or `patience` passes (a
+    /// stopping dispatcher does not wait on a store that is away; the
+    /// change is then lost with this run, and logged).
+    pub(super) async fn settle(&self, patience: Duration) {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            let left = self.pending.lock().unwrap_or_else(|e| e.into_inner()).len();
+            if left == 0 {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::error!(left, "an operator's changes were not recorded before the stop");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn first(todo: &Mutex<BTreeMap<String, ControlDoc>>) -> Option<ControlDoc> {
+    let todo = todo.lock().unwrap_or_else(|e| e.into_inner());
+    todo.values().next().cloned()
+}
+
+async fn write(coll: &Collection<ControlDoc>, d: &ControlDoc) {
+    let mut backoff = store::Backoff::default();
+    loop {
+        let write = coll.replace_one(doc! {"_id": &d.id}, d).upsert(true);
+        match store::deadline(write).await {
+            Some(Ok(_)) => return,
+            Some(Err(e)) => backoff.wait("recording an operator's change", &e).await,
+            None => {
+                backoff
+                    .note("recording an operator's change", "no answer in time")
+                    .await
+            }
+        }
     }
 }

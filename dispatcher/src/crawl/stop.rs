@@ -42,6 +42,7 @@ impl Dispatcher {
         self.await_byes(&live, inbox).await;
         // Results that arrived while supervisors drained are in the store too.
         self.writer.flush().await;
+        self.control_writer.settle(Duration::from_secs(10)).await;
         // Its cursor would hold the client's shutdown up.
         self.seen_scan = None;
         self.stores.shutdown().await;

@@ -285,6 +285,20 @@ impl Leases {
             .collect()
     }
 
+    /// Which supervisors hold leases of which domains (those `pick` keeps),
+    /// by domain id. Scans the leases.
+    pub(super) fn holders(&self, mut pick: impl FnMut(u32) -> bool) -> Vec<(SupId, Vec<u32>)> {
+        let mut by_sup: std::collections::BTreeMap<SupId, std::collections::BTreeSet<u32>> =
+            std::collections::BTreeMap::new();
+        for l in self.out.values().filter(|l| pick(l.domain_id)) {
+            by_sup.entry(l.sup).or_default().insert(l.domain_id);
+        }
+        by_sup
+            .into_iter()
+            .map(|(s, ids)| (s, ids.into_iter().collect()))
+            .collect()
+    }
+
     /// Leases `sup` holds now (its credit in use).
     pub(super) fn held(&self, sup: SupId) -> u32 {
         self.held.get(sup).copied().unwrap_or(0)

@@ -4,6 +4,7 @@
 //! offered as seeds. Each change is recorded through an effect, so a
 //! restarted dispatcher keeps it.
 
+use link::protocol::ToSupervisor;
 use serde_json::json;
 use store::docs::ControlDoc;
 
@@ -44,6 +45,9 @@ impl<C> CrawlState<C> {
                         if pause { "PAUSED" } else { "resumed" }
                     );
                     self.record(Change::Crawl, now_ms);
+                    if pause {
+                        self.recall(None);
+                    }
                 }
                 json!({"paused": pause})
             }
@@ -57,6 +61,7 @@ impl<C> CrawlState<C> {
                     .block(&domain, until_ms, &reason, now_ms)
                     .map_err(say)?;
                 self.block_in_frontier(&domain, until_ms);
+                self.recall(Some(&domain));
                 tracing::warn!(domain = %domain, until_ms, reason = %reason, "domain BLOCKED by an operator");
                 self.record(Change::Domain(domain.clone()), now_ms);
                 json!({"domain": domain, "blocked": true, "until_ms": until_ms})
@@ -78,6 +83,9 @@ impl<C> CrawlState<C> {
             }
             Command::Delay { domain, ms } => {
                 let domain = self.controls.delay(&domain, ms).map_err(say)?;
+                // URLs already leased carry the old delay: back they come,
+                // to go out again with the new one.
+                self.recall(Some(&domain));
                 tracing::info!(domain = %domain, min_delay_ms = ms, "domain's delay set by an operator");
                 self.record(Change::Domain(domain.clone()), now_ms);
                 json!({"domain": domain, "min_delay_ms": ms})
@@ -99,6 +107,17 @@ impl<C> CrawlState<C> {
     /// The minimum delay an operator set for `domain`, if any.
     pub(crate) fn delay_of(&self, domain: &str) -> Option<u64> {
         self.controls.delays.get(domain).copied()
+    }
+
+    /// Asks the supervisors holding URLs of `domain` (of every domain when
+    /// `None`) for those not started yet: they come back as `Recalled`
+    /// and are queued again without costing a try, so a pause or a block
+    /// takes hold within a request, not after every URL already leased.
+    fn recall(&mut self, domain: Option<&str>) {
+        for (s, domains) in self.frontier.held_at(domain) {
+            self.effects
+                .push(Effect::Send(s, ToSupervisor::Recall { domains }));
+        }
     }
 
     fn block_in_frontier(&mut self, domain: &str, until_ms: Option<u64>) {
