@@ -54,7 +54,7 @@ pub(crate) enum Command {
 /// Why a command was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum Refused {
-    #[error("{0:?} is not a host name (give the domain as in its URLs, e.g. www.example.org)")]
+    #[error("{0:?} is not a domain (a host name, with :port when not 80, as `crawlctl status` and the logs name it, e.g. www.example.org)")]
     NotADomain(String),
     #[error("the block would end in the past or more than a year from now; leave out its end to block until unblocked")]
     BadDeadline,
@@ -220,17 +220,17 @@ impl Controls {
     }
 }
 
-/// `domain` as the frontier names domains (lower case, no trailing dot),
-/// or why it is none.
+/// `domain` as the frontier names domains (`shared::urls::domain_of`:
+/// lower case, no trailing dot, `:port` when not 80), or why it is none.
 pub(crate) fn checked_domain(domain: &str) -> Result<String, Refused> {
     let refused = || Refused::NotADomain(domain.chars().take(100).collect());
     let trimmed = domain.trim().trim_end_matches('.');
-    if trimmed.is_empty() || trimmed.len() > 253 || trimmed.contains(['/', '@', ':', '?', '#', ' ']) {
+    if trimmed.is_empty() || trimmed.len() > 253 || trimmed.contains(['/', '@', '?', '#', ' ']) {
         return Err(refused());
     }
     let url = url::Url::parse(&format!("http://{trimmed}/")).map_err(|_| refused())?;
     match url.host_str() {
-        Some(host) if !host.is_empty() => Ok(host.to_string()),
+        Some(host) if !host.is_empty() => Ok(shared::urls::domain_of(&url)),
         _ => Err(refused()),
     }
 }
@@ -248,6 +248,8 @@ mod tests {
             Ok("www.example.org")
         );
         assert_eq!(checked_domain("127.0.0.1").as_deref(), Ok("127.0.0.1"));
+        assert_eq!(checked_domain("a.test:8080").as_deref(), Ok("a.test:8080"));
+        assert_eq!(checked_domain("a.test:80").as_deref(), Ok("a.test"));
         for bad in [
             "",
             " ",
@@ -255,7 +257,8 @@ mod tests {
             "a.test/x",
             "a b",
             "user@a.test",
-            "a.test:80",
+            "a.test:x",
+            "a.test:99999",
             "@crawl",
         ] {
             assert!(

@@ -14,6 +14,7 @@ mod ansible_e2e;
 mod breaker_e2e;
 mod cluster_auth_e2e;
 mod cluster_profile;
+mod control_e2e;
 mod crawl_e2e;
 mod dispatcher_load_e2e;
 mod domain_connections_e2e;
