@@ -36,7 +36,9 @@ impl<C> CrawlState<C> {
     /// answer for the operator, or why it was refused.
     pub(crate) fn steer(&mut self, cmd: Command, now_ms: u64) -> Result<serde_json::Value, String> {
         let answer = match cmd {
-            Command::Status | Command::Stop => return Ok(self.status()),
+            Command::Status => return Ok(self.status()),
+            // Carried out by the shell once answered.
+            Command::Stop => json!({"stopping": true, "queued": self.frontier.queued()}),
             Command::Pause | Command::Resume => {
                 let pause = cmd == Command::Pause;
                 if self.controls.set_paused(pause) {
