@@ -23,6 +23,7 @@ mod pipeline;
 mod politeness;
 mod resolve;
 mod robots;
+mod robots_meta;
 mod worker;
 
 use std::sync::{Arc, Weak};

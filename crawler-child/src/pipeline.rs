@@ -39,6 +39,7 @@ use crate::metric;
 use crate::page_writer::PageWriter;
 use crate::politeness::{DomainTimes, Pace};
 use crate::robots::{RobotsEntry, RobotsSource};
+use crate::robots_meta;
 
 /// Everything a domain task needs, shared by all of them.
 pub(crate) struct Ctx {
@@ -561,6 +562,11 @@ fn fetched(final_url: &Url, item: &WorkItem, resp: &Fetched) -> Outcome {
 /// their HTML kept; other content types are recorded as skipped.
 fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
     let mut d = base_page(item, ctx, final_url, &resp);
+    for value in resp.head.headers.get_all("x-robots-tag") {
+        if let Ok(value) = value.to_str() {
+            robots_meta::add_header(&mut d.robots, value, &ctx.policy.robots_agent);
+        }
+    }
     let mut outlinks = Vec::new();
     let html = http::is_html(resp.content_type.as_deref());
     if !html {
@@ -576,10 +582,16 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
         let encoding = http::charset(resp.content_type.as_deref(), &resp.body);
         let options = ExtractOptions {
             skip_nofollow: ctx.policy.skip_nofollow,
+            robots_agent: &ctx.policy.robots_agent,
             max_links: ctx.policy.max_outlinks_per_page as usize,
             canonical: Some(&ctx.canonical),
         };
-        let f = extract(&resp.body, final_url, encoding, options);
+        let mut f = extract(&resp.body, final_url, encoding, options);
+        d.robots.add(f.robots);
+        if d.robots.nofollow {
+            // Said by the header (the meta tag's were never resolved).
+            f.links.clear();
+        }
         #[cfg(feature = "fault-injection")]
         {
             crate::fault::slow_parse();

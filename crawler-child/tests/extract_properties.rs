@@ -16,6 +16,7 @@ use url::Url;
 fn options() -> ExtractOptions<'static> {
     ExtractOptions {
         skip_nofollow: false,
+        robots_agent: "synthcrawler",
         max_links: 50,
         canonical: None,
     }
@@ -45,6 +46,10 @@ fn hostile_text() -> impl Strategy<Value = String> {
         Just("-->".to_string()),
         Just("<svg>".to_string()),
         Just("<meta name=description content=".to_string()),
+        Just("<meta name=robots content=".to_string()),
+        Just("<meta name=SynthCrawler content=".to_string()),
+        Just("nofollow".to_string()),
+        Just("none,".to_string()),
         Just("<link rel=canonical href=".to_string()),
         Just("http://".to_string()),
         Just("//".to_string()),

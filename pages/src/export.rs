@@ -69,7 +69,14 @@ pub(crate) struct ExportArgs {
     /// Ignore an earlier, unfinished export in `--out` and start over.
     #[arg(long)]
     restart: bool,
+    /// Leave out pages that asked not to be archived (`noarchive` in their
+    /// robots meta tag or `X-Robots-Tag` header).
+    #[arg(long)]
+    respect_noarchive: bool,
 }
+
+/// A page's `noarchive` directive (see `store::docs::RobotsDirectives`).
+const NOARCHIVE: &str = "robots.noarchive";
 
 /// What an export has done so far; saved at each checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -143,8 +150,17 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
             .with_context(|| format!("--since {since:?} is not an RFC 3339 time"))?;
         filter.insert(PageDoc::FETCHED_AT, doc! {"$gte": t});
     }
+    if args.respect_noarchive {
+        filter.insert(NOARCHIVE, doc! {"$ne": true});
+        let mut left_out = filter.clone();
+        left_out.insert(NOARCHIVE, true);
+        if let Some(Ok(n)) = deadline(stores.pages().count_documents(left_out)).await {
+            tracing::info!(pages = n, "left out: they asked not to be archived (noarchive)");
+        }
+    }
     let mut dicts = Dictionaries::load(&stores.body_dicts()).await?;
-    let total = pages_in_export(stores, &filter, args.since.is_some())
+    let filtered = args.since.is_some() || args.respect_noarchive;
+    let total = pages_in_export(stores, &filter, filtered)
         .await
         .map(|left| left.saturating_add(state.pages));
     if let Some(last) = &state.last_id {
@@ -391,10 +407,13 @@ struct Row {
     charset: Option<String>,
     outlinks: i32,
     redirect_to: Option<String>,
+    /// The page's robots directives that matter here, comma-joined
+    /// (`noindex,nofollow,noarchive`); none when it gave none.
+    robots: Option<String>,
 }
 
 impl Row {
-    const COLUMNS: [&'static str; 18] = [
+    const COLUMNS: [&'static str; 19] = [
         "url",
         "final_url",
         "status",
@@ -413,6 +432,7 @@ impl Row {
         "charset",
         "outlinks",
         "redirect_to",
+        "robots",
     ];
 
     fn of(d: &PageDoc) -> Row {
@@ -435,6 +455,7 @@ impl Row {
             charset: d.charset.clone(),
             outlinks: d.outlinks.unwrap_or(0),
             redirect_to: d.redirect_to.clone(),
+            robots: robots_field(d.robots),
         }
     }
 
@@ -461,11 +482,24 @@ impl Row {
             opt(&self.charset),
             self.outlinks.to_string(),
             opt(&self.redirect_to),
+            opt(&self.robots),
         ];
         let mut line = fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",");
         line.push('\n');
         line
     }
+}
+
+fn robots_field(r: store::docs::RobotsDirectives) -> Option<String> {
+    let set: Vec<&str> = [
+        (r.noindex, "noindex"),
+        (r.nofollow, "nofollow"),
+        (r.noarchive, "noarchive"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
+    (!set.is_empty()).then(|| set.join(","))
 }
 
 fn csv_field(f: &str) -> String {
@@ -560,6 +594,7 @@ fn write_warc_page(
         ("lang", &row.lang),
         ("charset", &row.charset),
         ("redirect-to", &row.redirect_to),
+        ("robots", &row.robots),
     ] {
         if let Some(v) = value {
             field(name, v);

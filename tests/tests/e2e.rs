@@ -26,4 +26,5 @@ mod hostile_e2e;
 mod netns_e2e;
 mod partition_e2e;
 mod politeness_gap_e2e;
+mod robots_meta_e2e;
 mod traps_e2e;

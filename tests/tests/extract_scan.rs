@@ -12,6 +12,7 @@ use url::Url;
 fn options(skip_nofollow: bool) -> ExtractOptions<'static> {
     ExtractOptions {
         skip_nofollow,
+        robots_agent: "synthcrawler",
         max_links: 0,
         canonical: None,
     }

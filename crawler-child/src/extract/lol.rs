@@ -6,7 +6,7 @@ use std::cell::RefCell;
 
 use lol_html::{element, text, AsciiCompatibleEncoding, HtmlRewriter, Settings};
 
-use super::{clip, has_token, ExtractOptions, Raw, MAX_TEXT};
+use super::{clip, has_token, is_robots_meta, ExtractOptions, Raw, MAX_ROBOTS_METAS, MAX_TEXT};
 
 /// Collects the raw values of `body`, decoded with `encoding` (UTF-8 when
 /// `None`; invalid sequences are replaced, never an error).
@@ -46,12 +46,13 @@ pub(super) fn collect(
                 Ok(())
             }),
             element!("meta[name][content]", |el| {
-                let is_description = el
-                    .get_attribute("name")
-                    .is_some_and(|n| n.trim().eq_ignore_ascii_case("description"));
+                let name = el.get_attribute("name").unwrap_or_default();
+                let is_description = name.trim().eq_ignore_ascii_case("description");
                 let mut raw = raw.borrow_mut();
                 if is_description && raw.description.is_none() {
                     raw.description = el.get_attribute("content").map(|c| clip(c.trim()));
+                } else if is_robots_meta(&name, options.robots_agent) && raw.robots.len() < MAX_ROBOTS_METAS {
+                    raw.robots.extend(el.get_attribute("content").map(|c| clip(&c)));
                 }
                 Ok(())
             }),

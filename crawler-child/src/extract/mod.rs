@@ -41,6 +41,9 @@ pub struct ExtractOptions<'a> {
     /// can carry hundreds of thousands of links; each becomes an absolute
     /// URL of up to 2 KiB, so the cap bounds what one page costs.
     pub max_links: usize,
+    /// Our robots.txt product token: `<meta name="TOKEN">` counts as
+    /// `<meta name="robots">` (matched without regard to case).
+    pub robots_agent: &'a str,
     /// Makes each resolved link canonical (see [`shared::canonical`]) before
     /// links are de-duplicated; `None` keeps them as resolved.
     pub canonical: Option<&'a Canonicalizer>,
@@ -60,6 +63,9 @@ pub struct PageFeatures {
     /// Links not kept because of [`ExtractOptions::max_links`] (counted
     /// without being resolved: past the cap nothing more is spent on them).
     pub over_cap: usize,
+    /// What its robots meta tags say (the `X-Robots-Tag` header is the
+    /// caller's to add).
+    pub robots: store::docs::RobotsDirectives,
 }
 
 /// What a collector found, as written in the page.
@@ -72,6 +78,8 @@ struct Raw {
     description: Option<String>,
     canonical: Option<String>,
     lang: Option<String>,
+    /// The `content` of each robots meta tag (ours by name too), as written.
+    robots: Vec<String>,
 }
 
 /// Extracts links and features from `body`, decoded with `encoding`
@@ -123,13 +131,19 @@ fn finish(raw: Raw, page_url: &Url, options: ExtractOptions<'_>) -> PageFeatures
     } else {
         options.max_links
     };
-    let mut seen = HashSet::with_capacity(raw.hrefs.len().min(cap));
-    let mut links = Vec::with_capacity(raw.hrefs.len().min(cap));
+    let mut robots = store::docs::RobotsDirectives::default();
+    for content in &raw.robots {
+        crate::robots_meta::add_meta(&mut robots, &attr(content));
+    }
+    // `nofollow`: none of the page's links is followed, nor resolved.
+    let hrefs: &[String] = if robots.nofollow { &[] } else { &raw.hrefs };
+    let mut seen = HashSet::with_capacity(hrefs.len().min(cap));
+    let mut links = Vec::with_capacity(hrefs.len().min(cap));
     let mut rejected = Vec::new();
     let mut over_cap = 0;
-    for (i, href) in raw.hrefs.iter().enumerate() {
+    for (i, href) in hrefs.iter().enumerate() {
         if links.len() >= cap {
-            over_cap = raw.hrefs.len() - i;
+            over_cap = hrefs.len() - i;
             break;
         }
         match urls::resolve(&base, &attr(href)) {
@@ -160,8 +174,18 @@ fn finish(raw: Raw, page_url: &Url, options: ExtractOptions<'_>) -> PageFeatures
         links,
         rejected,
         over_cap,
+        robots,
     }
 }
+
+/// Whether a `<meta name=...>` speaks to robots, ours included.
+fn is_robots_meta(name: &str, agent: &str) -> bool {
+    let name = name.trim();
+    name.eq_ignore_ascii_case("robots") || (!agent.is_empty() && name.eq_ignore_ascii_case(agent))
+}
+
+/// Most robots meta tags read from one page (a page could hold millions).
+const MAX_ROBOTS_METAS: usize = 16;
 
 fn has_token(list: &str, token: &str) -> bool {
     list.split_ascii_whitespace()
@@ -193,6 +217,38 @@ mod tests {
 
     fn run(html: &str) -> PageFeatures {
         extract(html.as_bytes(), &page(), None, ExtractOptions::default())
+    }
+
+    #[test]
+    fn robots_meta_tags_are_read_for_robots_and_our_agent() {
+        let opts = ExtractOptions {
+            robots_agent: "synthcrawler",
+            ..ExtractOptions::default()
+        };
+        let read = |html: &str| {
+            let f = extract(html.as_bytes(), &page(), None, opts);
+            assert_eq!(
+                f,
+                extract_reference(html.as_bytes(), &page(), None, opts),
+                "{html}"
+            );
+            f
+        };
+        let f = read(r#"<meta name="ROBOTS" content="noindex, NOFOLLOW"><a href="/x">x</a>"#);
+        assert!(f.robots.noindex && f.robots.nofollow && !f.robots.noarchive);
+        assert!(f.links.is_empty(), "nofollow keeps no link");
+        let f = read(r#"<meta name="SynthCrawler" content="noarchive"><a href="/x">x</a>"#);
+        assert!(f.robots.noarchive && !f.robots.nofollow);
+        assert_eq!(f.links, vec!["http://site.test:8080/x"]);
+        // Another robot's tag is not ours.
+        let f = read(r#"<meta name="otherbot" content="none"><a href="/x">x</a>"#);
+        assert!(f.robots.is_empty() && f.links.len() == 1);
+        // Entities are decoded as in any attribute.
+        assert!(
+            read(r#"<meta name="robots" content="no&#105;ndex">"#)
+                .robots
+                .noindex
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@
 
 use memchr::{memchr, memmem};
 
-use super::{clip, has_token, ExtractOptions, Raw, MAX_TEXT};
+use super::{clip, has_token, is_robots_meta, ExtractOptions, Raw, MAX_ROBOTS_METAS, MAX_TEXT};
 
 /// Collects the raw values of a UTF-8 page, or `None` when the page needs
 /// a complete tokenizer.
@@ -97,6 +97,8 @@ fn element<'a>(
         if let (Some(n), Some(content)) = (attr("name"), attr("content")) {
             if n.trim().eq_ignore_ascii_case("description") && raw.description.is_none() {
                 raw.description = Some(clip(kept(content)?.trim()));
+            } else if is_robots_meta(n, options.robots_agent) && raw.robots.len() < MAX_ROBOTS_METAS {
+                raw.robots.push(clip(kept(content)?));
             }
         }
     } else if is("link") {

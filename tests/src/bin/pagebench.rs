@@ -55,6 +55,7 @@ fn main() {
     );
     let options = ExtractOptions {
         skip_nofollow: false,
+        robots_agent: "synthcrawler",
         max_links: 0,
         canonical: None,
     };

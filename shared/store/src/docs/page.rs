@@ -93,6 +93,10 @@ pub struct PageDoc {
     pub canonical: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lang: Option<String>,
+    /// What the page asked of robots, in its `<meta name="robots">` (or
+    /// ours by agent name) and its `X-Robots-Tag` header.
+    #[serde(default, skip_serializing_if = "RobotsDirectives::is_empty")]
+    pub robots: RobotsDirectives,
 }
 
 impl PageDoc {
@@ -138,7 +142,37 @@ impl PageDoc {
             description: None,
             canonical: None,
             lang: None,
+            robots: RobotsDirectives::default(),
         }
+    }
+}
+
+/// The robots directives a page gave that change what is done with it
+/// (others, such as `nosnippet`, concern search engines only). Stored
+/// with only the ones set, and not at all when none is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RobotsDirectives {
+    /// Not to be indexed: recorded, for whoever uses the pages.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub noindex: bool,
+    /// Its links are not followed (the crawler drops them).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub nofollow: bool,
+    /// Not to be archived: `pages export --respect-noarchive` leaves it out.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub noarchive: bool,
+}
+
+impl RobotsDirectives {
+    pub fn is_empty(&self) -> bool {
+        *self == RobotsDirectives::default()
+    }
+
+    /// Both sets together: a directive given anywhere holds.
+    pub fn add(&mut self, other: RobotsDirectives) {
+        self.noindex |= other.noindex;
+        self.nofollow |= other.nofollow;
+        self.noarchive |= other.noarchive;
     }
 }
 
