@@ -94,6 +94,11 @@ pub(crate) enum Change {
 }
 
 impl Controls {
+    /// (crawl paused, domains blocked, delays set), for the monitor line.
+    pub(crate) fn summary(&self) -> (bool, usize, usize) {
+        (self.paused, self.blocked.len(), self.delays.len())
+    }
+
     /// The crawl paused or not; whether that changed anything.
     pub(crate) fn set_paused(&mut self, paused: bool) -> bool {
         std::mem::replace(&mut self.paused, paused) != paused

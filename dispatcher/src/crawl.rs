@@ -372,6 +372,7 @@ impl Dispatcher {
                         seen: self.state.seen_count(),
                         paused,
                         halted,
+                        operator: self.state.controls().summary(),
                     };
                     // Output, not a log line: `monitor ` and one JSON object.
                     shared::live_line::line(&format!(
@@ -592,13 +593,10 @@ impl Dispatcher {
         line.set(&metric::CREDITS_HELD, held);
         line.set(&metric::CREDITS_CAPACITY, capacity);
         line.set(&metric::SUPERVISORS_LIVE, live_n);
-        let controls = self.state.controls();
-        line.set(&metric::CRAWL_PAUSED, f64::from(u8::from(controls.paused)));
-        line.set(
-            &metric::DOMAINS_BLOCKED_BY_OPERATOR,
-            controls.blocked.len() as f64,
-        );
-        line.set(&metric::DOMAIN_DELAYS_SET, controls.delays.len() as f64);
+        let (paused, blocked, delays) = self.state.controls().summary();
+        line.set(&metric::CRAWL_PAUSED, f64::from(u8::from(paused)));
+        line.set(&metric::DOMAINS_BLOCKED_BY_OPERATOR, blocked as f64);
+        line.set(&metric::DOMAIN_DELAYS_SET, delays as f64);
         // Each supervisor's credit too: one saturated node among idle ones
         // is a different story from a cluster out of credit.
         for &s in &live {

@@ -37,6 +37,11 @@ struct Report<'a> {
     halted_domains: usize,
     paused: Vec<&'a str>,
     halted: Vec<&'a str>,
+    /// Set by an operator (`crawlctl`): the whole crawl paused, domains
+    /// blocked, domains with their own delay.
+    crawl_paused: bool,
+    blocked_by_operator: usize,
+    delays_set: usize,
 }
 
 #[derive(Serialize)]
@@ -55,6 +60,8 @@ pub(crate) struct FrontierView<'a> {
     pub seen: usize,
     pub paused: Vec<&'a str>,
     pub halted: Vec<&'a str>,
+    /// What an operator set: (crawl paused, domains blocked, delays set).
+    pub operator: (bool, usize, usize),
 }
 
 impl Monitor {
@@ -106,6 +113,9 @@ impl Monitor {
             halted_domains: f.halted.len(),
             paused: f.paused.into_iter().take(MAX_NAMES).collect(),
             halted: f.halted.into_iter().take(MAX_NAMES).collect(),
+            crawl_paused: f.operator.0,
+            blocked_by_operator: f.operator.1,
+            delays_set: f.operator.2,
         };
         self.last_at = Instant::now();
         self.last_fetched = stats.counts.fetched;
