@@ -181,7 +181,10 @@ impl Controls {
                         .and_then(|b| b.until_ms)
                         .map(|t| i64::try_from(t).unwrap_or(i64::MAX)),
                     reason: block.map(|b| b.reason.clone()).unwrap_or_default(),
-                    min_delay_ms: self.delays.get(d).map(|&ms| ms as i64),
+                    min_delay_ms: self
+                        .delays
+                        .get(d)
+                        .map(|&ms| i64::try_from(ms).unwrap_or(i64::MAX)),
                     changed_ms: now,
                     ..ControlDoc::default()
                 }
