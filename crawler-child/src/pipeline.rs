@@ -303,16 +303,8 @@ enum Done {
 }
 
 fn result(item: &WorkItem, outcome: Outcome, outlinks: Vec<String>) -> CrawlResult {
-    CrawlResult {
-        lease: item.lease,
-        url: item.url.clone(),
-        domain: item.domain.clone(),
-        depth: item.depth,
-        outcome,
-        outlinks,
-        // Stamped when the result is sent.
-        sent_ms: 0,
-    }
+    // Stamped when the result is sent.
+    CrawlResult::of(item, outcome, outlinks)
 }
 
 fn failed(item: &WorkItem, kind: FailureKind, message: impl Into<String>) -> Done {

@@ -536,17 +536,12 @@ impl Dispatcher {
         let domains = self.stores.domains();
         let domain = domain.to_string();
         tokio::spawn(async move {
-            let mut backoff = store::Backoff::default();
-            loop {
-                let write = domains
+            store::until_taken("recording a domain halt", || {
+                domains
                     .update_one(doc! {"_id": &domain}, update.clone())
-                    .upsert(true);
-                match store::deadline(write).await {
-                    Some(Ok(_)) => break,
-                    Some(Err(e)) => backoff.wait("recording a domain halt", &e).await,
-                    None => backoff.note("recording a domain halt", "no answer in time").await,
-                }
-            }
+                    .upsert(true)
+            })
+            .await;
         });
     }
 

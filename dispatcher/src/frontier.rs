@@ -238,26 +238,28 @@ impl Frontier {
 
     /// Lets a halted domain crawl again; false if it was not halted.
     pub(crate) fn unhalt(&mut self, domain: &str) -> bool {
-        let Some(id) = self.domains.find(domain) else {
-            return false;
-        };
-        if !self.blocks.unhalt(&mut self.domains[id].block) {
-            return false;
-        }
-        self.release_blocked(1);
-        true
+        self.lift(domain, true)
     }
 
     /// Lets a paused or halted domain crawl again; false if it was neither.
     pub(crate) fn unblock(&mut self, domain: &str) -> bool {
+        self.lift(domain, false)
+    }
+
+    fn lift(&mut self, domain: &str, only_halted: bool) -> bool {
         let Some(id) = self.domains.find(domain) else {
             return false;
         };
-        if !self.blocks.lift(&mut self.domains[id].block) {
-            return false;
+        let block = &mut self.domains[id].block;
+        let lifted = if only_halted {
+            self.blocks.unhalt(block)
+        } else {
+            self.blocks.lift(block)
+        };
+        if lifted {
+            self.release_blocked(1);
         }
-        self.release_blocked(1);
-        true
+        lifted
     }
 
     /// Where URLs of `domain` (of every domain when `None`) are out: each

@@ -350,18 +350,7 @@ async fn send(stdin: &mut ChildStdin, msg: &ToChild) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn item(lease: u64, domain: &str) -> WorkItem {
-        WorkItem {
-            lease,
-            lease_expires_ms: 0,
-            leased_ms: 0,
-            url: format!("http://{domain}/{lease}"),
-            domain: domain.into(),
-            depth: 1,
-            min_delay_ms: None,
-        }
-    }
+    use crate::core::tests::item;
 
     /// Between children the slot keeps work for the next child, and hands
     /// back what a recall names, as a child would.

@@ -17,7 +17,7 @@ mod identity;
 mod placement;
 pub(crate) mod restarts;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -50,15 +50,13 @@ impl Dispatcher {
         let coll = self.stores.seeds();
         tokio::spawn(async move {
             let docs: Vec<SeedDoc> = seeds.into_iter().map(|url| SeedDoc { url }).collect();
-            let mut backoff = store::Backoff::default();
-            loop {
-                match store::deadline(coll.insert_many(&docs).ordered(false)).await {
-                    Some(Ok(_)) => break,
-                    Some(Err(e)) if only_duplicates(&e) => break,
-                    Some(Err(e)) => backoff.wait("storing added seeds", &e).await,
-                    None => backoff.note("storing added seeds", "no answer in time").await,
+            store::until_taken("storing added seeds", || async {
+                match coll.insert_many(&docs).ordered(false).await {
+                    Err(e) if only_duplicates(&e) => Ok(()),
+                    other => other.map(drop),
                 }
-            }
+            })
+            .await;
         });
     }
 }
@@ -128,17 +126,8 @@ fn first(todo: &Mutex<BTreeMap<String, ControlDoc>>) -> Option<ControlDoc> {
 }
 
 async fn write(coll: &Collection<ControlDoc>, d: &ControlDoc) {
-    let mut backoff = store::Backoff::default();
-    loop {
-        let write = coll.replace_one(doc! {"_id": &d.id}, d).upsert(true);
-        match store::deadline(write).await {
-            Some(Ok(_)) => return,
-            Some(Err(e)) => backoff.wait("recording an operator's change", &e).await,
-            None => {
-                backoff
-                    .note("recording an operator's change", "no answer in time")
-                    .await
-            }
-        }
-    }
+    store::until_taken("recording an operator's change", || {
+        coll.replace_one(doc! {"_id": &d.id}, d).upsert(true)
+    })
+    .await;
 }

@@ -62,11 +62,7 @@ impl Blocks {
     /// Turns a halt into a pause that is already over (the next
     /// [`Blocks::release`] frees it); false if `b` was not halted.
     pub(super) fn unhalt(&mut self, b: &mut Block) -> bool {
-        if b.until != HALTED {
-            return false;
-        }
-        b.until = 1;
-        true
+        b.until == HALTED && self.lift(b)
     }
 
     /// Turns any block into a pause that is already over (the next

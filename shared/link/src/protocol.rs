@@ -105,17 +105,26 @@ pub struct CrawlResult<S = String> {
 }
 
 impl CrawlResult {
-    /// The result for `item` when it ends without a page (failed, or
-    /// handed back), stamped as sent now.
-    pub fn without_page(item: &WorkItem, outcome: Outcome) -> Self {
+    /// The result for `item`, not stamped yet (`sent_ms` 0: the sender
+    /// stamps it as it sends).
+    pub fn of(item: &WorkItem, outcome: Outcome, outlinks: Vec<String>) -> Self {
         CrawlResult {
             lease: item.lease,
             url: item.url.clone(),
             domain: item.domain.clone(),
             depth: item.depth,
             outcome,
-            outlinks: Vec::new(),
+            outlinks,
+            sent_ms: 0,
+        }
+    }
+
+    /// The result for `item` when it ends without a page (failed, or
+    /// handed back), stamped as sent now.
+    pub fn without_page(item: &WorkItem, outcome: Outcome) -> Self {
+        CrawlResult {
             sent_ms: now_ms(),
+            ..CrawlResult::of(item, outcome, Vec::new())
         }
     }
 }

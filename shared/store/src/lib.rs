@@ -366,6 +366,24 @@ impl Backoff {
     }
 }
 
+/// Runs `write` until the store takes it (each try within
+/// [`deadline`]), backing off between tries: for a record that must land
+/// however long the store is away.
+pub async fn until_taken<T, F, Fut>(what: &str, mut write: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::IntoFuture<Output = mongodb::error::Result<T>>,
+{
+    let mut backoff = Backoff::default();
+    loop {
+        match deadline(write()).await {
+            Some(Ok(taken)) => return taken,
+            Some(Err(e)) => backoff.wait(what, &e).await,
+            None => backoff.note(what, "no answer in time").await,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -142,7 +142,7 @@ fn process(pid: u32) -> ProcessInfo {
     }
 }
 
-fn item(lease: u64, domain: &str) -> WorkItem {
+pub(crate) fn item(lease: u64, domain: &str) -> WorkItem {
     WorkItem {
         lease,
         lease_expires_ms: 0,
