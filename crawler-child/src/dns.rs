@@ -9,7 +9,7 @@
 //! again. Overrides are the operator's own words and are trusted.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -65,6 +65,17 @@ impl Resolver {
             Some(blocked) if allowed.is_empty() => Err(Box::new(blocked) as BoxError),
             _ => Ok(allowed),
         }
+    }
+
+    /// The addresses `host` may be dialled at, in the order they are
+    /// tried, and whether the operator named it (an override), for
+    /// per-server pacing (`crate::server_pace`).
+    pub(crate) async fn server(&self, host: &str) -> Option<(Vec<IpAddr>, bool)> {
+        if let Some(ip) = self.overrides.lookup(host) {
+            return Some((vec![ip], true));
+        }
+        let addrs = self.lookup(host).await.ok()?;
+        Some((addrs.into_iter().map(|a| a.ip()).collect(), false))
     }
 
     async fn resolve_cached(&self, host: &str) -> std::io::Result<Vec<SocketAddr>> {

@@ -9,6 +9,7 @@
 //! the resolver (`dns`) on the addresses it hands reqwest, IP literals here,
 //! since reqwest dials those without asking the resolver.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use link::protocol::{CrawlPolicy, FailureKind};
@@ -16,10 +17,11 @@ use reqwest::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER};
 use reqwest::redirect::Policy;
 use url::{Host, Url};
 
-use crate::address_policy::{AddressPolicy, BlockedAddress};
+use crate::address_policy::{self, AddressPolicy, BlockedAddress};
 use crate::dns::{self, Resolver};
 use crate::metric;
 use crate::resolve::HostOverrides;
+use crate::server_pace::Server;
 
 /// A body's first allocation when the server sends no Content-Length
 /// (chunked or compressed answers): about a realistic page.
@@ -182,6 +184,23 @@ impl Http {
             }
         }
         Ok(())
+    }
+
+    /// The server `url`'s requests go to (see `crate::server_pace`), or
+    /// `None` when its name cannot be resolved now (the request will say
+    /// why). An internal address counts as named by the operator, who
+    /// allowed it (`--allow-private-networks`).
+    pub(crate) async fn server_of(&self, url: &Url) -> Option<Server> {
+        let (addrs, named) = match url.host()? {
+            Host::Ipv4(v4) => (vec![IpAddr::from(v4)], false),
+            Host::Ipv6(v6) => (vec![IpAddr::from(v6)], false),
+            Host::Domain(name) => tokio::time::timeout(self.connect_timeout, self.resolver.server(name))
+                .await
+                .ok()??,
+        };
+        let first = *addrs.first()?;
+        let named = named || address_policy::blocked_range(first).is_some();
+        Some(Server { first, addrs, named })
     }
 
     /// An IP-literal host (`http://127.0.0.2/`, `http://[::1]/`; the url

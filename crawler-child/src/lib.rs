@@ -24,6 +24,7 @@ mod politeness;
 mod resolve;
 mod robots;
 mod robots_meta;
+mod server_pace;
 mod worker;
 
 use std::sync::{Arc, Weak};
@@ -118,6 +119,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         timing: timing.clone(),
         fetch_slots: Semaphore::new(policy.child_concurrency.max(1) as usize),
         fence: fence.clone(),
+        servers: server_pace::ServerPaces::default(),
         policy,
     });
     let worker = worker::Worker::new(ctx.clone());
@@ -226,6 +228,7 @@ async fn write_gauges(worker: Weak<worker::Worker>, ctx: Weak<pipeline::Ctx>, ti
         line.set(&metric::FETCHES_ACTIVE, active);
         line.set(&metric::FETCH_SLOTS, slots as f64);
         line.set(&metric::STORE_QUEUE, store_queue);
+        line.set(&metric::SERVERS_PACED, ctx.servers.len() as f64);
         line.log_only(profiling::gauge_values(false));
         line.log_only(store::work::gauge_values());
         line.write(&timing);

@@ -71,6 +71,12 @@ pub(crate) const SKIPPED: Counter<1> = Counter::new(
     ["reason"],
 );
 
+pub(crate) const SERVERS_PACED: Gauge = Gauge::new(
+    "crawler_servers_paced",
+    "Servers (IP addresses) this child paces as a whole, across their host names (--min-ip-delay-ms), set once a second.",
+    [],
+);
+
 pub(crate) const STORE_QUEUE: Gauge = Gauge::new(
     "crawler_store_queue",
     "Pages waiting in this child's page writer for their batch write.",
@@ -111,6 +117,7 @@ pub(crate) static FAMILIES: &[&dyn Described] = &[
     &PAGES_STORED,
     &PAGES,
     &ROBOTS_FETCHES,
+    &SERVERS_PACED,
     &SKIPPED,
     &STORE_QUEUE,
     &STORE_REJECTED,

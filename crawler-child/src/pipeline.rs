@@ -16,6 +16,7 @@
 //! followed as the server wrote them.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,6 +41,7 @@ use crate::page_writer::PageWriter;
 use crate::politeness::{DomainTimes, Pace};
 use crate::robots::{RobotsEntry, RobotsSource};
 use crate::robots_meta;
+use crate::server_pace::{ServerGate, ServerPaces};
 
 /// Everything a domain task needs, shared by all of them.
 pub(crate) struct Ctx {
@@ -59,6 +61,8 @@ pub(crate) struct Ctx {
     /// Until when this child may start requests (its supervisor's right to
     /// crawl; see `link::fence`): checked before every request.
     pub fence: Fence,
+    /// The servers this child paces (see `crate::server_pace`).
+    pub servers: ServerPaces,
 }
 
 /// Compiles the policy's canonical URL rules. The dispatcher checks them
@@ -148,6 +152,7 @@ async fn robots_for(
     st: &SharedDomain,
     url: &Url,
     own_min_ms: Option<u64>,
+    server: Option<&Paced>,
 ) -> Result<Arc<RobotsEntry>, FetchError> {
     let origin = origin_of(url);
     {
@@ -171,9 +176,14 @@ async fn robots_for(
     let min = delay_for(&ctx.policy, own_min_ms, None);
     fenced(ctx)?;
     s.pace(ctx).await.wait(min, &ctx.timing, &domain).await;
+    let turn = match server {
+        Some(p) => Some(p.gate.turn(p.gap, &ctx.timing, &domain).await),
+        None => None,
+    };
     fenced(ctx)?;
     let failures = s.robots_failures.get(&origin).copied().unwrap_or(0);
     let entry = ctx.robots.fetch(&ctx.http, &origin, &domain, failures).await;
+    drop(turn);
     if entry.is_unavailable() {
         s.robots_failures
             .insert(origin.clone(), failures.saturating_add(1));
@@ -186,6 +196,51 @@ async fn robots_for(
     let entry = Arc::new(entry);
     s.robots.insert(origin, entry.clone());
     Ok(entry)
+}
+
+/// A domain's server and its gap, when servers are paced.
+struct Paced {
+    gate: Arc<ServerGate>,
+    gap: Duration,
+}
+
+/// The server `item`'s requests are paced by: the one its lease names
+/// (see `WorkItem::server`), when the name resolves to it. `Err` with
+/// the address found when the lease names no server or another one: the
+/// URL goes back to the dispatcher, to be leased with the server's other
+/// domains. `None` when servers are not paced (a gap of 0) or the name
+/// does not resolve now (the request will say why).
+async fn paced_server(ctx: &Ctx, item: &WorkItem, url: &Url) -> Result<Option<Paced>, IpAddr> {
+    let Some(found) = ctx.http.server_of(url).await else {
+        return Ok(None);
+    };
+    let gap = Duration::from_millis(if found.named {
+        ctx.policy.named_server_delay_ms
+    } else {
+        ctx.policy.server_delay_ms
+    });
+    if gap.is_zero() {
+        return Ok(None);
+    }
+    match item.server {
+        Some(addr) if found.addrs.contains(&addr) => Ok(Some(Paced {
+            gate: ctx.servers.gate(addr, gap),
+            gap,
+        })),
+        _ => Err(found.first),
+    }
+}
+
+/// `item` handed back unfetched, naming its domain's server `addr`.
+fn regrouped(item: &WorkItem, addr: IpAddr) -> Done {
+    let why = format!(
+        "{} is served from {addr}; placed with that server's other domains",
+        item.domain
+    );
+    Done::NoPage(CrawlResult {
+        server: Some(addr),
+        ..result(item, Outcome::failed(FailureKind::Regrouped, why), Vec::new())
+    })
 }
 
 /// Hands `item` back untouched (`kind` is one of
@@ -321,13 +376,21 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
     };
     let mut current = url.clone();
     let mut hops: Vec<Url> = vec![url.clone()];
+    let mut server = None;
     loop {
         // An internal address is refused before robots.txt is asked for it
         // (see `http::Http::admit`); each redirect hop is checked again.
         if let Err(e) = ctx.http.admit(&current).await {
             return failed(item, e.kind(), e.to_string());
         }
-        let robots = match robots_for(ctx, st, &current, item.min_delay_ms).await {
+        if hops.len() == 1 {
+            // Same-domain hops go to the same server.
+            server = match paced_server(ctx, item, &current).await {
+                Ok(paced) => paced,
+                Err(found) => return regrouped(item, found),
+            };
+        }
+        let robots = match robots_for(ctx, st, &current, item.min_delay_ms, server.as_ref()).await {
             Ok(robots) => robots,
             Err(e) => return failed(item, e.kind(), e.to_string()),
         };
@@ -350,7 +413,7 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
             );
         }
         let delay = delay_for(&ctx.policy, item.min_delay_ms, Some(&robots));
-        let resp = fetch(ctx, st, &current, delay).await;
+        let resp = fetch(ctx, st, &current, delay, server.as_ref()).await;
         let resp = match resp {
             Ok(r) => r,
             Err(e) => return failed(item, e.kind(), e.to_string()),
@@ -402,6 +465,7 @@ async fn fetch(
     st: &SharedDomain,
     url: &Url,
     delay: Duration,
+    server: Option<&Paced>,
 ) -> Result<Fetched, http::FetchError> {
     let permits = if delay.is_zero() { 1 } else { st.max_connections };
     let asked = Instant::now();
@@ -416,6 +480,13 @@ async fn fetch(
         s.pace(ctx).await.wait(delay, &ctx.timing, &domain).await;
         domain
     };
+    // The server's turn, after the domain's (so a domain's wait never
+    // holds its server) and before a fetch slot (so a server's wait never
+    // holds a slot).
+    let turn = match server {
+        Some(p) => Some(p.gate.turn(p.gap, &ctx.timing, &domain).await),
+        None => None,
+    };
     let asked = Instant::now();
     let permit = ctx.fetch_slots.acquire().await;
     record_wait(ctx, Op::SlotWait, asked, &domain);
@@ -423,6 +494,7 @@ async fn fetch(
     let start = Instant::now();
     let res = ctx.http.get(url).await;
     drop(permit);
+    drop(turn);
     st.state.lock().await.pace(ctx).await.request_done(delay);
     ctx.times.touch(&domain, delay);
     let outcome = match &res {

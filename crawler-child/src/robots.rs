@@ -233,6 +233,8 @@ pub(crate) mod tests {
     /// A small policy for unit tests (the fetcher's too).
     pub(crate) fn policy() -> CrawlPolicy {
         CrawlPolicy {
+            server_delay_ms: 0,
+            named_server_delay_ms: 0,
             crawl_id: "t".into(),
             user_agent: "synthcrawler/0.1".into(),
             robots_agent: "synthcrawler".into(),

@@ -592,6 +592,7 @@ impl Dispatcher {
         line.set(&metric::CRAWL_PAUSED, f64::from(u8::from(paused)));
         line.set(&metric::DOMAINS_BLOCKED_BY_OPERATOR, blocked as f64);
         line.set(&metric::DOMAIN_DELAYS_SET, delays as f64);
+        line.set(&metric::SERVERS_SHARED, f.shared_servers() as f64);
         // Each supervisor's credit too: one saturated node among idle ones
         // is a different story from a cluster out of credit.
         for &s in &live {

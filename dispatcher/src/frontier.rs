@@ -39,6 +39,8 @@
 //! - `leases`: the URLs out, each supervisor's credit and each domain's
 //!   URLs in flight (with `unanswered`, leases that ended unanswered);
 //! - `owners`: which supervisor owns which domain, and their rings;
+//! - `servers`: which domains share a server (IP address), owned, with
+//!   all of its domains, by one supervisor;
 //! - `moves`: domains moving to another supervisor.
 //!
 //! This file composes them and holds the operations that span them:
@@ -58,6 +60,7 @@ pub(crate) use leases::{LeaseRefusal, Leased};
 use moves::Moves;
 use owners::Owners;
 use parking::Slots;
+use servers::Servers;
 use window::Windows;
 pub(crate) use window::{ReadPage, Refill, Stored};
 
@@ -72,6 +75,7 @@ pub(crate) struct Frontier {
     blocks: Blocks,
     leases: Leases,
     owners: Owners,
+    servers: Servers,
     moves: Moves,
     /// A domain is not leased more URLs while this many are in flight
     /// (adopted leases may go past it).
@@ -90,6 +94,7 @@ impl Frontier {
             blocks: Blocks::new(),
             leases: Leases::new(lease_ms, first_lease),
             owners: Owners::new(),
+            servers: Servers::new(),
             moves: Moves::new(),
             max_inflight_per_domain: max_inflight_per_domain.max(1),
             clock_ms: 0,
@@ -346,9 +351,43 @@ impl Frontier {
         self.make_ready(id);
     }
 
-    /// Gives an ownerless domain an owner, if one can be had (see `owners`).
+    /// Gives an ownerless domain an owner, if one can be had: its
+    /// server's, or the one `owners` picks (and the server goes with it).
     fn ensure_owner(&mut self, id: u32) {
-        self.owners.ensure(id, &mut self.domains[id].owner);
+        let d = &mut self.domains[id];
+        if d.owner.get().is_some() {
+            return;
+        }
+        match self.servers.owner(&d.server).filter(|&s| self.owners.is_live(s)) {
+            Some(s) => self.owners.give(&mut d.owner, s),
+            None => {
+                self.owners.ensure(id, &mut d.owner);
+                if let Some(s) = d.owner.get() {
+                    self.servers.set_owner(&d.server, s);
+                }
+            }
+        }
+    }
+
+    /// A child found `domain` served from `addr` (see `servers`): from now
+    /// on it is leased with the address, to the server's owner. A domain
+    /// owned elsewhere moves there when it is next up for a lease (see
+    /// [`Frontier::take_timed`]).
+    pub(crate) fn learn_server(&mut self, domain: &str, addr: std::net::IpAddr) {
+        let Some(id) = self.domains.find(domain) else {
+            return;
+        };
+        let d = &mut self.domains[id];
+        self.servers.join(&mut d.server, addr);
+        let live_owner = self.servers.owner(&d.server).filter(|&s| self.owners.is_live(s));
+        if let (None, Some(mine)) = (live_owner, d.owner.get()) {
+            self.servers.set_owner(&d.server, mine);
+        }
+    }
+
+    /// Servers with more than one domain held.
+    pub(crate) fn shared_servers(&self) -> usize {
+        self.servers.shared()
     }
 
     /// Puts domain `id` in its owner's ring if it can be leased: not
@@ -446,6 +485,13 @@ impl Frontier {
             {
                 continue;
             }
+            // A domain is leased only by its server's owner: one that
+            // learnt its server (or whose server changed owner) moves there.
+            let server_owner = self.servers.owner(&d.server).filter(|&s| self.owners.is_live(s));
+            if let Some(to) = server_owner.filter(|&s| s != sup) {
+                self.start_move(id, to);
+                continue;
+            }
             let Some(q) = self.windows.pop(&mut d.window) else {
                 continue;
             };
@@ -455,6 +501,7 @@ impl Frontier {
             if q.queued_ms != 0 {
                 waits.push(now_ms.saturating_sub(q.queued_ms));
             }
+            let server = self.servers.addr(&d.server);
             out.push(WorkItem {
                 lease,
                 lease_expires_ms: expires_ms,
@@ -463,6 +510,7 @@ impl Frontier {
                 domain: d.name().to_string(),
                 depth: q.depth,
                 min_delay_ms: None,
+                server,
             });
             self.window_changed(id);
         }
@@ -577,6 +625,7 @@ mod parking;
 mod properties;
 mod rebalance;
 mod seqs;
+mod servers;
 #[cfg(test)]
 mod tests;
 mod unanswered;

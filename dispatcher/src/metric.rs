@@ -23,6 +23,12 @@ pub(crate) const DOMAINS_BLOCKED_BY_OPERATOR: Gauge = Gauge::new(
     [],
 );
 
+pub(crate) const SERVERS_SHARED: Gauge = Gauge::new(
+    "crawler_servers_shared",
+    "Servers (IP addresses) that several of the domains held are served from: each is owned, with all its domains, by one supervisor and paced as a whole (--min-ip-delay-ms). Set once a second.",
+    [],
+);
+
 pub(crate) const DOMAIN_DELAYS_SET: Gauge = Gauge::new(
     "crawler_domain_delays_set",
     "Domains whose minimum delay an operator set (crawlctl delay), set once a second.",
@@ -186,6 +192,7 @@ pub(crate) static FAMILIES: &[&dyn Described] = &[
     &CRAWL_PAUSED,
     &DISPATCHER_RESULTS,
     &DOMAIN_DELAYS_SET,
+    &SERVERS_SHARED,
     &DOMAIN_HALTS,
     &DOMAIN_PAUSES,
     &DOMAINS_BLOCKED_BY_OPERATOR,

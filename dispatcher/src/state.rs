@@ -640,6 +640,11 @@ impl<C> CrawlState<C> {
             if handed_back {
                 // Not fetched, not a failure of the URL: queued again, first.
                 self.stats.counts.handed_back += 1;
+                if let Some(addr) = r.server {
+                    // `Regrouped`: the domain's server, from the child that
+                    // resolved it (see `frontier::servers`).
+                    self.frontier.learn_server(&leased.domain, addr);
+                }
                 self.frontier.push_front(leased.url, &leased.domain, leased.depth);
                 continue;
             }

@@ -24,6 +24,7 @@ OP_ORDER = (
     "robots_fetch",
     "domain_wait",
     "politeness_wait",
+    "server_wait",
     "slot_wait",
     "fetch",
     "parse",
@@ -45,14 +46,16 @@ WAIT_OPS = frozenset({
     "start_wait",
     "domain_wait",
     "politeness_wait",
+    "server_wait",
     "slot_wait",
     "store_wait",
     "result_wait",
 })
 
 # Waits that are slow on purpose: a growing politeness wait means the crawl
-# obeys a site's Crawl-delay, not that something is wrong.
-DELIBERATE_WAITS = frozenset({"politeness_wait"})
+# obeys a site's Crawl-delay (or a shared server's gap), not that something
+# is wrong.
+DELIBERATE_WAITS = frozenset({"politeness_wait", "server_wait"})
 
 # Operations that log one line per batch with `"n": items` (absent = 1).
 BATCH_OPS = frozenset({"store", "frontier_insert", "dispatch", "report", "domain_flush", "frontier_read",
@@ -68,6 +71,7 @@ LEASE_GROUP = {
     "result_wait": "dispatcher",  # a result waiting for the dispatcher to read it
     "politeness_wait": "politeness",
     "domain_wait": "politeness",  # one of the domain's tasks or connections
+    "server_wait": "politeness",  # the domain's server, shared with its other names
     "slot_wait": "capacity",      # one of the child's fetch slots
     "fetch": "capacity",
     "parse": "cpu",

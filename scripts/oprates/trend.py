@@ -343,7 +343,7 @@ def excluded_words(per_op: list[Trend], include_waits: bool) -> str:
     present = sorted(t.key["op"] for t in per_op if t.key["op"] in excluded_ops(include_waits))
     if not present or set(present) <= DELIBERATE_WAITS:
         # Older logs: the only wait is the deliberate one (and the old wording).
-        return "" if include_waits else f"; {', '.join(sorted(DELIBERATE_WAITS))} excluded (deliberate)"
+        return "" if include_waits else f"; {', '.join(present or ['politeness_wait'])} excluded (deliberate)"
     return f"; waits excluded ({', '.join(present)}: slow on purpose or behind a bottleneck, not one)"
 
 

@@ -38,6 +38,9 @@ pub enum Op {
     /// Child: waiting for one of the domain's tasks or connections.
     DomainWait,
     PolitenessWait,
+    /// Child: waiting for the domain's server (IP address): its request
+    /// in progress and its gap, shared by all of its host names.
+    ServerWait,
     /// Child: waiting for one of the child's fetch slots.
     SlotWait,
     Fetch,
@@ -61,7 +64,7 @@ pub enum Op {
 }
 
 impl Op {
-    pub const ALL: [Op; 18] = [
+    pub const ALL: [Op; 19] = [
         Op::QueueWait,
         Op::Dispatch,
         Op::StartWait,
@@ -69,6 +72,7 @@ impl Op {
         Op::RobotsFetch,
         Op::DomainWait,
         Op::PolitenessWait,
+        Op::ServerWait,
         Op::SlotWait,
         Op::Fetch,
         Op::Parse,
@@ -91,6 +95,7 @@ impl Op {
             Op::RobotsFetch => "robots_fetch",
             Op::DomainWait => "domain_wait",
             Op::PolitenessWait => "politeness_wait",
+            Op::ServerWait => "server_wait",
             Op::SlotWait => "slot_wait",
             Op::Fetch => "fetch",
             Op::Parse => "parse",
@@ -115,6 +120,7 @@ impl Op {
             Op::RobotsFetch => "crawler_robots_fetch_duration_seconds",
             Op::DomainWait => "crawler_domain_wait_duration_seconds",
             Op::PolitenessWait => "crawler_politeness_wait_duration_seconds",
+            Op::ServerWait => "crawler_server_wait_duration_seconds",
             Op::SlotWait => "crawler_slot_wait_duration_seconds",
             Op::Fetch => "crawler_fetch_duration_seconds",
             Op::Parse => "crawler_parse_duration_seconds",
@@ -137,6 +143,7 @@ impl Op {
                 | Op::StartWait
                 | Op::DomainWait
                 | Op::PolitenessWait
+                | Op::ServerWait
                 | Op::SlotWait
                 | Op::StoreWait
                 | Op::ResultWait
@@ -153,6 +160,7 @@ impl Op {
             Op::RobotsFetch => "Work: fetching one robots.txt.",
             Op::DomainWait => "Wait: a URL in a child waiting for one of its domain's tasks or connections.",
             Op::PolitenessWait => "Wait: a URL waiting for its domain's delay since the last request.",
+            Op::ServerWait => "Wait: a URL waiting for its server (IP address): the request in progress there and the per-server delay.",
             Op::SlotWait => "Wait: a URL waiting for one of the child's fetch slots.",
             Op::Fetch => "Work: one HTTP request, until the whole body is read.",
             Op::Parse => "Work: extracting links and features from one page.",

@@ -242,13 +242,14 @@ impl Core {
                     self.flush_at.get_or_insert(now);
                 }
             }
-            ToSupervisor::Recall { domains } => {
-                for (slot, domains) in self.placement.split(domains, |d| d).into_iter().enumerate() {
-                    if !domains.is_empty() {
-                        out.push(Action::ToSlot(slot, SlotCmd::Recall(domains)));
-                    }
+            ToSupervisor::Recall { domains } if !domains.is_empty() => {
+                // To every slot: a domain's URLs may sit in two, the one of
+                // its name and the one of its server (see `placement`).
+                for slot in 0..self.slots {
+                    out.push(Action::ToSlot(slot, SlotCmd::Recall(domains.clone())));
                 }
             }
+            ToSupervisor::Recall { .. } => {}
             ToSupervisor::Stop if self.phase == Phase::Running => self.stop(now, out),
             // Heartbeats, a Farewell out of turn and a second Stop ask for nothing.
             ToSupervisor::Heartbeat | ToSupervisor::Farewell | ToSupervisor::Stop => {}
@@ -553,14 +554,9 @@ impl Core {
         }
     }
 
-    /// Each URL to the slot of its domain.
+    /// Each URL to the slot of its server, or of its domain.
     fn assign(&mut self, items: Vec<WorkItem>, attempt: u32, out: &mut Vec<Action>) {
-        for (slot, items) in self
-            .placement
-            .split(items, |i| i.domain.as_str())
-            .into_iter()
-            .enumerate()
-        {
+        for (slot, items) in self.placement.split(items).into_iter().enumerate() {
             if items.is_empty() {
                 continue;
             }

@@ -72,6 +72,7 @@ impl Outbox {
                 )
             })
             .map(|r| WorkItem {
+                server: None,
                 lease: r.lease,
                 lease_expires_ms: 0,
                 leased_ms: 0,
@@ -140,6 +141,7 @@ mod tests {
 
     fn r(lease: u64) -> CrawlResult {
         CrawlResult {
+            server: None,
             lease,
             url: format!("http://a.test/{lease}"),
             domain: "a.test".into(),

@@ -205,6 +205,7 @@ fn intro(id: &str, capacity: u32, debug_addr: &str) -> Intro {
 
 fn fetched(lease: u64, url: &str, outlinks: Vec<String>) -> CrawlResult {
     CrawlResult {
+        server: None,
         lease,
         url: url.into(),
         domain: url::Url::parse(url).unwrap().host_str().unwrap().into(),

@@ -27,4 +27,5 @@ mod netns_e2e;
 mod partition_e2e;
 mod politeness_gap_e2e;
 mod robots_meta_e2e;
+mod server_politeness_e2e;
 mod traps_e2e;

@@ -16,6 +16,7 @@ use super::index::DomainIndex;
 use super::leases::InFlight;
 use super::owners::Owner;
 use super::parking::Slot;
+use super::servers::ServerOf;
 use super::window::Window;
 
 /// How often the domains are swept (a pass over every domain held) unless
@@ -31,6 +32,7 @@ pub(super) struct DomainQ {
     pub(super) block: Block,
     pub(super) in_flight: InFlight,
     pub(super) slot: Slot,
+    pub(super) server: ServerOf,
     /// A result arrived since the last sweep: the domain's owner may still
     /// be pacing it, so it is kept through the next sweep.
     recent: bool,
@@ -45,6 +47,7 @@ impl DomainQ {
             block: Block::new(),
             in_flight: InFlight::new(),
             slot: Slot::new(),
+            server: ServerOf::new(),
             recent: false,
         }
     }

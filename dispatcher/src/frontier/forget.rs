@@ -52,7 +52,7 @@ impl Frontier {
     /// one. How many were forgotten.
     pub(super) fn sweep(&mut self) -> usize {
         let moves = &self.moves;
-        let gone = self.domains.sweep(|id, d| {
+        let mut gone = self.domains.sweep(|id, d| {
             d.window.is_empty()
                 && d.in_flight.get() == 0
                 && !d.block.is_blocked()
@@ -60,8 +60,9 @@ impl Frontier {
                 && !d.slot.is_parked()
                 && !moves.is_moving(id)
         });
-        for (_, d) in &gone {
+        for (_, d) in &mut gone {
             self.owners.forget(&d.owner);
+            self.servers.leave(&mut d.server);
         }
         let ids: Vec<u32> = gone.iter().map(|(id, _)| *id).collect();
         self.owners.forgotten(&ids);

@@ -24,38 +24,51 @@ struct Sup {
     ready: VecDeque<u32>,
 }
 
-/// No owner.
-const NONE: u32 = u32::MAX;
+/// No owner (in [`Owner`]'s low 31 bits).
+const NONE: u32 = 0x7fff_ffff;
+/// [`Owner`]'s bit saying the domain is in its owner's ring.
+const IN_READY: u32 = 0x8000_0000;
 
 /// One domain's owner and place in its ring. Written only by [`Owners`].
+/// One `u32`, not an `Option<SupId>`'s 16 bytes and a flag, in every
+/// domain's record: the owning supervisor (or `NONE`) in the low 31
+/// bits, and whether the domain sits in its owner's ready ring in the top
+/// one.
 pub(super) struct Owner {
-    /// The owning supervisor, or `NONE`: 4 bytes, not an
-    /// `Option<SupId>`'s 16, in every domain's record.
-    sup: u32,
-    /// Whether the domain sits in its owner's ready ring.
-    in_ready: bool,
+    bits: u32,
 }
 
 impl Owner {
     pub(super) fn new() -> Owner {
-        Owner {
-            sup: NONE,
-            in_ready: false,
-        }
+        Owner { bits: NONE }
     }
 
     pub(super) fn get(&self) -> Option<SupId> {
-        (self.sup != NONE).then_some(self.sup as SupId)
+        let sup = self.bits & NONE;
+        (sup != NONE).then_some(sup as SupId)
     }
 
     /// Whether the domain sits in its owner's ready ring.
     pub(super) fn in_ready(&self) -> bool {
-        self.in_ready
+        self.bits & IN_READY != 0
     }
 
+    fn set_in_ready(&mut self, yes: bool) {
+        self.bits = if yes {
+            self.bits | IN_READY
+        } else {
+            self.bits & NONE
+        };
+    }
+
+    /// Owned by `sup` (out of any ring); supervisor ids stay far below
+    /// 2^31 (one per join).
     fn set(&mut self, sup: SupId) {
-        self.sup = sup as u32;
-        self.in_ready = false;
+        self.bits = (sup as u32) & NONE;
+    }
+
+    fn clear(&mut self) {
+        self.bits = NONE;
     }
 }
 
@@ -158,11 +171,11 @@ impl Owners {
     /// Puts domain `id` in its owner's ring, if it has one and is not
     /// there already (the caller knows it can be leased).
     pub(super) fn ready(&mut self, id: u32, o: &mut Owner) {
-        if o.in_ready {
+        if o.in_ready() {
             return;
         }
         if let Some(s) = o.get() {
-            o.in_ready = true;
+            o.set_in_ready(true);
             self.sups[s].ready.push_back(id);
         }
     }
@@ -176,7 +189,7 @@ impl Owners {
     ) -> Option<(u32, &'a mut DomainQ)> {
         let id = self.sups.get_mut(sup)?.ready.pop_front()?;
         let d = &mut domains[id];
-        d.owner.in_ready = false;
+        d.owner.set_in_ready(false);
         Some((id, d))
     }
 
@@ -197,8 +210,7 @@ impl Owners {
     /// has no owner now.
     pub(super) fn orphan(&mut self, o: &mut Owner) {
         debug_assert!(o.get().is_some_and(|s| !self.is_live(s)));
-        o.sup = NONE;
-        o.in_ready = false;
+        o.clear();
     }
 
     /// Makes `sup` the owner of a domain unless a live supervisor owns it

@@ -124,6 +124,7 @@ impl Run {
             .iter()
             .filter(|(_, l)| l.sup == sup)
             .map(|(id, l)| WorkItem {
+                server: None,
                 lease: *id,
                 lease_expires_ms: l.expires_ms,
                 leased_ms: 0,

@@ -47,7 +47,9 @@ impl Frontier {
             let has_work = d.window.queued() > 0 || d.in_flight.get() > 0;
             let Some(owner) = d.owner.get() else { continue };
             let moving = self.moves.is_moving(id);
-            if !has_work || d.block.is_halted() || moving || !self.owners.is_live(owner) {
+            // A server's domains stay together (see `servers`).
+            let shared = self.servers.is_shared(&d.server);
+            if !has_work || d.block.is_halted() || moving || shared || !self.owners.is_live(owner) {
                 continue;
             }
             total += 1;
@@ -97,7 +99,7 @@ impl Frontier {
     /// Starts moving domain `id` to `to`: it is not leased to its owner
     /// any more, and moves when nothing of it is in flight. Whether it
     /// waits for URLs in flight.
-    fn start_move(&mut self, id: u32, to: SupId) -> bool {
+    pub(super) fn start_move(&mut self, id: u32, to: SupId) -> bool {
         self.moves.start(id, to);
         self.finish_move(id)
     }
@@ -122,6 +124,11 @@ impl Frontier {
         }
         self.moves.done(id);
         self.owners.hand_over(id, &mut d.owner, to);
+        // A server of this domain alone goes with it (a rebalance); a
+        // shared one is `to`'s already (the domain moved to join it).
+        if !self.servers.is_shared(&d.server) {
+            self.servers.set_owner(&d.server, to);
+        }
         crate::metric::DOMAINS_MOVED.get().increment(1);
         // Held while the old owner's last-crawled time reaches the store.
         let until = self.clock_ms.saturating_add(HANDOVER_MS);

@@ -201,6 +201,7 @@ fn a_restarted_dispatcher_adopts_what_a_supervisor_still_holds() {
     let held: Vec<WorkItem> = [("http://a/0", 500), ("http://a/1", 501), ("http://b/0", 502)]
         .iter()
         .map(|(u, lease)| WorkItem {
+            server: None,
             lease: *lease,
             lease_expires_ms: 0,
             leased_ms: 0,
@@ -274,6 +275,7 @@ fn a_result_counts_only_from_the_holder_and_is_about_the_leased_url() {
 
 fn held_item(url: &str, domain: &str, lease: u64, depth: u16) -> WorkItem {
     WorkItem {
+        server: None,
         lease,
         lease_expires_ms: 0,
         leased_ms: 0,
@@ -363,4 +365,52 @@ fn adoption_moves_leases_of_an_earlier_connection_but_never_anothers() {
     assert_eq!(f.remove_supervisor(old), 0);
     f.push("http://a.test/1".into(), "a.test", 0);
     assert_eq!(f.take(new, 10, 0).len(), 1);
+}
+
+/// Domains learnt to share a server end up with one owner, and are
+/// leased with the server's address; when that owner leaves, they go on
+/// together to one other.
+#[test]
+fn the_domains_of_one_server_are_owned_together() {
+    use super::moves::HANDOVER_MS;
+    let mut f = f();
+    let (s0, s1, s2) = (f.add_supervisor(), f.add_supervisor(), f.add_supervisor());
+    for d in ["a", "b", "c"] {
+        f.push(format!("http://{d}/1"), d, 0);
+        f.push(format!("http://{d}/2"), d, 0);
+    }
+    let owner = |f: &Frontier, d: &str| f.domains[f.domains.find(d).unwrap()].owner.get();
+    // The fewest-domains rule spreads them out.
+    assert_eq!(
+        (owner(&f, "a"), owner(&f, "b"), owner(&f, "c")),
+        (Some(s0), Some(s1), Some(s2))
+    );
+    // A first lease has no server; the child hands it back with one.
+    let first = f.take(s1, 1, 0);
+    assert_eq!(first[0].server, None);
+    let server: std::net::IpAddr = "192.0.2.5".parse().unwrap();
+    f.learn_server("a", server);
+    f.learn_server("b", server);
+    f.complete(first[0].lease);
+    f.push_front(first[0].url.clone(), "b", 0);
+    assert_eq!(f.shared_servers(), 1);
+    // s1 may not lease b any more: it moves to a's owner, after the hold.
+    assert!(f.take(s1, 10, 0).is_empty());
+    assert_eq!(owner(&f, "b"), Some(s0));
+    f.release_blocked(HANDOVER_MS);
+    let got = f.take(s0, 10, HANDOVER_MS);
+    let mut domains: Vec<(&str, Option<std::net::IpAddr>)> =
+        got.iter().map(|w| (w.domain.as_str(), w.server)).collect();
+    domains.sort();
+    domains.dedup();
+    assert_eq!(domains, [("a", Some(server)), ("b", Some(server))]);
+    // c, on a server of its own, is not touched.
+    assert!(f
+        .take(s2, 10, HANDOVER_MS)
+        .iter()
+        .all(|w| w.domain == "c" && w.server.is_none()));
+    // s0 leaves: a and b go on together, to one supervisor.
+    f.remove_supervisor(s0);
+    assert!(owner(&f, "a").is_some());
+    assert_eq!(owner(&f, "a"), owner(&f, "b"));
 }

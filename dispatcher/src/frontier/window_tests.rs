@@ -430,6 +430,7 @@ fn a_restarted_dispatcher_adopts_held_urls_that_are_still_only_in_the_store() {
     let held: Vec<WorkItem> = [(2, 500), (9, 501), (77, 502)]
         .iter()
         .map(|(i, lease)| WorkItem {
+            server: None,
             lease: *lease,
             lease_expires_ms: 0,
             leased_ms: 0,

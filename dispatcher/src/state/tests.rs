@@ -65,6 +65,7 @@ fn links_of(u: &str, pages: u32) -> Vec<String> {
 
 fn fetched(item: &WorkItem, links: Vec<String>) -> CrawlResult {
     CrawlResult {
+        server: None,
         lease: item.lease,
         url: item.url.clone(),
         domain: item.domain.clone(),

@@ -51,11 +51,16 @@ pub enum FailureKind {
     /// another node (see `frontier::rebalance` in the dispatcher). Queued
     /// again, like [`FailureKind::Fenced`].
     Recalled,
+    /// Not fetched: the domain's server is not the one the lease named (a
+    /// domain met for the first time, or whose address changed). The
+    /// result names the server, and the dispatcher queues the URL again,
+    /// like [`FailureKind::Fenced`], for the server's owner.
+    Regrouped,
 }
 
 impl FailureKind {
     /// Every kind.
-    pub const ALL: [FailureKind; 15] = [
+    pub const ALL: [FailureKind; 16] = [
         FailureKind::BadUrl,
         FailureKind::Timeout,
         FailureKind::Connect,
@@ -71,6 +76,7 @@ impl FailureKind {
         FailureKind::BlockedAddress,
         FailureKind::Fenced,
         FailureKind::Recalled,
+        FailureKind::Regrouped,
     ];
 
     /// Bounded label for metrics, logs and the stored frontier.
@@ -91,6 +97,7 @@ impl FailureKind {
             FailureKind::BlockedAddress => "blocked_address",
             FailureKind::Fenced => "fenced",
             FailureKind::Recalled => "recalled",
+            FailureKind::Regrouped => "regrouped",
         }
     }
 
@@ -101,7 +108,7 @@ impl FailureKind {
             // The site asked us to come back later; the domain already waits.
             FailureKind::Throttled => 10,
             // Never tried: the dispatcher queues it again (see `Fenced`).
-            FailureKind::Fenced | FailureKind::Recalled => u32::MAX,
+            FailureKind::Fenced | FailureKind::Recalled | FailureKind::Regrouped => u32::MAX,
             FailureKind::Timeout
             | FailureKind::Connect
             | FailureKind::Http
@@ -120,7 +127,10 @@ impl FailureKind {
     /// Whether the URL was handed back unfetched (not a failure of it):
     /// the dispatcher queues it again, first, without counting a try.
     pub fn is_handed_back(self) -> bool {
-        matches!(self, FailureKind::Fenced | FailureKind::Recalled)
+        matches!(
+            self,
+            FailureKind::Fenced | FailureKind::Recalled | FailureKind::Regrouped
+        )
     }
 
     /// Whether the failure says something about the site's health (and so

@@ -23,7 +23,9 @@ pub use crate::failure::FailureKind;
 /// 11: the handshake and the sealed envelope are frames of their own
 /// ([`crate::envelope`]); the crawl's messages travel only sealed; a
 /// lease carries its domain's delay when an operator set one.
-pub const PROTOCOL_VERSION: u32 = 11;
+/// 12: per-server politeness (a lease and a result name the domain's
+/// server, the policy carries the per-server gaps, `Regrouped`).
+pub const PROTOCOL_VERSION: u32 = 12;
 
 /// One URL to crawl, leased to whoever holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,6 +44,11 @@ pub struct WorkItem {
     /// Crawl-delay still raises it. Carried by every lease, so that the
     /// child pacing the domain follows it wherever the domain is placed.
     pub min_delay_ms: Option<u64>,
+    /// The server (IP address) the dispatcher groups the domain under, when
+    /// it knows one: every domain of a server is leased to one supervisor,
+    /// which gives them to one child, which paces the server as a whole
+    /// (see the child's `server_pace`). `None` until a child reports it.
+    pub server: Option<std::net::IpAddr>,
 }
 
 /// How the crawl of one URL ended.
@@ -102,6 +109,10 @@ pub struct CrawlResult<S = String> {
     /// Unix milliseconds when the child sent it: the dispatcher times
     /// `result_wait` from here (0 when unknown).
     pub sent_ms: u64,
+    /// The server the domain resolved to, when the child hands the URL
+    /// back to be grouped with that server's other domains
+    /// (`FailureKind::Regrouped`); `None` otherwise.
+    pub server: Option<std::net::IpAddr>,
 }
 
 impl CrawlResult {
@@ -116,6 +127,7 @@ impl CrawlResult {
             outcome,
             outlinks,
             sent_ms: 0,
+            server: None,
         }
     }
 
@@ -138,6 +150,14 @@ pub struct CrawlPolicy {
     /// Product token matched against robots.txt `User-agent` lines.
     pub robots_agent: String,
     pub min_delay_ms: u64,
+    /// Minimum gap between two requests to one server (IP address), across
+    /// all of its host names, for public addresses found through DNS
+    /// (0 = servers are not paced, only domains).
+    pub server_delay_ms: u64,
+    /// The same for addresses the operator named: host names mapped with
+    /// `--resolve`/`--hosts-file`, and internal addresses allowed with
+    /// `--allow-private-networks` (test webs, intranets).
+    pub named_server_delay_ms: u64,
     /// Requests to one domain in flight at once (1 = one after another).
     pub max_domain_connections: u32,
     /// Requests per second ceiling per domain (0 = none).
@@ -363,6 +383,7 @@ mod tests {
 
     fn item() -> WorkItem {
         WorkItem {
+            server: None,
             lease: 7,
             lease_expires_ms: 1_700_000_000_000,
             leased_ms: 1_699_999_000_000,
@@ -384,6 +405,7 @@ mod tests {
             assert_eq!(decode::<ToSupervisor>(&encode(&m)).unwrap(), m);
         }
         let r = ToDispatcher::Results(vec![CrawlResult {
+            server: None,
             lease: 7,
             url: "http://a.test/x".into(),
             domain: "a.test".into(),
@@ -437,6 +459,7 @@ mod tests {
 
     fn result_with_links(n: usize) -> CrawlResult {
         CrawlResult {
+            server: None,
             lease: 1,
             url: "http://a.test/".into(),
             domain: "a.test".into(),

@@ -1,7 +1,14 @@
-//! Which slot a domain's URLs go to: always the same one, so one child
-//! alone paces each domain.
+//! Which slot a URL goes to: always the same one for a domain, so one
+//! child alone paces each domain; and, once the dispatcher knows the
+//! domain's server, the same one for every domain of that server, so one
+//! child alone paces the server (see `WorkItem::server`).
 
-/// A fixed hash of the domain over the slots.
+use std::hash::Hash;
+
+use link::protocol::WorkItem;
+
+/// A fixed hash of the server, or of the domain while its server is not
+/// known, over the slots.
 #[derive(Debug)]
 pub(crate) struct Placement {
     slots: usize,
@@ -18,15 +25,28 @@ impl Placement {
         }
     }
 
+    fn slot_by(&self, key: impl Hash) -> usize {
+        (self.hasher.hash_one(key) % self.slots as u64) as usize
+    }
+
+    /// The slot of a domain whose server is not known.
     pub(crate) fn slot_of(&self, domain: &str) -> usize {
-        (self.hasher.hash_one(domain) % self.slots as u64) as usize
+        self.slot_by(domain)
+    }
+
+    /// The slot of `item`: its server's, or its domain's.
+    pub(crate) fn slot_of_item(&self, item: &WorkItem) -> usize {
+        match item.server {
+            Some(addr) => self.slot_by(addr),
+            None => self.slot_of(&item.domain),
+        }
     }
 
     /// `items` grouped by their slot, keeping their order within a slot.
-    pub(crate) fn split<T>(&self, items: Vec<T>, domain: impl Fn(&T) -> &str) -> Vec<Vec<T>> {
-        let mut per_slot: Vec<Vec<T>> = (0..self.slots).map(|_| Vec::new()).collect();
+    pub(crate) fn split(&self, items: Vec<WorkItem>) -> Vec<Vec<WorkItem>> {
+        let mut per_slot: Vec<Vec<WorkItem>> = (0..self.slots).map(|_| Vec::new()).collect();
         for item in items {
-            let slot = self.slot_of(domain(&item));
+            let slot = self.slot_of_item(&item);
             per_slot[slot].push(item);
         }
         per_slot

@@ -144,6 +144,7 @@ fn process(pid: u32) -> ProcessInfo {
 
 pub(crate) fn item(lease: u64, domain: &str) -> WorkItem {
     WorkItem {
+        server: None,
         lease,
         lease_expires_ms: 0,
         leased_ms: 0,
@@ -156,6 +157,7 @@ pub(crate) fn item(lease: u64, domain: &str) -> WorkItem {
 
 fn answer(item: &WorkItem, outcome: Outcome) -> CrawlResult {
     CrawlResult {
+        server: None,
         lease: item.lease,
         url: item.url.clone(),
         domain: item.domain.clone(),
@@ -278,10 +280,40 @@ fn work_and_recalls_go_to_the_slot_of_their_domain() {
     let mut want = vec![(sa, vec![1, 3]), (sb, vec![2])];
     want.sort();
     assert_eq!(got, want);
+    // A recall goes to every slot: a domain's URLs may be in two.
     let recalls = sim.on(said(ToSupervisor::Recall {
         domains: vec![b.clone()],
     }));
-    assert_eq!(recalls, vec![Action::ToSlot(sb, SlotCmd::Recall(vec![b]))]);
+    let all: Vec<Action> = (0..2)
+        .map(|slot| Action::ToSlot(slot, SlotCmd::Recall(vec![b.clone()])))
+        .collect();
+    assert_eq!(recalls, all);
+}
+
+#[test]
+fn the_domains_of_one_server_go_to_one_slot() {
+    let mut sim = Sim::new(2, 8);
+    let (a, b) = two_domains(&sim);
+    let server: std::net::IpAddr = "192.0.2.9".parse().unwrap();
+    let on_server = |lease, domain: &str| WorkItem {
+        server: Some(server),
+        ..item(lease, domain)
+    };
+    let sent = sim.work(&[on_server(1, &a), on_server(2, &b), item(3, &b)]);
+    let got = work_sent(&sent);
+    let slot = sim.core.placement.slot_of_item(&on_server(1, &a));
+    let own = sim.core.placement.slot_of(&b);
+    let mut want = vec![(slot, vec![1, 2]), (own, vec![3])];
+    if slot == own {
+        want = vec![(slot, vec![1, 2, 3])];
+    }
+    let mut got = got;
+    got.sort();
+    want.sort();
+    assert_eq!(
+        got, want,
+        "both domains' URLs with the server in one slot; one without it in its domain's"
+    );
 }
 
 #[test]

@@ -213,6 +213,7 @@ fn answer(w: WorkItem, args: &Args, totals: &Totals, rng: &mut Rng) -> CrawlResu
         })
         .collect();
     CrawlResult {
+        server: None,
         lease: w.lease,
         url: w.url,
         domain: w.domain,
