@@ -11,7 +11,8 @@
 //! `warcinfo`, then per page a `response` (the HTTP head as received and
 //! the body as stored), a `request` and a `metadata` record (depth, title,
 //! links counted, ...), the latter two `WARC-Concurrent-To` the response.
-//! Files are cut at `--max-file-bytes` (1 GB by default).
+//! Files are cut at `--max-file-bytes` (1 GB by default). Each WARC file,
+//! once whole, gets its CDXJ index beside it (see `cdxj`).
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Seek, Write};
@@ -28,6 +29,7 @@ use store::exchange::Exchange;
 use store::page_body::{self, BodyError};
 use store::{deadline, Stores};
 
+use crate::cdxj;
 use crate::progress::Progress;
 use crate::warc::{self, Record};
 
@@ -212,6 +214,8 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
             }
         };
         if out.bytes >= args.max_file_bytes && state.format == Format::Warc {
+            out.flush()?;
+            index(&out.path)?;
             state.file += 1;
             state.file_bytes = 0;
             out = Output::open(&args.out, &state)?;
@@ -229,6 +233,9 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
         progress.page(&out.path);
     }
     state.file_bytes = out.flush()?;
+    if state.format == Format::Warc {
+        index(&out.path)?;
+    }
     state.finished = true;
     write_state(&state_path, &state)?;
     let took = progress.finish();
@@ -238,6 +245,13 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
         args.out.display(),
         took.as_secs_f64()
     );
+    Ok(())
+}
+
+/// Writes the CDXJ index of the whole WARC file at `warc` beside it.
+fn index(warc: &Path) -> anyhow::Result<()> {
+    let lines = cdxj::write_index(warc).with_context(|| format!("indexing {}", warc.display()))?;
+    tracing::debug!(file = %warc.display(), lines, "CDXJ index written");
     Ok(())
 }
 

@@ -7,7 +7,7 @@
 //!     pages get --raw http://site.test/p/1    # the bytes as sent
 //!     pages get --doc http://site.test/p/1    # the page document, body left out, as JSON
 //!     pages get --headers http://site.test/p/1  # the response's status line and headers
-//!     pages export --format warc --out DIR    # WARC/1.1 files (also jsonl, csv); see `export`
+//!     pages export --format warc --out DIR    # WARC/1.1 files and their CDXJ indexes (also jsonl, csv); see `export`
 //!     pages stats                             # counts by status, domain, type, day; bytes
 //!
 //! Each reads one crawl: `--crawl-id` (or `CRAWLER_CRAWL_ID`, default
@@ -15,6 +15,7 @@
 
 #![warn(unreachable_pub)]
 
+mod cdxj;
 mod export;
 mod progress;
 mod stats;

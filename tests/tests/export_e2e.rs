@@ -1,6 +1,7 @@
 //! End-to-end: crawl the synthetic web, then take the data out with
-//! `pages export` and read it with an independent WARC reader, warcio
-//! (installed by `scripts/warcio.sh`), as a researcher would.
+//! `pages export` and read it with an independent WARC reader, warcio,
+//! and its CDXJ index with cdxj-indexer (both installed by
+//! `scripts/warcio.sh`), as a researcher would.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -40,6 +41,11 @@ fn pages(uri: &str, list: &[&str]) -> String {
 
 /// Runs warcio's own Python on a script; returns stdout.
 fn warcio_python(script: &str, file: &Path) -> String {
+    warcio_python_args(script, &[file])
+}
+
+/// Runs warcio's own Python on a script with arguments; returns stdout.
+fn warcio_python_args(script: &str, args: &[&Path]) -> String {
     let status = Command::new(repo_root().join("scripts/warcio.sh"))
         .arg("install")
         .status()
@@ -49,7 +55,7 @@ fn warcio_python(script: &str, file: &Path) -> String {
     let out = Command::new(python)
         .arg("-c")
         .arg(script)
-        .arg(file)
+        .args(args)
         .output()
         .expect("running warcio's python");
     assert!(
@@ -107,6 +113,48 @@ fn warcio_index(fields: &str, file: &Path, when: &str) -> Vec<serde_json::Value>
     let (ok, index) = warcio(&["index", "-f", fields, file.to_str().unwrap()]);
     assert!(ok, "warcio index failed{when}:\n{index}");
     index.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Checks the CDXJ index beside a WARC file with warcio and cdxj-indexer
+/// (from PyPI, in warcio's virtualenv): it is sorted, it lists what
+/// cdxj-indexer lists for the file, key for key and offset for offset, and
+/// at each offset and length is the gzip member of the response it names.
+/// Prints what it saw as JSON.
+const CDXJ_CHECK: &str = r#"
+import io, json, re, subprocess, sys
+from warcio.archiveiterator import ArchiveIterator
+warc, indexer = sys.argv[1], sys.argv[2]
+cdxj = re.sub(r'\.warc\.gz$', '.cdxj', warc)
+ours = [l.rstrip('\n') for l in open(cdxj, encoding='utf-8')]
+theirs = subprocess.run([indexer, warc], capture_output=True, text=True, check=True).stdout.splitlines()
+def fields(line):
+    key, ts, js = line.split(' ', 2)
+    j = json.loads(js)
+    return (key, ts, j['url'], j.get('mime'), j.get('status'), j.get('digest'), j['length'], j['offset'], j['filename'])
+mine, other = sorted(map(fields, ours)), sorted(map(fields, theirs))
+read = 0
+with open(warc, 'rb') as f:
+    for key, ts, url, mime, status, digest, length, offset, name in map(fields, ours):
+        f.seek(int(offset))
+        member = f.read(int(length))
+        rec = next(ArchiveIterator(io.BytesIO(member)))
+        ok = (rec.rec_type == 'response' and rec.rec_headers.get_header('WARC-Target-URI') == url
+              and re.sub(r'\D', '', rec.rec_headers.get_header('WARC-Date')) == ts
+              and rec.http_headers.get_statuscode() == status)
+        if not ok:
+            raise SystemExit(f'not the record indexed at {offset}: {url}')
+        rec.content_stream().read()
+        read += 1
+print(json.dumps({'lines': len(ours), 'sorted': ours == sorted(ours), 'same_as_cdxj_indexer': mine == other,
+                  'cdxj_indexer_lines': len(theirs), 'read_at_offsets': read,
+                  'first_difference': next(([a, b] for a, b in zip(mine, other) if a != b), None)}))
+"#;
+
+/// Runs [`CDXJ_CHECK`] on `file`; its findings.
+fn check_cdxj(file: &Path) -> serde_json::Value {
+    let indexer = repo_root().join(".venv-warcio/bin/cdxj-indexer");
+    let out = warcio_python_args(CDXJ_CHECK, &[file, &indexer]);
+    serde_json::from_str(out.trim()).unwrap()
 }
 
 /// `pages export --format FORMAT --out DIR` of the store at `uri`.
@@ -174,6 +222,15 @@ async fn a_crawl_exports_to_warc_that_warcio_reads_and_verifies() {
     for kind in ["response", "request", "metadata"] {
         assert_eq!(kinds.get(kind), Some(&stored.len()), "{kind} records: {kinds:?}");
     }
+
+    // Its CDXJ index: one line per page, what cdxj-indexer makes of the
+    // file, and each line finds its record.
+    let index = check_cdxj(&file);
+    eprintln!("CDXJ index: {index}");
+    assert_eq!(index["lines"], stored.len(), "{index}");
+    assert_eq!(index["sorted"], true, "{index}");
+    assert_eq!(index["same_as_cdxj_indexer"], true, "{index}");
+    assert_eq!(index["read_at_offsets"], stored.len(), "{index}");
 
     // Each 200 page's payload, as warcio reads it, is byte for byte what
     // the synthetic web served.
@@ -277,6 +334,10 @@ with open(sys.argv[1], 'rb') as f:
         uris(&records),
         "the resumed export differs from the whole one"
     );
+    // The index is made again from the file as it now is.
+    let index = check_cdxj(&file);
+    assert_eq!(index["read_at_offsets"], stored.len(), "after resuming: {index}");
+    assert_eq!(index["same_as_cdxj_indexer"], true, "after resuming: {index}");
     // Every record, those written after the resume too, names the file's
     // own warcinfo record.
     let ids = warcio_index("warc-type,warc-record-id,warc-warcinfo-id", &file, "");
