@@ -41,7 +41,7 @@ use crate::page_writer::PageWriter;
 use crate::politeness::{DomainTimes, Pace};
 use crate::robots::{RobotsEntry, RobotsSource};
 use crate::robots_meta;
-use crate::server_pace::{ServerGate, ServerPaces};
+use crate::server_pace::{ServerGate, ServerPaces, Turn};
 
 /// Everything a domain task needs, shared by all of them.
 pub(crate) struct Ctx {
@@ -176,10 +176,7 @@ async fn robots_for(
     let min = delay_for(&ctx.policy, own_min_ms, None);
     fenced(ctx)?;
     s.pace(ctx).await.wait(min, &ctx.timing, &domain).await;
-    let turn = match server {
-        Some(p) => Some(p.gate.turn(p.gap, &ctx.timing, &domain).await),
-        None => None,
-    };
+    let turn = server_turn(ctx, server, &domain).await;
     fenced(ctx)?;
     let failures = s.robots_failures.get(&origin).copied().unwrap_or(0);
     let entry = ctx.robots.fetch(&ctx.http, &origin, &domain, failures).await;
@@ -228,6 +225,14 @@ async fn paced_server(ctx: &Ctx, item: &WorkItem, url: &Url) -> Result<Option<Pa
             gap,
         })),
         _ => Err(found.first),
+    }
+}
+
+/// The server's turn for a request to `domain`, when its server is paced.
+async fn server_turn<'a>(ctx: &Ctx, server: Option<&'a Paced>, domain: &str) -> Option<Turn<'a>> {
+    match server {
+        Some(p) => Some(p.gate.turn(p.gap, &ctx.timing, domain).await),
+        None => None,
     }
 }
 
@@ -483,10 +488,7 @@ async fn fetch(
     // The server's turn, after the domain's (so a domain's wait never
     // holds its server) and before a fetch slot (so a server's wait never
     // holds a slot).
-    let turn = match server {
-        Some(p) => Some(p.gate.turn(p.gap, &ctx.timing, &domain).await),
-        None => None,
-    };
+    let turn = server_turn(ctx, server, &domain).await;
     let asked = Instant::now();
     let permit = ctx.fetch_slots.acquire().await;
     record_wait(ctx, Op::SlotWait, asked, &domain);

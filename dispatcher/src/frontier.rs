@@ -358,7 +358,7 @@ impl Frontier {
         if d.owner.get().is_some() {
             return;
         }
-        match self.servers.owner(&d.server).filter(|&s| self.owners.is_live(s)) {
+        match self.servers.owner(&d.server, &self.owners) {
             Some(s) => self.owners.give(&mut d.owner, s),
             None => {
                 self.owners.ensure(id, &mut d.owner);
@@ -379,9 +379,8 @@ impl Frontier {
         };
         let d = &mut self.domains[id];
         self.servers.join(&mut d.server, addr);
-        let live_owner = self.servers.owner(&d.server).filter(|&s| self.owners.is_live(s));
-        if let (None, Some(mine)) = (live_owner, d.owner.get()) {
-            self.servers.set_owner(&d.server, mine);
+        if let Some(mine) = d.owner.get() {
+            self.servers.claim(&d.server, mine, &self.owners);
         }
     }
 
@@ -487,8 +486,7 @@ impl Frontier {
             }
             // A domain is leased only by its server's owner: one that
             // learnt its server (or whose server changed owner) moves there.
-            let server_owner = self.servers.owner(&d.server).filter(|&s| self.owners.is_live(s));
-            if let Some(to) = server_owner.filter(|&s| s != sup) {
+            if let Some(to) = self.servers.owner(&d.server, &self.owners).filter(|&s| s != sup) {
                 self.start_move(id, to);
                 continue;
             }

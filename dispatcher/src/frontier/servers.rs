@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
+use super::owners::Owners;
 use super::SupId;
 
 /// No server, or no owner.
@@ -122,16 +123,26 @@ impl Servers {
         of.get().map(|id| self.records[id].addr)
     }
 
-    /// The owner of the domain's server, if it has one.
-    pub(super) fn owner(&self, of: &ServerOf) -> Option<SupId> {
+    /// The owner of the domain's server, if it has one that is live.
+    pub(super) fn owner(&self, of: &ServerOf, owners: &Owners) -> Option<SupId> {
         let s = &self.records[of.get()?];
-        (s.owner != NONE).then_some(s.owner as SupId)
+        (s.owner != NONE)
+            .then_some(s.owner as SupId)
+            .filter(|&sup| owners.is_live(sup))
     }
 
     /// The domain's server, if known, is owned by `sup` from now on.
     pub(super) fn set_owner(&mut self, of: &ServerOf, sup: SupId) {
         if let Some(id) = of.get() {
             self.records[id].owner = sup as u32;
+        }
+    }
+
+    /// The domain's server, if known and without a live owner, is owned
+    /// by `sup` (the domain's owner) from now on.
+    pub(super) fn claim(&mut self, of: &ServerOf, sup: SupId, owners: &Owners) {
+        if self.owner(of, owners).is_none() {
+            self.set_owner(of, sup);
         }
     }
 
@@ -157,20 +168,33 @@ mod tests {
     #[test]
     fn domains_join_and_leave_servers_and_empty_ones_are_reused() {
         let mut s = Servers::new();
+        let mut owners = Owners::new();
+        for _ in 0..4 {
+            owners.add();
+        }
         let (mut a, mut b) = (ServerOf::new(), ServerOf::new());
         s.join(&mut a, ip("192.0.2.1"));
         s.set_owner(&a, 3);
         s.join(&mut b, ip("192.0.2.1"));
-        assert_eq!((s.owner(&b), s.shared(), s.is_shared(&a)), (Some(3), 1, true));
+        assert_eq!(
+            (s.owner(&b, &owners), s.shared(), s.is_shared(&a)),
+            (Some(3), 1, true)
+        );
         // b's address changes: a new server, no owner yet.
         s.join(&mut b, ip("192.0.2.2"));
-        assert_eq!((s.owner(&b), s.shared(), s.is_shared(&a)), (None, 0, false));
+        assert_eq!(
+            (s.owner(&b, &owners), s.shared(), s.is_shared(&a)),
+            (None, 0, false)
+        );
         s.leave(&mut a);
         assert_eq!(s.addr(&a), None);
         // The first server's record is free and taken by the next one.
         let mut c = ServerOf::new();
         s.join(&mut c, ip("192.0.2.3"));
-        assert_eq!((s.records.len(), s.by_addr.len(), s.owner(&c)), (2, 2, None));
+        assert_eq!(
+            (s.records.len(), s.by_addr.len(), s.owner(&c, &owners)),
+            (2, 2, None)
+        );
         s.leave(&mut b);
         s.leave(&mut c);
         assert!(s.by_addr.is_empty());
