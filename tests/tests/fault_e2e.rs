@@ -397,9 +397,13 @@ async fn a_page_stored_before_a_kill_is_not_fetched_again() {
                 pid
             }
         };
-        // Read after the kill: every page stored by then.
-        let now = std::time::SystemTime::now();
+        // Read after the kill: every page stored by then. Timed when the
+        // read has answered, so each page listed was stored, and its fetch
+        // answered, before `now`: a request arriving later is a fetch
+        // again. (Timed before the read, a page fetched and stored by the
+        // live node while the read ran counted its own first fetch.)
         let pages = verify::stored_page_urls(&db).await.unwrap();
+        let now = std::time::SystemTime::now();
         eprintln!("killed the {victim:?}: {} pages stored", pages.len());
         stored_at.extend(pages.into_iter().map(|u| (u, now)));
         tokio::time::sleep(Duration::from_secs(1)).await;
