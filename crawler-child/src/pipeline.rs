@@ -30,6 +30,7 @@ use shared::timing::{Op, TimingLog};
 use shared::urls::{self, domain_of, origin_of};
 use store::docs::{PageDoc, Skipped};
 use store::page_body;
+use store::payload_digest::PayloadDigest;
 use tokio::sync::{mpsc, Semaphore};
 use url::Url;
 
@@ -550,6 +551,7 @@ fn base_page(item: &WorkItem, ctx: &Ctx, final_url: &Url, resp: &Fetched) -> Pag
         ctx.policy.crawl_id.clone(),
         i64::try_from(resp.body.len()).unwrap_or(i64::MAX),
     );
+    d.payload_sha1 = Some(PayloadDigest::of(&resp.body));
     d.truncated = resp.truncated;
     if final_url.as_str() != item.url {
         d.final_url = Some(final_url.to_string());

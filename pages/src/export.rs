@@ -27,6 +27,7 @@ use store::body_dict::Dictionaries;
 use store::docs::PageDoc;
 use store::exchange::Exchange;
 use store::page_body::{self, BodyError};
+use store::payload_digest::PayloadDigest;
 use store::{deadline, Stores};
 
 use crate::cdxj;
@@ -558,7 +559,15 @@ fn write_warc_page(
     if let Some(ip) = &ex.ip {
         response_headers.push(("WARC-IP-Address", ip.clone()));
     }
-    response_headers.push(("WARC-Payload-Digest", warc::sha1_digest(payload)));
+    // The digest taken at fetch time when the record holds the whole body
+    // received, so a reader checking it checks the stored body against
+    // what was fetched; else (a body cut to fit the store, or not kept)
+    // that of the payload written.
+    let digest = match page.payload_sha1 {
+        Some(d) if i64::try_from(payload.len()).is_ok_and(|n| n == row.bytes) => d,
+        _ => PayloadDigest::of(payload),
+    };
+    response_headers.push(("WARC-Payload-Digest", digest.warc()));
     if row.truncated {
         response_headers.push(("WARC-Truncated", "length".into()));
     } else if (payload.len() as i64) < row.bytes {

@@ -11,12 +11,7 @@ use std::io::{self, Write};
 
 use bson::DateTime;
 use flate2::{write::GzEncoder, Compression};
-use sha1::{Digest, Sha1};
-
-/// `sha1:` and the base32 SHA-1 of `bytes`, as WARC digests are written.
-pub(crate) fn sha1_digest(bytes: &[u8]) -> String {
-    format!("sha1:{}", data_encoding::BASE32.encode(&Sha1::digest(bytes)))
-}
+use store::payload_digest::PayloadDigest;
 
 /// A fresh `WARC-Record-ID`.
 pub(crate) fn record_id() -> String {
@@ -71,7 +66,7 @@ impl Record<'_> {
         for (name, value) in &self.headers {
             header(name, value);
         }
-        header("WARC-Block-Digest", &sha1_digest(self.block));
+        header("WARC-Block-Digest", &PayloadDigest::of(self.block).warc());
         header("Content-Type", self.content_type);
         header("Content-Length", &self.block.len().to_string());
         out.extend_from_slice(b"\r\n");
@@ -111,12 +106,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn digests_are_base32_sha1() {
-        // SHA-1("abc") = a9993e36..., base32 as in RFC 4648.
-        assert_eq!(sha1_digest(b"abc"), "sha1:VGMT4NSHA2AWVOR6EVYXQUGCNSONBWE5");
-    }
-
-    #[test]
     fn a_record_is_one_gzip_member_with_its_length_and_digest() {
         let block = http_block(
             "HTTP/1.1 200 OK",
@@ -142,7 +131,10 @@ mod tests {
         let text = String::from_utf8(text).expect("utf-8");
         assert!(text.starts_with("WARC/1.1\r\nWARC-Type: response\r\n"));
         assert!(text.contains(&format!("Content-Length: {}\r\n", block.len())));
-        assert!(text.contains(&format!("WARC-Block-Digest: {}\r\n", sha1_digest(&block))));
+        assert!(text.contains(&format!(
+            "WARC-Block-Digest: {}\r\n",
+            PayloadDigest::of(&block).warc()
+        )));
         // Line breaks in values cannot forge headers.
         assert!(!text.contains("\r\nWARC-Type: x"));
         assert!(!text.contains("\r\nX-Forged"));

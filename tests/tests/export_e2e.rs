@@ -11,6 +11,7 @@ use std::time::Duration;
 use crawl_tests::harness::{all_pages, args, bin, repo_root, run_crawl, ClusterSpec, StoreServer};
 use crawl_tests::web::{WebServer, WebSpec};
 use sha1::{Digest, Sha1};
+use store::payload_digest::PayloadDigest;
 
 fn web_spec() -> WebSpec {
     WebSpec {
@@ -244,8 +245,13 @@ with open(sys.argv[1], 'rb') as f:
             print(json.dumps({'uri': r.rec_headers.get_header('WARC-Target-URI'),
                               'status': r.http_headers.get_statuscode(),
                               'ip': r.rec_headers.get_header('WARC-IP-Address'),
+                              'digest': r.rec_headers.get_header('WARC-Payload-Digest'),
                               'sha1': hashlib.sha1(body).hexdigest()}))
 "#;
+    let by_url: BTreeMap<&str, &store::docs::PageDoc> = stored
+        .iter()
+        .map(|p| (p.final_url.as_deref().unwrap_or(&p.url), p))
+        .collect();
     let mut checked = 0;
     for line in warcio_python(script, &file).lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -261,6 +267,12 @@ with open(sys.argv[1], 'rb') as f:
             want,
             "payload of {url} differs from what was served"
         );
+        // The digest the child took at fetch time is the served body's,
+        // and the record names it (warcio checked it against the payload).
+        let page = by_url.get(url.as_str()).expect("a record of a stored page");
+        let at_fetch = page.payload_sha1.expect("a digest taken at fetch time");
+        assert_eq!(at_fetch, PayloadDigest::of(&served.body), "{url}");
+        assert_eq!(v["digest"].as_str(), Some(at_fetch.warc().as_str()), "{url}");
         checked += 1;
     }
     assert!(checked >= 100, "only {checked} payloads compared");
@@ -352,6 +364,17 @@ with open(sys.argv[1], 'rb') as f:
     let stats = pages(&store.uri, &["stats"]);
     assert!(
         stats.starts_with(&format!("pages: {}\n", stored.len())),
+        "{stats}"
+    );
+    // and the bodies by their digests taken at fetch time.
+    let bodies = stored
+        .iter()
+        .filter(|p| (200..300).contains(&p.status) && p.bytes > 0)
+        .count();
+    assert!(
+        stats.contains(&format!(
+            "bodies (2xx, by the SHA-1 taken at fetch time): {bodies} pages, "
+        )),
         "{stats}"
     );
 }

@@ -25,6 +25,7 @@ pub mod exchange;
 pub mod metric;
 pub mod page_body;
 pub mod page_links;
+pub mod payload_digest;
 pub mod sharding;
 pub mod work;
 pub mod write;

@@ -16,6 +16,8 @@
 use bson::{spec::BinarySubtype, Binary, Bson, DateTime};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::payload_digest::PayloadDigest;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PageDoc {
     /// The URL leased (normalised), which is what de-duplication is on.
@@ -30,6 +32,10 @@ pub struct PageDoc {
     pub crawl_id: String,
     /// Body bytes received (after content decoding), before any cut.
     pub bytes: i64,
+    /// The SHA-1 of those bytes ([`crate::payload_digest`]), whether the
+    /// body is kept or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_sha1: Option<PayloadDigest>,
     /// The body was cut: at `--max-body-bytes`, or to fit the store.
     #[serde(default, skip_serializing_if = "is_false")]
     pub truncated: bool,
@@ -122,6 +128,7 @@ impl PageDoc {
             fetched_at: DateTime::now(),
             crawl_id,
             bytes,
+            payload_sha1: None,
             truncated: false,
             final_url: None,
             content_type: None,
