@@ -25,6 +25,7 @@ mod resolve;
 mod robots;
 mod robots_meta;
 mod server_pace;
+mod sitemap;
 mod worker;
 
 use std::sync::{Arc, Weak};

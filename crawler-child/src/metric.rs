@@ -65,6 +65,12 @@ pub(crate) const ROBOTS_FETCHES: Counter<1> = Counter::new(
     ["outcome"],
 );
 
+pub(crate) const SITEMAPS: Counter<2> = Counter::new(
+    "crawler_sitemaps_read_total",
+    "Sitemaps read from fetched bodies, by what they were (urlset, index) and whether reading stopped early (an XML error, a bound: outcome=stopped).",
+    ["kind", "outcome"],
+);
+
 pub(crate) const SKIPPED: Counter<1> = Counter::new(
     "crawler_skipped_total",
     "Fetched pages recorded but not parsed, by reason (content_type: not HTML).",
@@ -118,6 +124,7 @@ pub(crate) static FAMILIES: &[&dyn Described] = &[
     &PAGES,
     &ROBOTS_FETCHES,
     &SERVERS_PACED,
+    &SITEMAPS,
     &SKIPPED,
     &STORE_QUEUE,
     &STORE_REJECTED,

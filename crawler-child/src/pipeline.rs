@@ -15,7 +15,7 @@
 //! (`shared::canonical`, the policy's rules); same-domain redirect hops are
 //! followed as the server wrote them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -43,6 +43,7 @@ use crate::politeness::{DomainTimes, Pace};
 use crate::robots::{RobotsEntry, RobotsSource};
 use crate::robots_meta;
 use crate::server_pace::{ServerGate, ServerPaces, Turn};
+use crate::sitemap;
 
 /// Everything a domain task needs, shared by all of them.
 pub(crate) struct Ctx {
@@ -99,6 +100,9 @@ pub(crate) struct DomainState {
     robots_failures: HashMap<String, u32>,
     /// 429/503 answers in a row, for exponential backoff.
     throttles: u32,
+    /// Origins whose robots.txt sitemaps this child has offered (see
+    /// [`robots_sitemaps`]).
+    sitemaps_offered: HashSet<String>,
 }
 
 impl DomainState {
@@ -110,6 +114,7 @@ impl DomainState {
             robots: HashMap::new(),
             robots_failures: HashMap::new(),
             throttles: 0,
+            sitemaps_offered: HashSet::new(),
         }
     }
 
@@ -459,8 +464,88 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
                 continue;
             }
         }
-        return page(ctx, item, &current, resp);
+        let sitemaps = if robots.sitemaps.is_empty() {
+            Vec::new()
+        } else {
+            robots_sitemaps(ctx, st, item, &current, &robots).await
+        };
+        return page(ctx, item, &current, resp, sitemaps);
     }
+}
+
+/// robots.txt's `Sitemap:` lines for `url`'s origin, once per origin in
+/// this child's life, as links: absolute, canonical and on the item's
+/// domain (a robots.txt vouches for its own site only). They ride with
+/// the first page the child stores for the origin, kept in its `links`,
+/// so a dispatcher killed before it queued them offers them again from
+/// there; a later child offers them again too, and the seen-set makes
+/// that cost nothing.
+async fn robots_sitemaps(
+    ctx: &Ctx,
+    st: &SharedDomain,
+    item: &WorkItem,
+    url: &Url,
+    robots: &RobotsEntry,
+) -> Vec<String> {
+    if !st.state.lock().await.sitemaps_offered.insert(origin_of(url)) {
+        return Vec::new();
+    }
+    let mut links: Vec<String> = robots
+        .sitemaps
+        .iter()
+        .filter_map(|line| urls::resolve(url, line).ok())
+        .filter(|u| domain_of(u) == item.domain)
+        .map(|mut u| {
+            ctx.canonical.apply(&mut u);
+            u.to_string()
+        })
+        .collect();
+    links.sort_unstable();
+    links.dedup();
+    links
+}
+
+/// A sitemap's `<loc>`s as the page's links, resolved and made
+/// canonical like a page's links, only those on its own domain
+/// (sitemaps.org: a sitemap lists URLs of its own site); records the
+/// sitemap on the page.
+fn sitemap_links(
+    ctx: &Ctx,
+    item: &WorkItem,
+    base: &Url,
+    d: &mut PageDoc,
+    map: sitemap::Sitemap,
+) -> Vec<String> {
+    let mut off_site = 0u64;
+    let mut links: Vec<String> = map
+        .locs
+        .iter()
+        .filter_map(|loc| {
+            let u = urls::resolve(base, loc)
+                .ok()
+                .filter(|u| domain_of(u) == item.domain);
+            off_site += u64::from(u.is_none());
+            u
+        })
+        .map(|mut u| {
+            ctx.canonical.apply(&mut u);
+            u.to_string()
+        })
+        .collect();
+    links.sort_unstable();
+    links.dedup();
+    let outcome = if map.stopped.is_some() { "stopped" } else { "read" };
+    metric::SITEMAPS.at([map.kind.as_str(), outcome]).increment(1);
+    if let Some(why) = &map.stopped {
+        tracing::info!(url = %base, why = %why, urls = links.len(), "sitemap read only in part");
+    }
+    let dropped = map.dropped.saturating_add(off_site);
+    d.sitemap = Some(map.kind);
+    d.sitemap_stopped = map.stopped;
+    d.outlinks = Some(i32::try_from(links.len()).unwrap_or(i32::MAX));
+    d.outlinks_dropped = (dropped > 0).then(|| i64::try_from(dropped).unwrap_or(i64::MAX));
+    d.links = store::page_links::pack(links_to_keep(&links));
+    links
 }
 
 /// Takes the domain's connections (all of them when it has a delay, see
@@ -627,8 +712,10 @@ fn fetched(final_url: &Url, item: &WorkItem, resp: &Fetched) -> Outcome {
 }
 
 /// Builds the page document: HTML pages with a 2xx status are parsed and
-/// their HTML kept; other content types are recorded as skipped.
-fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
+/// their HTML kept; other 2xx bodies that are sitemaps are read for their
+/// URLs; the rest are recorded as skipped. `sitemaps`: robots.txt's, when
+/// this page is the first of its origin in this child.
+fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched, sitemaps: Vec<String>) -> Done {
     let mut d = base_page(item, ctx, final_url, &resp);
     for value in resp.head.headers.get_all("x-robots-tag") {
         if let Ok(value) = value.to_str() {
@@ -638,8 +725,17 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
     let mut outlinks = Vec::new();
     let html = http::is_html(resp.content_type.as_deref());
     if !html {
-        d.skipped = Some(Skipped::ContentType);
-        metric::SKIPPED.at(["content_type"]).increment(1);
+        let map = (200..300)
+            .contains(&resp.status)
+            .then(|| sitemap::parse(&resp.body))
+            .flatten();
+        match map {
+            Some(map) => outlinks = sitemap_links(ctx, item, final_url, &mut d, map),
+            None => {
+                d.skipped = Some(Skipped::ContentType);
+                metric::SKIPPED.at(["content_type"]).increment(1);
+            }
+        }
         if ctx.policy.keep_non_html_bodies {
             // No charset (not text to decode) and no dictionary: the
             // dictionaries are learnt from HTML.
@@ -688,6 +784,12 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched) -> Done {
         outlinks = f.links;
         ctx.timing
             .record(Op::Parse, start.elapsed(), "ok", Some(&item.domain), None);
+    }
+    if !sitemaps.is_empty() {
+        // robots.txt's, kept with the page's own (`d.outlinks` counts
+        // those only).
+        outlinks.extend(sitemaps);
+        d.links = store::page_links::pack(links_to_keep(&outlinks));
     }
     let outcome = fetched(final_url, item, &resp);
     Done::Page(Box::new(d), result(item, outcome, outlinks))

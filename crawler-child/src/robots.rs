@@ -26,6 +26,9 @@ use crate::metric;
 
 /// RFC 9309 §2.5: parse at least 500 KiB; we parse exactly that much.
 pub(crate) const MAX_ROBOTS_BYTES: u64 = 500 * 1024;
+/// `Sitemap:` lines of one robots.txt that are offered to the frontier
+/// (the rest are ignored): a site needing more lists them in an index.
+pub(crate) const MAX_SITEMAP_LINES: usize = 64;
 const MAX_ROBOTS_REDIRECTS: usize = 5;
 /// How soon robots is retried after the server first failed to give it.
 const UNAVAILABLE_RETRY: Duration = Duration::from_secs(60);
@@ -63,6 +66,8 @@ pub(crate) enum Rules {
 pub(crate) struct RobotsEntry {
     pub rules: Rules,
     pub crawl_delay: Option<Duration>,
+    /// Its `Sitemap:` lines, as written (at most [`MAX_SITEMAP_LINES`]).
+    pub sitemaps: Vec<String>,
     /// Wall-clock expiry (Unix ms).
     pub expires_ms: u64,
 }
@@ -85,13 +90,17 @@ impl RobotsEntry {
             400..=499 => (Rules::AllowAll, ttl_ms),
             _ => (Rules::Unavailable, UNAVAILABLE_RETRY.as_millis() as u64),
         };
-        let crawl_delay = match &rules {
-            Rules::Parsed(r) => r.delay.and_then(|d| crawl_delay(d, policy.max_crawl_delay_ms)),
-            _ => None,
+        let (crawl_delay, sitemaps) = match &rules {
+            Rules::Parsed(r) => (
+                r.delay.and_then(|d| crawl_delay(d, policy.max_crawl_delay_ms)),
+                r.sitemaps.iter().take(MAX_SITEMAP_LINES).cloned().collect(),
+            ),
+            _ => (None, Vec::new()),
         };
         RobotsEntry {
             rules,
             crawl_delay,
+            sitemaps,
             expires_ms: fetched_ms.saturating_add(ttl_ms),
         }
     }

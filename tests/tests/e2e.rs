@@ -28,4 +28,5 @@ mod partition_e2e;
 mod politeness_gap_e2e;
 mod robots_meta_e2e;
 mod server_politeness_e2e;
+mod sitemaps_e2e;
 mod traps_e2e;

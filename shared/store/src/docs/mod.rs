@@ -22,6 +22,6 @@ pub use body_dict::BodyDictDoc;
 pub use control::ControlDoc;
 pub use domain::{DomainDoc, DomainHalt, DomainPace};
 pub use frontier::{Deferral, FrontierDoc, UrlState};
-pub use page::{Head, PageDoc, RobotsDirectives, Skipped};
+pub use page::{Head, PageDoc, RobotsDirectives, SitemapKind, Skipped};
 pub use robots::RobotsDoc;
 pub use seed::SeedDoc;

@@ -88,7 +88,16 @@ pub struct PageDoc {
     /// (`dispatcher::finished`), instead of fetching the page again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub links: Option<Binary>,
-    /// Links past `--max-outlinks-per-page`, not handed on.
+    /// The body was a sitemap of this kind; its `<loc>`s on the page's
+    /// domain are the page's links (`crawler-child/src/sitemap.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sitemap: Option<SitemapKind>,
+    /// Why reading the sitemap stopped before its end (an XML error, more
+    /// than 50 MB of XML); the URLs read before are its links.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sitemap_stopped: Option<String>,
+    /// Links past `--max-outlinks-per-page` (a sitemap's past 50,000, or
+    /// off its domain), not handed on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outlinks_dropped: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -145,6 +154,8 @@ impl PageDoc {
             outlinks: None,
             links: None,
             outlinks_dropped: None,
+            sitemap: None,
+            sitemap_stopped: None,
             title: None,
             description: None,
             canonical: None,
@@ -185,6 +196,25 @@ impl RobotsDirectives {
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+/// What a sitemap lists (sitemaps.org).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SitemapKind {
+    /// `<urlset>`: pages.
+    Urlset,
+    /// `<sitemapindex>`: more sitemaps.
+    Index,
+}
+
+impl SitemapKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SitemapKind::Urlset => "urlset",
+            SitemapKind::Index => "index",
+        }
+    }
 }
 
 /// Why a page's body was not parsed.

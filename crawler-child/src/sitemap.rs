@@ -1,0 +1,273 @@
+//! Sitemaps (sitemaps.org protocol 0.9): reading a fetched body as a
+//! `<urlset>` (pages of the site) or a `<sitemapindex>` (more sitemaps),
+//! plain or gzipped.
+//!
+//! A sitemap is crawled as a URL like any other: it reaches the frontier
+//! from robots.txt's `Sitemap:` lines (`pipeline` offers them with the
+//! first page a child stores for the domain) or from a sitemap index, is
+//! leased, paced and checked against robots.txt like a page, and its
+//! `<loc>`s go back to the dispatcher as its links, admitted with the
+//! site's scope, budgets and robots rules. So nothing here fetches, and
+//! a child killed mid-sitemap loses nothing the frontier had not kept.
+//!
+//! Bounds, as the protocol sets them: at most [`MAX_LOCS`] URLs and
+//! [`MAX_XML_BYTES`] of XML (after gunzip) a sitemap. Past either, or at
+//! an XML error, reading stops: the URLs read so far are kept and the
+//! page records why (a hostile or broken sitemap costs only itself).
+//! quick-xml expands no entity but the five predefined ones, so an
+//! entity bomb is text, not memory.
+
+use std::io::{BufRead, BufReader, Read};
+
+use quick_xml::events::Event;
+use quick_xml::Reader;
+use store::docs::SitemapKind as Kind;
+
+/// URLs a sitemap may list (sitemaps.org: 50,000).
+pub(crate) const MAX_LOCS: usize = 50_000;
+/// XML bytes a sitemap may hold once gunzipped (sitemaps.org: 50 MB).
+pub(crate) const MAX_XML_BYTES: u64 = 50 * 1024 * 1024;
+/// How deep a `<loc>` sits: root, `<url>` or `<sitemap>`, `<loc>`.
+/// (An `<image:loc>` of an extension sits deeper and is not a page.)
+const LOC_DEPTH: usize = 3;
+
+/// What a sitemap lists.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Sitemap {
+    pub kind: Kind,
+    /// The `<loc>`s as written (trimmed, entities decoded), in order.
+    pub locs: Vec<String>,
+    /// `<loc>`s past [`MAX_LOCS`], not kept.
+    pub dropped: u64,
+    /// Why reading stopped before the end, when it did.
+    pub stopped: Option<String>,
+}
+
+impl Sitemap {
+    /// An empty sitemap whose root element is `name`, if that is a
+    /// sitemap's root.
+    fn of_root(name: &[u8]) -> Option<Sitemap> {
+        let kind = match name {
+            b"urlset" => Kind::Urlset,
+            b"sitemapindex" => Kind::Index,
+            _ => return None,
+        };
+        Some(Sitemap {
+            kind,
+            locs: Vec::new(),
+            dropped: 0,
+            stopped: None,
+        })
+    }
+}
+
+/// `body` read as a sitemap; `None` when it is not one (not XML, or its
+/// first element is neither `<urlset>` nor `<sitemapindex>`).
+pub(crate) fn parse(body: &[u8]) -> Option<Sitemap> {
+    if body.starts_with(&[0x1f, 0x8b]) {
+        let gunzip = flate2::read::MultiGzDecoder::new(body).take(MAX_XML_BYTES);
+        let mut xml = BufReader::new(gunzip);
+        // Only the first block is unpacked to see whether it is XML.
+        if !starts_like_xml(xml.fill_buf().ok()?) {
+            return None;
+        }
+        read(xml)
+    } else {
+        let cut = body
+            .len()
+            .min(usize::try_from(MAX_XML_BYTES).unwrap_or(usize::MAX));
+        starts_like_xml(body).then(|| read(&body[..cut])).flatten()
+    }
+}
+
+/// Whether `head` starts, after a byte-order mark and blanks, with `<`:
+/// every body that is not (an image, a PDF) is passed over without
+/// being scanned.
+fn starts_like_xml(head: &[u8]) -> bool {
+    let head = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(head);
+    head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'<')
+}
+
+/// Reads a sitemap from `xml`, which ends at [`MAX_XML_BYTES`] at most
+/// (a cut document ends in an XML error, recorded in `stopped`).
+fn read<R: BufRead>(xml: R) -> Option<Sitemap> {
+    let mut reader = Reader::from_reader(xml);
+    let mut buf = Vec::new();
+    let mut depth = 0usize;
+    let mut map: Option<Sitemap> = None;
+    // The text of the `<loc>` being read.
+    let mut loc: Option<String> = None;
+    loop {
+        buf.clear();
+        let event = match reader.read_event_into(&mut buf) {
+            Ok(e) => e,
+            Err(e) => {
+                let mut map = map?;
+                map.stopped = Some(format!("XML error at byte {}: {e}", reader.buffer_position()));
+                return Some(map);
+            }
+        };
+        match event {
+            Event::Start(e) => {
+                depth = depth.saturating_add(1);
+                match map.as_ref() {
+                    None => map = Some(Sitemap::of_root(e.local_name().as_ref())?),
+                    Some(_) if depth == LOC_DEPTH && e.local_name().as_ref() == b"loc" => {
+                        loc = Some(String::new());
+                    }
+                    Some(_) => {}
+                }
+            }
+            // An empty root lists nothing; an empty `<loc/>` is nothing.
+            Event::Empty(e) if map.is_none() => return Sitemap::of_root(e.local_name().as_ref()),
+            Event::Text(t) => {
+                if let Some(l) = loc.as_mut() {
+                    match t.unescape() {
+                        Ok(text) => l.push_str(&text),
+                        // A bad reference spoils this `<loc>` only.
+                        Err(_) => loc = None,
+                    }
+                }
+            }
+            Event::CData(c) => {
+                if let Some(l) = loc.as_mut() {
+                    l.push_str(&String::from_utf8_lossy(&c));
+                }
+            }
+            Event::End(_) => {
+                if depth == LOC_DEPTH {
+                    if let (Some(l), Some(m)) = (loc.take(), map.as_mut()) {
+                        let l = l.trim();
+                        if l.is_empty() {
+                        } else if m.locs.len() < MAX_LOCS {
+                            m.locs.push(l.to_string());
+                        } else {
+                            m.dropped = m.dropped.saturating_add(1);
+                        }
+                    }
+                }
+                depth = depth.saturating_sub(1);
+            }
+            Event::Eof => {
+                let mut map = map?;
+                if depth > 0 {
+                    map.stopped = Some(format!(
+                        "the XML ends inside an element (cut at {} bytes?)",
+                        reader.buffer_position()
+                    ));
+                }
+                return Some(map);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(bytes).expect("in memory");
+        z.finish().expect("in memory")
+    }
+
+    const URLSET: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"
+        xmlns:image="http://www.google.com/schemas/sitemap-image/1.1">
+  <url><loc> http://a.test/p?x=1&amp;y=2 </loc><lastmod>2026-11-01</lastmod></url>
+  <url><loc><![CDATA[http://a.test/cdata]]></loc>
+       <image:image><image:loc>http://a.test/i.png</image:loc></image:image></url>
+  <url><loc></loc></url>
+</urlset>"#;
+
+    #[test]
+    fn a_urlset_lists_its_locs_plain_or_gzipped() {
+        let want = Sitemap {
+            kind: Kind::Urlset,
+            locs: vec!["http://a.test/p?x=1&y=2".into(), "http://a.test/cdata".into()],
+            dropped: 0,
+            stopped: None,
+        };
+        assert_eq!(parse(URLSET.as_bytes()), Some(want));
+        let gz = parse(&gzip(URLSET.as_bytes())).expect("a sitemap");
+        assert_eq!(gz.locs.len(), 2);
+    }
+
+    #[test]
+    fn an_index_lists_sitemaps() {
+        let xml = r#"<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+            <sitemap><loc>http://a.test/s1.xml.gz</loc></sitemap>
+            <sitemap><loc>http://a.test/s2.xml</loc><lastmod>2026-01-01</lastmod></sitemap>
+        </sitemapindex>"#;
+        let map = parse(xml.as_bytes()).expect("a sitemap");
+        assert_eq!(map.kind, Kind::Index);
+        assert_eq!(map.locs, ["http://a.test/s1.xml.gz", "http://a.test/s2.xml"]);
+        let empty = parse(b"<urlset/>").expect("a sitemap");
+        assert!(empty.locs.is_empty() && empty.stopped.is_none());
+    }
+
+    #[test]
+    fn other_documents_are_not_sitemaps() {
+        for body in [
+            &b"<html><body><loc>http://a.test/</loc></body></html>"[..],
+            b"<rss><channel/></rss>",
+            b"plain text",
+            b"",
+            b"\x1f\x8b garbage that is not gzip",
+            b"%PDF-1.7 <urlset>",
+        ] {
+            assert_eq!(parse(body), None, "{:?}", String::from_utf8_lossy(body));
+        }
+        assert_eq!(parse(&gzip(b"<feed/>")), None);
+        assert_eq!(parse(&gzip(b"tar\0<urlset/>")), None);
+        assert!(parse(b"\xef\xbb\xbf\n <?xml version=\"1.0\"?><urlset/>").is_some());
+    }
+
+    #[test]
+    fn a_broken_sitemap_keeps_what_came_before_the_break() {
+        let xml = "<urlset><url><loc>http://a.test/1</loc></url><url><loc>http://a.test/2</lo";
+        let map = parse(xml.as_bytes()).expect("a sitemap");
+        assert_eq!(map.locs, ["http://a.test/1"]);
+        assert!(map.stopped.is_some());
+        let bad = "<urlset><url><loc>http://a.test/1</loc></url></wrong><url><loc>http://a.test/2</loc></url></urlset>";
+        let map = parse(bad.as_bytes()).expect("a sitemap");
+        assert_eq!(map.locs, ["http://a.test/1"]);
+        assert!(
+            map.stopped.as_deref().is_some_and(|s| s.contains("XML error")),
+            "{map:?}"
+        );
+        // A bad reference loses its own `<loc>` only.
+        let entity = "<urlset><url><loc>http://a.test/&bogus;</loc></url><url><loc>http://a.test/3</loc></url></urlset>";
+        assert_eq!(
+            parse(entity.as_bytes()).expect("a sitemap").locs,
+            ["http://a.test/3"]
+        );
+    }
+
+    #[test]
+    fn past_the_bounds_reading_stops_or_counts() {
+        // A gzip bomb: a few URLs, then more blank XML than a sitemap may
+        // hold, then a URL past the bound.
+        let mut xml = String::from("<urlset><url><loc>http://a.test/early</loc></url>");
+        xml.push_str(&" ".repeat(MAX_XML_BYTES as usize));
+        xml.push_str("<url><loc>http://a.test/late</loc></url></urlset>");
+        let bomb = gzip(xml.as_bytes());
+        assert!(bomb.len() < 1024 * 1024, "{} bytes", bomb.len());
+        let map = parse(&bomb).expect("a sitemap");
+        assert_eq!(map.locs, ["http://a.test/early"]);
+        assert!(map.stopped.is_some());
+        // More URLs than a sitemap may list: the first are kept.
+        let mut many = String::from("<urlset>");
+        for i in 0..MAX_LOCS + 3 {
+            many.push_str(&format!("<url><loc>http://a.test/{i}</loc></url>"));
+        }
+        many.push_str("</urlset>");
+        let map = parse(many.as_bytes()).expect("a sitemap");
+        assert_eq!((map.locs.len(), map.dropped), (MAX_LOCS, 3));
+        assert_eq!(map.locs.last().map(String::as_str), Some("http://a.test/49999"));
+    }
+}
