@@ -474,8 +474,7 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
 }
 
 /// robots.txt's `Sitemap:` lines for `url`'s origin, once per origin in
-/// this child's life, as links: absolute, canonical and on the item's
-/// domain (a robots.txt vouches for its own site only). They ride with
+/// this child's life, as links ([`same_site_links`]). They ride with
 /// the first page the child stores for the origin, kept in its `links`,
 /// so a dispatcher killed before it queued them offers them again from
 /// there; a later child offers them again too, and the seen-set makes
@@ -490,25 +489,32 @@ async fn robots_sitemaps(
     if !st.state.lock().await.sitemaps_offered.insert(origin_of(url)) {
         return Vec::new();
     }
-    let mut links: Vec<String> = robots
-        .sitemaps
-        .iter()
-        .filter_map(|line| urls::resolve(url, line).ok())
-        .filter(|u| domain_of(u) == item.domain)
-        .map(|mut u| {
-            ctx.canonical.apply(&mut u);
-            u.to_string()
-        })
-        .collect();
-    links.sort_unstable();
-    links.dedup();
-    links
+    same_site_links(ctx, item, url, &robots.sitemaps).0
 }
 
-/// A sitemap's `<loc>`s as the page's links, resolved and made
-/// canonical like a page's links, only those on its own domain
-/// (sitemaps.org: a sitemap lists URLs of its own site); records the
-/// sitemap on the page.
+/// `hrefs` as links of `item`'s domain: resolved against `base`, made
+/// canonical like a page's links, sorted and without repeats; and how
+/// many were malformed or on another domain (a robots.txt or a sitemap
+/// vouches for its own site only, as sitemaps.org says).
+fn same_site_links(ctx: &Ctx, item: &WorkItem, base: &Url, hrefs: &[String]) -> (Vec<String>, u64) {
+    let mut links = Vec::with_capacity(hrefs.len());
+    for href in hrefs {
+        if let Some(mut u) = urls::resolve(base, href)
+            .ok()
+            .filter(|u| domain_of(u) == item.domain)
+        {
+            ctx.canonical.apply(&mut u);
+            links.push(u.to_string());
+        }
+    }
+    let dropped = u64::try_from(hrefs.len().saturating_sub(links.len())).unwrap_or(u64::MAX);
+    links.sort_unstable();
+    links.dedup();
+    (links, dropped)
+}
+
+/// A sitemap's `<loc>`s as the page's links ([`same_site_links`]);
+/// records the sitemap on the page.
 fn sitemap_links(
     ctx: &Ctx,
     item: &WorkItem,
@@ -516,24 +522,7 @@ fn sitemap_links(
     d: &mut PageDoc,
     map: sitemap::Sitemap,
 ) -> Vec<String> {
-    let mut off_site = 0u64;
-    let mut links: Vec<String> = map
-        .locs
-        .iter()
-        .filter_map(|loc| {
-            let u = urls::resolve(base, loc)
-                .ok()
-                .filter(|u| domain_of(u) == item.domain);
-            off_site += u64::from(u.is_none());
-            u
-        })
-        .map(|mut u| {
-            ctx.canonical.apply(&mut u);
-            u.to_string()
-        })
-        .collect();
-    links.sort_unstable();
-    links.dedup();
+    let (links, off_site) = same_site_links(ctx, item, base, &map.locs);
     let outcome = if map.stopped.is_some() { "stopped" } else { "read" };
     metric::SITEMAPS.at([map.kind.as_str(), outcome]).increment(1);
     if let Some(why) = &map.stopped {
