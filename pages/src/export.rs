@@ -425,10 +425,15 @@ struct Row {
     /// The page's robots directives that matter here, comma-joined
     /// (`noindex,nofollow,noarchive`); none when it gave none.
     robots: Option<String>,
+    /// The SHA-1 of the body as received, as WARC writes it
+    /// (`sha1:BASE32`): equal digests, equal bodies.
+    payload_digest: Option<String>,
+    /// `urlset` or `index` when the body was a sitemap.
+    sitemap: Option<String>,
 }
 
 impl Row {
-    const COLUMNS: [&'static str; 19] = [
+    const COLUMNS: [&'static str; 21] = [
         "url",
         "final_url",
         "status",
@@ -448,6 +453,8 @@ impl Row {
         "outlinks",
         "redirect_to",
         "robots",
+        "payload_digest",
+        "sitemap",
     ];
 
     fn of(d: &PageDoc) -> Row {
@@ -471,6 +478,8 @@ impl Row {
             outlinks: d.outlinks.unwrap_or(0),
             redirect_to: d.redirect_to.clone(),
             robots: robots_field(d.robots),
+            payload_digest: d.payload_sha1.map(|h| h.warc()),
+            sitemap: d.sitemap.map(|k| k.as_str().to_string()),
         }
     }
 
@@ -498,6 +507,8 @@ impl Row {
             self.outlinks.to_string(),
             opt(&self.redirect_to),
             opt(&self.robots),
+            opt(&self.payload_digest),
+            opt(&self.sitemap),
         ];
         let mut line = fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",");
         line.push('\n');
@@ -618,6 +629,7 @@ fn write_warc_page(
         ("charset", &row.charset),
         ("redirect-to", &row.redirect_to),
         ("robots", &row.robots),
+        ("sitemap", &row.sitemap),
     ] {
         if let Some(v) = value {
             field(name, v);

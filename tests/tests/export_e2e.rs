@@ -77,7 +77,7 @@ fmt, path = sys.argv[1], sys.argv[2]
 with open(path, newline='', encoding='utf-8') as f:
     rows = [json.loads(l) for l in f] if fmt == 'jsonl' else list(csv.DictReader(f))
 text = lambda v: '' if v is None else str(v)
-print(json.dumps({r['url']: [text(r['status']), text(r['title']), r['domain'], text(r['bytes'])] for r in rows}))
+print(json.dumps({r['url']: [text(r['status']), text(r['title']), r['domain'], text(r['bytes']), text(r['payload_digest'])] for r in rows}))
 "#;
 
 fn python_stdlib(script: &str, list: &[&str]) -> String {
@@ -293,7 +293,8 @@ with open(sys.argv[1], 'rb') as f:
                 p.status.to_string(),
                 p.title.clone().unwrap_or_default(),
                 p.domain,
-                p.bytes.to_string()
+                p.bytes.to_string(),
+                p.payload_sha1.map(|h| h.warc()).unwrap_or_default()
             ]);
             (p.url.clone(), row)
         })
