@@ -522,18 +522,27 @@ fn sitemap_links(
     d: &mut PageDoc,
     map: sitemap::Sitemap,
 ) -> Vec<String> {
-    let (links, off_site) = same_site_links(ctx, item, base, &map.locs);
+    let (mut links, off_site) = same_site_links(ctx, item, base, &map.locs);
+    // Handed on as the page keeps them: at most MAX_KEPT_LINK_BYTES, so a
+    // sitemap's result is no bigger than a hostile page's (2,000 links of
+    // 2 KiB) and a restarted dispatcher offers again exactly what it got.
+    let kept = links_to_keep(&links).len();
+    let past_kept = links.len().saturating_sub(kept);
+    links.truncate(kept);
     let outcome = if map.stopped.is_some() { "stopped" } else { "read" };
     metric::SITEMAPS.at([map.kind.as_str(), outcome]).increment(1);
     if let Some(why) = &map.stopped {
         tracing::info!(url = %base, why = %why, urls = links.len(), "sitemap read only in part");
     }
-    let dropped = map.dropped.saturating_add(off_site);
+    let dropped = map
+        .dropped
+        .saturating_add(off_site)
+        .saturating_add(u64::try_from(past_kept).unwrap_or(u64::MAX));
     d.sitemap = Some(map.kind);
     d.sitemap_stopped = map.stopped;
     d.outlinks = Some(i32::try_from(links.len()).unwrap_or(i32::MAX));
     d.outlinks_dropped = (dropped > 0).then(|| i64::try_from(dropped).unwrap_or(i64::MAX));
-    d.links = store::page_links::pack(links_to_keep(&links));
+    d.links = store::page_links::pack(&links);
     links
 }
 
