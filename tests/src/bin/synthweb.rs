@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
 use clap::Parser;
-use crawl_tests::web::{Profile, SyntheticWeb, WebServer, WebSpec};
+use crawl_tests::web::{Changing, Profile, SyntheticWeb, WebServer, WebSpec};
 
 /// Every count is optional: unset ones take the `--profile`'s default.
 #[derive(Parser, Debug)]
@@ -68,9 +68,37 @@ struct Args {
     /// stacking relative paths; `web/traps.rs`), to watch a crawl end on them.
     #[arg(long)]
     traps: bool,
+    /// Make pages change while serving, to watch a crawler revisit them:
+    /// every page gets an ETag and a Last-Modified and answers
+    /// If-None-Match / If-Modified-Since with 304 while unchanged, and the
+    /// `--changing-share` of them get a new revision (body, ETag,
+    /// Last-Modified; same links) every S seconds (whole, at least 1).
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(1..))]
+    change_every_secs: Option<u64>,
+    /// Percent of pages that change with `--change-every-secs` (default 30;
+    /// the others keep their first version). Only with `--change-every-secs`.
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        requires = "change_every_secs",
+        value_parser = clap::value_parser!(u8).range(0..=100)
+    )]
+    changing_share: Option<u8>,
 }
 
+/// `--changing-share` when only `--change-every-secs` is given: enough
+/// pages change for a revisit to see both outcomes often.
+const DEFAULT_CHANGING_SHARE: u8 = 30;
+
 impl Args {
+    /// The changing web the flags ask for, if any.
+    fn changing(&self) -> Option<Changing> {
+        self.change_every_secs.map(|secs| Changing {
+            every: Duration::from_secs(secs),
+            share_percent: self.changing_share.unwrap_or(DEFAULT_CHANGING_SHARE),
+        })
+    }
+
     /// The profile's spec with the counts given on the command line.
     fn spec(&self) -> WebSpec {
         let base = match self.profile {
@@ -119,7 +147,7 @@ fn info(web: &SyntheticWeb) -> serde_json::Value {
         let n = by_status.entry(status.to_string()).or_insert(0.into());
         *n = (n.as_u64().unwrap_or(0) + 1).into();
     }
-    serde_json::json!({
+    let mut info = serde_json::json!({
         "profile": spec.profile.name(),
         "port": port,
         "spec": {
@@ -137,7 +165,14 @@ fn info(web: &SyntheticWeb) -> serde_json::Value {
         "expected_pages_without_crawl_delay": without_delay,
         "expected_by_status": by_status,
         "must_not_fetch": exp.must_not_fetch.len(),
-    })
+    });
+    if let Some(ch) = web.extras().changing {
+        info["changing"] = serde_json::json!({
+            "every_secs": ch.every_secs(),
+            "share_percent": ch.share_percent,
+        });
+    }
+    info
 }
 
 fn lines(items: impl IntoIterator<Item = String>) -> String {
@@ -160,6 +195,7 @@ async fn main() -> anyhow::Result<()> {
     let extras = crawl_tests::web::WebExtras {
         hostile: args.hostile,
         traps: args.traps,
+        changing: args.changing(),
         ..crawl_tests::web::WebExtras::default()
     };
     let server = WebServer::start_with(spec, extras, args.bind).await?;

@@ -31,8 +31,11 @@
 //! hosts (the first `slow_hosts` in-scope hosts answer after `slow_ms`);
 //! [`traps`] hosts (session ids, tracking parameters, a calendar, a faceted
 //! search, stacked relative paths, and apart a site bigger than the
-//! per-domain budget), in scope after all the others.
+//! per-domain budget), in scope after all the others; and [`changing`]
+//! pages ([`Changing`]), which change between visits and answer a crawler's
+//! conditional revisits with 304.
 
+pub mod changing;
 pub mod expected;
 pub mod family;
 pub mod hostile;
@@ -47,8 +50,9 @@ pub mod traps;
 #[cfg(test)]
 mod tests;
 
+pub use changing::Conditions;
 pub use expected::Expected;
-pub use model::{Profile, WebExtras, WebSpec};
+pub use model::{Changing, Profile, WebExtras, WebSpec};
 pub use server::{RequestRecord, WebServer};
 pub use synthetic::{Response, SyntheticWeb};
 

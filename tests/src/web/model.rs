@@ -169,6 +169,43 @@ pub struct WebExtras {
     /// Adds [`super::family`]'s hosts (after the others): one site of two
     /// host names, and a neighbour, for `--scope site` and URL rules.
     pub site_family: bool,
+    /// Pages that change between visits, and validators (`ETag`,
+    /// `Last-Modified`) on every page of the generated web so that a
+    /// crawler's revisits can be answered 304: see [`Changing`]. `None`
+    /// leaves every response as it always was.
+    pub changing: Option<Changing>,
+}
+
+/// The opt-in "changing web" of [`WebExtras::changing`], to test a
+/// crawler's revisits (conditional requests, 304s, re-extraction).
+///
+/// Then every HTML page of the generated hosts (`siteN.test`, `outN.test`;
+/// not robots.txt, redirects, 404s or the hostile and trap hosts, which
+/// have their own fixed answers) carries an `ETag` and a `Last-Modified`
+/// and answers `If-None-Match` / `If-Modified-Since` with 304 while it has
+/// not changed. A stable subset of them, about `share_percent` percent
+/// chosen by a hash of the seed, host and path, gets a new version every
+/// `every` from the moment the web is built (the server's start): the body
+/// gains a `<p class="rev">` paragraph, the links stay the same, so a
+/// crawl finds the same URLs at every visit and the ground truth holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Changing {
+    /// How often a changing page gets a new version. Used in whole seconds,
+    /// rounded down and at least 1 s ([`Changing::every_secs`]):
+    /// `Last-Modified` only has one-second resolution, so two versions less
+    /// than a second apart could share one and an `If-Modified-Since`
+    /// revisit would be wrongly told nothing changed.
+    pub every: std::time::Duration,
+    /// About this percentage of pages change (more than 100 counts as 100);
+    /// the others keep version 0 forever, to check a crawler tells them apart.
+    pub share_percent: u8,
+}
+
+impl Changing {
+    /// `every` in whole seconds, at least 1 (see [`Changing::every`]).
+    pub fn every_secs(&self) -> u64 {
+        self.every.as_secs().max(1)
+    }
 }
 
 /// A served host: in scope (`siteN.test`) or outside (`outN.test`).

@@ -18,7 +18,7 @@ use std::convert::Infallible;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::serve::ListenerExt;
 use axum::Router;
 use bytes::Bytes;
@@ -27,7 +27,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::hostile::{self, HostileState, Reply, ReplyBody};
-use super::{SyntheticWeb, WebExtras, WebSpec};
+use super::{Conditions, SyntheticWeb, WebExtras, WebSpec};
 
 /// One answered request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,7 +36,8 @@ pub struct RequestRecord {
     pub host: String,
     /// Request target as sent (path and query).
     pub path: String,
-    /// 0: the request is never answered (`hostile.test/hang`).
+    /// 0: the request is never answered (`hostile.test/hang`). 304: a
+    /// conditional revisit of an unchanged page ([`WebExtras::changing`]).
     pub status: u16,
     /// When the response head was ready (after a slow host's sleep); for a
     /// never-answered request, when it arrived.
@@ -303,7 +304,29 @@ async fn handle(State(st): State<Arc<AppState>>, req: Request) -> axum::response
         };
         return hostile_response(reply, st.closing.clone(), done).await;
     }
-    let resp = st.web.respond(host, path);
+    // Conditional headers only matter to the changing web, and only on the
+    // methods RFC 7232 defines them for; otherwise they are not even read.
+    let conditional =
+        st.web.extras().changing.is_some() && matches!(*req.method(), Method::GET | Method::HEAD);
+    let resp = if conditional {
+        let headers = req.headers();
+        // Values that are not visible ASCII are garbage: ignored, like unparsable ones.
+        let if_none_match: Vec<&str> = headers
+            .get_all(header::IF_NONE_MATCH)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        let if_modified_since = headers
+            .get(header::IF_MODIFIED_SINCE)
+            .and_then(|v| v.to_str().ok());
+        let cond = Conditions {
+            if_none_match: &if_none_match,
+            if_modified_since,
+        };
+        st.web.respond_conditional(host, path, cond)
+    } else {
+        st.web.respond(host, path)
+    };
     let index = log_request(&st.log, host, path, resp.status, arrived, client);
     let done = MarkDone {
         log: st.log.clone(),
@@ -311,7 +334,13 @@ async fn handle(State(st): State<Arc<AppState>>, req: Request) -> axum::response
     };
 
     let mut out = axum::response::Response::new(Body::empty());
-    *out.body_mut() = tracked_full(resp.body, done, out.headers_mut());
+    *out.body_mut() = if resp.status == 304 {
+        // No Content-Length: in a 304 it would have to be the 200's length
+        // (RFC 7230 §3.3.2), and hyper sends no body for a 304 anyway.
+        tracked_body(futures::stream::empty(), done)
+    } else {
+        tracked_full(resp.body, done, out.headers_mut())
+    };
     *out.status_mut() = StatusCode::from_u16(resp.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let headers = out.headers_mut();
     for (name, value) in resp.headers {

@@ -3,10 +3,11 @@
 //! Nothing but robots.txt bodies is precomputed, so a web of any size costs
 //! the same memory and each page costs one PRNG-driven render.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
+use super::changing::Conditions;
 use super::family::FamilyHost;
 use super::hostile::{self, SpecialHost};
 use super::html::{MOVED_HTML, NOT_FOUND_HTML};
@@ -53,9 +54,12 @@ pub struct SyntheticWeb {
     outside_robots: Option<Bytes>,
     /// The hostile and oversized hosts served, in in-scope order.
     specials: Vec<SpecialHost>,
+    /// When version 0 of every page began, in whole seconds since the Unix
+    /// epoch (with [`WebExtras::changing`]; see [`SyntheticWeb::change_epoch`]).
+    pub(crate) change_epoch: u64,
 }
 
-const HTML: &str = "text/html; charset=utf-8";
+pub(crate) const HTML: &str = "text/html; charset=utf-8";
 
 impl SyntheticWeb {
     /// `port` is the one embedded in absolute links and seed URLs.
@@ -95,6 +99,10 @@ impl SyntheticWeb {
         } else {
             format!(":{port}")
         };
+        // Whole seconds, so that each Last-Modified is exactly the start of its version.
+        let change_epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         SyntheticWeb {
             spec,
             extras,
@@ -105,6 +113,7 @@ impl SyntheticWeb {
             robots,
             outside_robots,
             specials,
+            change_epoch,
         }
     }
 
@@ -231,14 +240,36 @@ impl SyntheticWeb {
 
     /// The response to `GET path_and_query` with `Host: host` (port ignored).
     pub fn respond(&self, host: &str, path_and_query: &str) -> Response {
+        self.respond_conditional(host, path_and_query, Conditions::default())
+    }
+
+    /// [`SyntheticWeb::respond`] to a request that carries conditional
+    /// headers: with [`WebExtras::changing`], a page that has not changed
+    /// since the version they name answers 304 (without it, they are ignored).
+    pub fn respond_conditional(&self, host: &str, path_and_query: &str, cond: Conditions<'_>) -> Response {
+        self.respond_at(host, path_and_query, cond, SystemTime::now())
+    }
+
+    /// [`SyntheticWeb::respond_conditional`] as if the time were `now`: the
+    /// tests' clock, to see pages change without sleeping.
+    pub(crate) fn respond_at(
+        &self,
+        host: &str,
+        path_and_query: &str,
+        cond: Conditions<'_>,
+        now: SystemTime,
+    ) -> Response {
         let answer = parse_host(host, self.spec.hosts, self.spec.outside_hosts)
             .and_then(|h| Some(self.answer(h, Loc::parse(path_and_query)?)))
             .unwrap_or(Answer::NotFound);
         match answer {
-            Answer::Html(h, loc) => Response {
-                status: 200,
-                headers: vec![("content-type", HTML.to_string())],
-                body: self.render_page(h, loc),
+            Answer::Html(h, loc) => match self.extras.changing {
+                Some(ch) => self.respond_changing(ch, h, loc, cond, now),
+                None => Response {
+                    status: 200,
+                    headers: vec![("content-type", HTML.to_string())],
+                    body: self.render_page(h, loc),
+                },
             },
             Answer::Robots(body) => Response {
                 status: 200,

@@ -9,6 +9,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use url::Url;
 
+use super::changing::parse_http_date;
+use super::hostile::http_date;
 use super::links::Target;
 use super::model::{HostRef, Loc, Profile};
 use super::*;
@@ -362,8 +364,13 @@ fn reference_crawl_matches_ground_truth() {
 
 /// Sends one raw HTTP/1.1 request and returns (status line, headers+body text).
 async fn raw_get(addr: SocketAddr, host: &str, path: &str) -> (String, String) {
+    raw_request(addr, host, path, "").await
+}
+
+/// [`raw_get`] with more header lines (`extra`, each ending in CRLF).
+async fn raw_request(addr: SocketAddr, host: &str, path: &str, extra: &str) -> (String, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await.expect("write");
     let mut buf = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
@@ -740,4 +747,314 @@ fn realistic_profile_has_the_advertised_shape() {
         variants * 100.0,
         same * 100.0
     );
+}
+
+/// A small web whose pages change every `every` ([`WebExtras::changing`]).
+fn changing_web(every: Duration, share_percent: u8) -> SyntheticWeb {
+    let extras = WebExtras {
+        changing: Some(Changing { every, share_percent }),
+        ..WebExtras::default()
+    };
+    SyntheticWeb::with_extras(small_spec(), extras, 4000)
+}
+
+/// A request with `If-None-Match` values and an `If-Modified-Since`.
+fn cond<'a>(if_none_match: &'a [&'a str], if_modified_since: Option<&'a str>) -> Conditions<'a> {
+    Conditions {
+        if_none_match,
+        if_modified_since,
+    }
+}
+
+/// Validators on the HTML pages of a changing web only, about the share of
+/// pages asked for changing, and nothing else different: version 0 is the
+/// plain web's bytes, and the URLs to crawl are the same.
+#[test]
+fn changing_web_adds_validators_to_pages_only() {
+    let plain = SyntheticWeb::new(small_spec(), 4000);
+    let web = changing_web(Duration::from_secs(60), 30);
+    let epoch = http_date(web.change_epoch());
+    for path in ["/", "/p/3", "/p/3?ref=nav", "/private/2"] {
+        let p = plain.respond("site2.test:4000", path);
+        assert_eq!(header(&p, "etag"), None, "{path}");
+        assert_eq!(header(&p, "last-modified"), None, "{path}");
+        assert!(!plain.changes("site2.test", path));
+        assert_eq!(plain.version("site2.test", path), None);
+        assert_eq!(plain.etag("site2.test", path), None);
+
+        let r = web.respond("site2.test:4000", path);
+        assert_eq!(r.status, 200, "{path}");
+        assert_eq!(header(&r, "content-type"), header(&p, "content-type"));
+        let etag = header(&r, "etag").expect("an etag");
+        assert!(
+            etag.len() == 20 && etag.starts_with('"') && etag.ends_with("-0\""),
+            "{etag}"
+        );
+        assert_eq!(web.etag("site2.test", path).as_deref(), Some(etag));
+        assert_eq!(header(&r, "last-modified"), Some(epoch.as_str()));
+        assert_eq!(r.body, p.body, "{path}: version 0 is the plain page");
+    }
+    // A query variant serves its page's bytes, so it has its page's tag.
+    assert_eq!(
+        web.etag("SITE2.test:4000", "/p/3?ref=nav"),
+        web.etag("site2.test", "/p/3")
+    );
+    assert_ne!(web.etag("site2.test", "/p/4"), web.etag("site2.test", "/p/3"));
+    assert_ne!(web.etag("site3.test", "/p/3"), web.etag("site2.test", "/p/3"));
+    for path in [
+        "/robots.txt",
+        "/r/3",
+        "/rr/3",
+        "/x/1/3",
+        "/missing/1",
+        "/nope",
+        "/p/999",
+    ] {
+        let r = web.respond("site2.test:4000", path);
+        assert_eq!(r, plain.respond("site2.test:4000", path), "{path}");
+        assert!(!web.changes("site2.test", path), "{path}");
+        assert_eq!(web.version("site2.test", path), None, "{path}");
+    }
+
+    let pages: Vec<(String, String)> = web
+        .host_names()
+        .iter()
+        .flat_map(|h| (0..60).map(move |n| (h.clone(), format!("/p/{n}"))))
+        .collect();
+    let share = pages.iter().filter(|(h, p)| web.changes(h, p)).count() as f64 / pages.len() as f64;
+    assert!((0.24..0.36).contains(&share), "{share} of the pages change");
+    // The same pages every time (not a function of `every`); none or all at 0 and 100.
+    let other = changing_web(Duration::from_secs(5), 30);
+    assert!(pages
+        .iter()
+        .all(|(h, p)| web.changes(h, p) == other.changes(h, p)));
+    let (none, all) = (
+        changing_web(Duration::from_secs(60), 0),
+        changing_web(Duration::from_secs(60), 100),
+    );
+    assert!(pages
+        .iter()
+        .all(|(h, p)| !none.changes(h, p) && all.changes(h, p)));
+
+    assert_eq!(web.expected_crawl(), plain.expected_crawl());
+    assert_eq!(reference_crawl(&web), plain.expected_crawl());
+}
+
+/// `If-None-Match` (weak comparison, lists, `*`) decides when present;
+/// `If-Modified-Since` otherwise; garbage in either is ignored.
+#[test]
+fn unchanged_pages_answer_conditional_requests_with_304() {
+    let web = changing_web(Duration::from_secs(60), 30);
+    let now = web.change_epoch() + Duration::from_secs(5);
+    let (host, path) = ("site3.test:4000", "/p/7");
+    let full = web.respond_at(host, path, Conditions::default(), now);
+    assert_eq!(full.status, 200);
+    let etag = header(&full, "etag").expect("an etag").to_string();
+    let modified = header(&full, "last-modified")
+        .expect("a last-modified")
+        .to_string();
+    let since = parse_http_date(&modified).expect("an HTTP-date");
+    let (weak, listed, earlier) = (
+        format!("W/{etag}"),
+        format!("\"nope\", {etag}"),
+        http_date(std::time::UNIX_EPOCH + Duration::from_secs(since - 1)),
+    );
+    let asctime = {
+        // The same instant in the obsolete asctime format: `Sun Nov  6 08:49:37 1994`.
+        let w: Vec<&str> = modified.split(' ').collect();
+        let day: u32 = w[1].parse().expect("day");
+        format!("{} {} {day:2} {} {}", &w[0][..3], w[2], w[4], w[3])
+    };
+    for (inm, ims, want) in [
+        (&[etag.as_str()][..], None, 304),
+        (&[weak.as_str()], None, 304),
+        (&["\"nope\"", listed.as_str()], None, 304),
+        (&["*"], None, 304),
+        (&[], Some(modified.as_str()), 304),
+        (&[], Some(asctime.as_str()), 304),
+        (&[], Some("Sun, 06 Nov 2994 08:49:37 GMT"), 304),
+        (&["\"nope\""], Some(modified.as_str()), 200),
+        (&["garbage"], Some(modified.as_str()), 304),
+        (&[], Some(earlier.as_str()), 200),
+        (&[], Some("garbage"), 200),
+        (&[""], Some(""), 200),
+    ] {
+        let r = web.respond_at(host, path, cond(inm, ims), now);
+        assert_eq!(r.status, want, "{inm:?} {ims:?}");
+        assert_eq!(header(&r, "etag"), Some(etag.as_str()));
+        assert_eq!(header(&r, "last-modified"), Some(modified.as_str()));
+        if want == 304 {
+            assert!(r.body.is_empty());
+            assert_eq!(header(&r, "content-type"), None);
+        } else {
+            assert_eq!(r.body, full.body);
+        }
+    }
+    // Without the changing web, conditional headers change nothing.
+    let plain = SyntheticWeb::new(small_spec(), 4000);
+    let r = plain.respond_conditional(host, path, cond(&["*"], Some(modified.as_str())));
+    assert_eq!(r, plain.respond(host, path));
+}
+
+/// On the tests' clock: a changing page gets a new version every `every`
+/// (new body and validators, same links), a steady one never does.
+#[test]
+fn changing_pages_get_new_versions_with_the_same_links() {
+    let every = 60;
+    let web = changing_web(Duration::from_secs(every), 30);
+    let host = "site5.test:4000";
+    let paths: Vec<String> = (0..60).map(|n| format!("/p/{n}")).collect();
+    let changing = paths
+        .iter()
+        .find(|p| web.changes(host, p))
+        .expect("a changing page");
+    let steady = paths
+        .iter()
+        .find(|p| !web.changes(host, p))
+        .expect("a steady page");
+    let at = |secs: u64| web.change_epoch() + Duration::from_secs(secs);
+    let get = |path: &str, inm: &[&str], ims: Option<&str>, secs: u64| {
+        web.respond_at(host, path, cond(inm, ims), at(secs))
+    };
+    let validators = |r: &Response| {
+        (
+            header(r, "etag").expect("an etag").to_string(),
+            header(r, "last-modified").expect("a last-modified").to_string(),
+        )
+    };
+
+    let first = get(changing, &[], None, 0);
+    let (etag0, modified0) = validators(&first);
+    assert_eq!(get(changing, &[&etag0], None, every - 1).status, 304);
+    assert_eq!(web.version_at(host, changing, at(every - 1)), Some(0));
+    assert_eq!(web.version_at(host, changing, at(every)), Some(1));
+    assert_eq!(web.version_at(host, changing, at(5 * every + 7)), Some(5));
+
+    let second = get(changing, &[&etag0], None, every);
+    assert_eq!(second.status, 200);
+    let (etag1, modified1) = validators(&second);
+    assert!(etag1.ends_with("-1\"") && etag1 != etag0, "{etag0} → {etag1}");
+    assert_eq!(
+        parse_http_date(&modified1),
+        parse_http_date(&modified0).map(|t| t + every)
+    );
+    assert_eq!(get(changing, &[], Some(&modified0), every).status, 200);
+    assert_eq!(get(changing, &[], Some(&modified1), every).status, 304);
+    assert_eq!(get(changing, &[&etag1], None, 2 * every - 1).status, 304);
+    // Every version has its own Last-Modified.
+    let stamps: HashSet<String> = (0..10)
+        .map(|v| validators(&get(changing, &[], None, v * every)).1)
+        .collect();
+    assert_eq!(stamps.len(), 10);
+
+    // The body changed, its links did not.
+    let (html0, html1) = (
+        std::str::from_utf8(&first.body).expect("utf-8"),
+        std::str::from_utf8(&second.body).expect("utf-8"),
+    );
+    assert!(
+        html1.contains("<p class=\"rev\">revision 1</p>\n</body>"),
+        "{html1}"
+    );
+    assert!(!html0.contains("class=\"rev\""));
+    let url = Url::parse(&format!("http://{host}{changing}")).expect("url");
+    let links = extract_links(html0, &url);
+    assert!(!links.is_empty());
+    assert_eq!(links, extract_links(html1, &url));
+
+    // A steady page keeps its validators, and its 304s, forever.
+    let (tag, modified) = validators(&get(steady, &[], None, 0));
+    for secs in [every, 100 * every + 3] {
+        let r = get(steady, &[&tag], None, secs);
+        assert_eq!(r.status, 304);
+        assert_eq!(validators(&r), (tag.clone(), modified.clone()));
+        assert_eq!(web.version_at(host, steady, at(secs)), Some(0));
+    }
+
+    // Below a second, `every` counts as one second: versions never share a Last-Modified.
+    let fast = changing_web(Duration::from_millis(1), 100);
+    let t = fast.change_epoch() + Duration::from_millis(3_999);
+    assert_eq!(fast.version_at(host, changing, t), Some(3));
+}
+
+/// Over HTTP: a revisit of an unchanged page gets a bodiless 304, which the
+/// request log records; once a changing page changed, its old tag gets a
+/// 200 with the new one. (The one test that waits for the clock, about 1 s.)
+#[tokio::test]
+async fn server_answers_revisits_with_304_and_logs_them() {
+    let extras = WebExtras {
+        changing: Some(Changing {
+            every: Duration::from_secs(1),
+            share_percent: 50,
+        }),
+        ..WebExtras::default()
+    };
+    let server = WebServer::local_with(small_spec(), extras).await;
+    let (addr, web) = (server.addr(), server.web());
+    let host = format!("site2.test:{}", addr.port());
+    let paths: Vec<String> = (0..60).map(|n| format!("/p/{n}")).collect();
+    let changing = paths
+        .iter()
+        .find(|p| web.changes(&host, p))
+        .expect("a changing page");
+    let steady = paths
+        .iter()
+        .find(|p| !web.changes(&host, p))
+        .expect("a steady page");
+    let value = |head: &str, name: &str| -> Option<String> {
+        head.split("\r\n").find_map(|line| {
+            let (k, v) = line.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+    };
+
+    let (status, rest) = raw_get(addr, &host, steady).await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let etag = value(&rest, "etag").expect("an etag");
+    let modified = value(&rest, "last-modified").expect("a last-modified");
+    for extra in [
+        format!("If-None-Match: {etag}\r\n"),
+        format!("If-Modified-Since: {modified}\r\n"),
+    ] {
+        let (status, rest) = raw_request(addr, &host, steady, &extra).await;
+        assert_eq!(status, "HTTP/1.1 304 Not Modified", "{extra}");
+        let (head, body) = rest.split_once("\r\n\r\n").expect("head/body");
+        assert_eq!(body, "");
+        assert_eq!(value(head, "etag").as_ref(), Some(&etag));
+        assert_eq!(value(head, "last-modified").as_ref(), Some(&modified));
+        assert_eq!(value(head, "content-length"), None, "{head}");
+    }
+    // Garbage validators are ignored.
+    let (status, _) = raw_request(
+        addr,
+        &host,
+        steady,
+        "If-None-Match: \u{e9}t\u{e9}\r\nIf-Modified-Since: yesterday\r\n",
+    )
+    .await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+
+    let (status, rest) = raw_get(addr, &host, changing).await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let old = value(&rest, "etag").expect("an etag");
+    let seen: u64 = old
+        .trim_matches('"')
+        .rsplit('-')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .expect("a version in the tag");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while web.version(&host, changing) <= Some(seen) {
+        assert!(std::time::Instant::now() < deadline, "{changing} never changed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, rest) = raw_request(addr, &host, changing, &format!("If-None-Match: {old}\r\n")).await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let new = value(&rest, "etag").expect("an etag");
+    assert_ne!(new, old);
+    assert!(rest.contains("<p class=\"rev\">revision "));
+
+    let statuses: Vec<u16> = server.requests().iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [200, 304, 304, 200, 200, 200]);
+    server.stop(Duration::from_secs(5)).await;
 }
