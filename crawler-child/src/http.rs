@@ -224,16 +224,33 @@ impl Http {
         &self.request_head
     }
 
-    pub(crate) async fn get(&self, url: &Url) -> Result<Fetched, FetchError> {
-        self.get_capped(url, self.max_body).await
+    /// A page request, with `headers` besides the usual ones (a
+    /// revisit's conditions; see `crate::revisit`).
+    pub(crate) async fn get(
+        &self,
+        url: &Url,
+        headers: &reqwest::header::HeaderMap,
+    ) -> Result<Fetched, FetchError> {
+        self.send_capped(url, self.max_body, headers).await
     }
 
     pub(crate) async fn get_capped(&self, url: &Url, max_body: u64) -> Result<Fetched, FetchError> {
+        self.send_capped(url, max_body, &reqwest::header::HeaderMap::new())
+            .await
+    }
+
+    async fn send_capped(
+        &self,
+        url: &Url,
+        max_body: u64,
+        headers: &reqwest::header::HeaderMap,
+    ) -> Result<Fetched, FetchError> {
         self.check_literal(url)?;
         let started = std::time::SystemTime::now();
         let mut resp = self
             .client
             .get(url.clone())
+            .headers(headers.clone())
             .send()
             .await
             .map_err(FetchError::from_reqwest)?;
@@ -373,7 +390,7 @@ mod tests {
             "http://10.0.0.1/".to_string(),
             format!("http://localhost:{port}/x"),
         ] {
-            let err = h.get(&u(&url)).await.unwrap_err();
+            let err = h.get(&u(&url), &Default::default()).await.unwrap_err();
             assert!(matches!(err, FetchError::Blocked(_)), "{url}: {err}");
             assert_eq!(err.kind(), FailureKind::BlockedAddress);
             let err = h.admit(&u(&url)).await.unwrap_err();
@@ -388,7 +405,9 @@ mod tests {
             .admit(&u(&format!("http://localhost:{port}/x")))
             .await
             .is_ok());
-        let err = open.get(&u(&format!("http://127.0.0.1:{port}/x"))).await;
+        let err = open
+            .get(&u(&format!("http://127.0.0.1:{port}/x")), &Default::default())
+            .await;
         // Connected (and got no HTTP answer from a listener that never reads).
         assert!(!matches!(err, Err(FetchError::Blocked(_))), "{err:?}");
         assert!(listener.accept().is_ok(), "no connection with the opt-in");

@@ -22,6 +22,7 @@ mod page_writer;
 mod pipeline;
 mod politeness;
 mod resolve;
+mod revisit;
 mod robots;
 mod robots_meta;
 mod server_pace;

@@ -71,6 +71,12 @@ pub(crate) const SITEMAPS: Counter<2> = Counter::new(
     ["kind", "outcome"],
 );
 
+pub(crate) const REVISITS: Counter<1> = Counter::new(
+    "crawler_revisits_total",
+    "Revisits answered, by what they found (not_modified: a 304; same_payload: a 2xx with the last payload's SHA-1; changed: anything else).",
+    ["result"],
+);
+
 pub(crate) const SKIPPED: Counter<1> = Counter::new(
     "crawler_skipped_total",
     "Fetched pages recorded but not parsed, by reason (content_type: not HTML).",
@@ -122,6 +128,7 @@ pub(crate) static FAMILIES: &[&dyn Described] = &[
     &LINKS_DROPPED,
     &PAGES_STORED,
     &PAGES,
+    &REVISITS,
     &ROBOTS_FETCHES,
     &SERVERS_PACED,
     &SITEMAPS,

@@ -18,12 +18,13 @@ use std::time::Instant;
 
 use link::protocol::{CrawlResult, FailureKind, Outcome};
 use shared::timing::{Op, TimingLog};
-use store::docs::PageDoc;
+use store::docs::{CaptureDoc, PageDoc};
 use store::write;
 use store::Stores;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::metric;
+use crate::revisit::RevisitWrite;
 
 const BATCH_DOCS: usize = 256;
 const QUEUE: usize = 1024;
@@ -32,8 +33,16 @@ const QUEUE: usize = 1024;
 /// gigabytes while the store was refusing or slow.
 const QUEUE_KIB: u32 = 64 * 1024;
 
+/// What one crawled URL writes.
+enum Write {
+    /// A first visit: its page.
+    Page(PageDoc),
+    /// A revisit: its capture, if kept, and the page's new schedule.
+    Revisit(RevisitWrite),
+}
+
 struct Queued {
-    doc: PageDoc,
+    write: Write,
     result: CrawlResult,
     /// When it was handed over: its `store_wait` ends when its batch starts.
     queued: Instant,
@@ -71,9 +80,20 @@ impl PageWriter {
 
     /// Queues a page; waits only when the queue is full (store slow or down).
     pub(crate) async fn submit(&self, doc: PageDoc, result: CrawlResult) {
+        let bytes = approx_bytes(&doc);
+        self.queue(Write::Page(doc), bytes, result).await
+    }
+
+    /// Queues a revisit's writes, as [`PageWriter::submit`] a page.
+    pub(crate) async fn submit_revisit(&self, write: RevisitWrite, result: CrawlResult) {
+        let bytes = write.capture.as_ref().map_or(512, |c| approx_bytes(&c.page));
+        self.queue(Write::Revisit(write), bytes, result).await
+    }
+
+    async fn queue(&self, write: Write, bytes: usize, result: CrawlResult) {
         let queued = Instant::now();
         self.queued.fetch_add(1, Ordering::Relaxed);
-        let kib = (approx_bytes(&doc) / 1024 + 1).min(QUEUE_KIB as usize) as u32;
+        let kib = (bytes / 1024 + 1).min(QUEUE_KIB as usize) as u32;
         // The semaphore is never closed.
         let Ok(budget) = self.budget.clone().acquire_many_owned(kib).await else {
             return;
@@ -82,7 +102,7 @@ impl PageWriter {
         let _ = self
             .tx
             .send(Queued {
-                doc,
+                write,
                 result,
                 queued,
                 budget,
@@ -128,25 +148,105 @@ async fn run(
                 None,
             );
         }
-        // The documents move into the write; each result keeps its queue
-        // budget until its page is written.
-        let (docs, waiting): (Vec<PageDoc>, Vec<_>) =
-            batch.drain(..).map(|q| (q.doc, (q.result, q.budget))).unzip();
+        let n = batch.len();
+        // The documents move into the writes; each result keeps its queue
+        // budget until what it wrote is written.
+        let mut docs = Vec::with_capacity(n);
+        let mut waiting = Vec::with_capacity(n);
+        let mut revisits = Vec::new();
+        for q in batch.drain(..) {
+            match q.write {
+                Write::Page(doc) => {
+                    docs.push(doc);
+                    waiting.push((q.result, q.budget));
+                }
+                Write::Revisit(w) => revisits.push((w, q.result, q.budget)),
+            }
+        }
         #[cfg(feature = "fault-injection")]
         crate::fault::slow_store(docs.len()).await;
-        let refused = write::insert_unordered(&pages, &docs, &timing, Op::Store, "storing pages").await;
-        queued.fetch_sub(docs.len(), Ordering::Relaxed);
-        metric::PAGES_STORED
-            .get()
-            .increment((docs.len() - refused.len()) as u64);
-        for (i, (mut result, _budget)) in waiting.into_iter().enumerate() {
-            if let Some((_, why)) = refused.iter().find(|(at, _)| *at == i) {
-                metric::STORE_REJECTED.get().increment(1);
-                tracing::error!(url = %result.url, error = %why, "the store refused a page");
-                result.outcome = Outcome::failed(FailureKind::StoreRejected, why.clone());
-                result.outlinks.clear();
+        if !docs.is_empty() {
+            let refused = write::insert_unordered(&pages, &docs, &timing, Op::Store, "storing pages").await;
+            metric::PAGES_STORED
+                .get()
+                .increment((docs.len() - refused.len()) as u64);
+            for (i, (result, _budget)) in waiting.into_iter().enumerate() {
+                let refusal = refused
+                    .iter()
+                    .find(|(at, _)| *at == i)
+                    .map(|(_, why)| why.clone());
+                send(&report, result, refusal);
             }
-            let _ = report.send(result);
         }
+        if !revisits.is_empty() {
+            write_revisits(&stores, revisits, &report, &timing).await;
+        }
+        queued.fetch_sub(n, Ordering::Relaxed);
+    }
+}
+
+/// Reports `result`, as a failure of kind `store_rejected` when the store
+/// refused what it wrote.
+fn send(report: &mpsc::UnboundedSender<CrawlResult>, mut result: CrawlResult, refusal: Option<String>) {
+    if let Some(why) = refusal {
+        metric::STORE_REJECTED.get().increment(1);
+        tracing::error!(url = %result.url, error = %why, "the store refused a page");
+        result.outcome = Outcome::failed(FailureKind::StoreRejected, why);
+        result.outlinks.clear();
+    }
+    let _ = report.send(result);
+}
+
+/// A batch's revisits: the captures in one insert, then each page's
+/// schedule (`$set` by `_id`; there is no batched update both stores
+/// answer). The capture first: a child killed in between leaves the page
+/// due, and its next visit stores a capture of its own (another time, so
+/// another key) rather than none.
+async fn write_revisits(
+    stores: &Stores,
+    revisits: Vec<(RevisitWrite, CrawlResult, OwnedSemaphorePermit)>,
+    report: &mpsc::UnboundedSender<CrawlResult>,
+    timing: &TimingLog,
+) {
+    let (with, captures): (Vec<usize>, Vec<CaptureDoc>) = revisits
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (w, _, _))| Some((i, w.capture.clone()?)))
+        .unzip();
+    let refused = if captures.is_empty() {
+        Vec::new()
+    } else {
+        write::insert_unordered(
+            &stores.captures(),
+            &captures,
+            timing,
+            Op::Store,
+            "storing captures",
+        )
+        .await
+    };
+    let pages = stores.pages();
+    for (i, (w, result, _budget)) in revisits.into_iter().enumerate() {
+        let refusal = refused
+            .iter()
+            .find(|(at, _)| with.get(*at) == Some(&i))
+            .map(|(_, why)| why.clone());
+        let refusal = match refusal {
+            Some(why) => Some(why),
+            None => match w.schedule() {
+                Ok(fields) => write::set_fields(
+                    &pages,
+                    &w.url,
+                    fields,
+                    timing,
+                    Op::Store,
+                    "moving a page's schedule",
+                )
+                .await
+                .err(),
+                Err(e) => Some(e.to_string()),
+            },
+        };
+        send(report, result, refusal);
     }
 }

@@ -24,11 +24,12 @@ use std::time::{Duration, Instant};
 use bson::DateTime;
 use futures::FutureExt;
 use link::fence::Fence;
-use link::protocol::{CrawlPolicy, CrawlResult, FailureKind, Outcome, WorkItem};
+use link::protocol::{CrawlPolicy, CrawlResult, FailureKind, Outcome, Revisit, WorkItem};
 use shared::canonical::Canonicalizer;
+use shared::revisit::RevisitPolicy;
 use shared::timing::{Op, TimingLog};
 use shared::urls::{self, domain_of, origin_of};
-use store::docs::{PageDoc, Skipped};
+use store::docs::{CaptureKind, PageDoc, Skipped};
 use store::page_body;
 use store::payload_digest::PayloadDigest;
 use tokio::sync::{mpsc, Semaphore};
@@ -40,6 +41,7 @@ use crate::http::{self, FetchError, Fetched, Http};
 use crate::metric;
 use crate::page_writer::PageWriter;
 use crate::politeness::{DomainTimes, Pace};
+use crate::revisit::{self, RevisitWrite};
 use crate::robots::{RobotsEntry, RobotsSource};
 use crate::robots_meta;
 use crate::server_pace::{ServerGate, ServerPaces, Turn};
@@ -355,16 +357,37 @@ pub(crate) async fn crawl(ctx: &Ctx, st: &SharedDomain, item: WorkItem) {
         }
     };
     match done {
-        Done::Page(page, result) => ctx.pages.submit(*page, result).await,
-        Done::NoPage(result) => {
-            let _ = ctx.report.send(result);
-        }
+        Done::Page(page, result) => match (&item.revisit, &ctx.policy.revisit) {
+            // A revisit that ended at a redirect to another domain: a
+            // capture like any other (its digest is the redirect's body).
+            (Some(rev), Some(policy)) => {
+                let status = u16::try_from(page.status).unwrap_or(0);
+                let kind = revisit::judge(status, page.payload_sha1.as_ref(), rev);
+                let write = revisit::visited(policy, rev, kind, *page, &Default::default());
+                ctx.pages.submit_revisit(write, result).await
+            }
+            _ => ctx.pages.submit(*page, result).await,
+        },
+        Done::Revisit(write, result) => ctx.pages.submit_revisit(*write, result).await,
+        Done::NoPage(result) => match &item.revisit {
+            // A revisit without an answer still moves the page's due time
+            // (`revisit::unanswered`); one handed back was not tried.
+            Some(rev) if !matches!(result.outcome, Outcome::Failed { kind, .. } if kind.is_handed_back()) => {
+                let write = revisit::unanswered(rev, item.url.clone());
+                ctx.pages.submit_revisit(write, result).await
+            }
+            _ => {
+                let _ = ctx.report.send(result);
+            }
+        },
     }
 }
 
 enum Done {
     /// Boxed: a page is a few hundred bytes, a result alone far less.
     Page(Box<PageDoc>, CrawlResult),
+    /// A revisit that got an answer: its capture and the page's schedule.
+    Revisit(Box<RevisitWrite>, CrawlResult),
     NoPage(CrawlResult),
 }
 
@@ -388,6 +411,9 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
     let mut current = url.clone();
     let mut hops: Vec<Url> = vec![url.clone()];
     let mut server = None;
+    // A revisit asks conditionally at every hop: the validators are of the
+    // answer the last visit ended at, and a redirect ignores them.
+    let conditions = item.revisit.as_ref().map(revisit::conditions).unwrap_or_default();
     loop {
         // An internal address is refused before robots.txt is asked for it
         // (see `http::Http::admit`); each redirect hop is checked again.
@@ -424,7 +450,7 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
             );
         }
         let delay = delay_for(&ctx.policy, item.min_delay_ms, Some(&robots));
-        let resp = fetch(ctx, st, &current, delay, server.as_ref()).await;
+        let resp = fetch(ctx, st, &current, delay, server.as_ref(), &conditions).await;
         let resp = match resp {
             Ok(r) => r,
             Err(e) => return failed(item, e.kind(), e.to_string()),
@@ -463,6 +489,9 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
                 current = target;
                 continue;
             }
+        }
+        if let (Some(rev), Some(policy)) = (&item.revisit, &ctx.policy.revisit) {
+            return revisited(ctx, item, &current, resp, rev, policy, &conditions);
         }
         let sitemaps = if robots.sitemaps.is_empty() {
             Vec::new()
@@ -555,6 +584,7 @@ async fn fetch(
     url: &Url,
     delay: Duration,
     server: Option<&Paced>,
+    conditions: &reqwest::header::HeaderMap,
 ) -> Result<Fetched, http::FetchError> {
     let permits = if delay.is_zero() { 1 } else { st.max_connections };
     let asked = Instant::now();
@@ -578,7 +608,7 @@ async fn fetch(
     record_wait(ctx, Op::SlotWait, asked, &domain);
     fenced(ctx)?;
     let start = Instant::now();
-    let res = ctx.http.get(url).await;
+    let res = ctx.http.get(url, conditions).await;
     drop(permit);
     drop(turn);
     st.state.lock().await.pace(ctx).await.request_done(delay);
@@ -635,6 +665,9 @@ fn base_page(item: &WorkItem, ctx: &Ctx, final_url: &Url, resp: &Fetched) -> Pag
         i64::try_from(resp.body.len()).unwrap_or(i64::MAX),
     );
     d.payload_sha1 = Some(PayloadDigest::of(&resp.body));
+    if let Some(policy) = &ctx.policy.revisit {
+        revisit::first_visit(policy, &mut d, &resp.head.headers);
+    }
     d.truncated = resp.truncated;
     if final_url.as_str() != item.url {
         d.final_url = Some(final_url.to_string());
@@ -654,6 +687,46 @@ fn base_page(item: &WorkItem, ctx: &Ctx, final_url: &Url, resp: &Fetched) -> Pag
     };
     store::exchange::store(&mut d, parts, ctx.http.request_head());
     d
+}
+
+/// A revisit's answer (see `crate::revisit`): a changed page is built as
+/// on a first visit, links and all (its new links are offered); an
+/// unchanged one keeps its status and heads, not its body.
+fn revisited(
+    ctx: &Ctx,
+    item: &WorkItem,
+    final_url: &Url,
+    resp: Fetched,
+    rev: &Revisit,
+    policy: &RevisitPolicy,
+    conditions: &reqwest::header::HeaderMap,
+) -> Done {
+    // A 304 has no payload to take a digest of.
+    let digest = (resp.status != 304).then(|| PayloadDigest::of(&resp.body));
+    let kind = revisit::judge(resp.status, digest.as_ref(), rev);
+    metric::REVISITS.at([kind_str(kind)]).increment(1);
+    let headers = resp.head.headers.clone();
+    let (mut doc, result) = if kind == CaptureKind::Changed {
+        match page(ctx, item, final_url, resp, Vec::new()) {
+            Done::Page(doc, result) => (*doc, result),
+            other => return other,
+        }
+    } else {
+        let mut doc = base_page(item, ctx, final_url, &resp);
+        doc.payload_sha1 = digest;
+        (doc, result(item, fetched(final_url, item, &resp), Vec::new()))
+    };
+    doc.request_head = Some(revisit::request_head(ctx.http.request_head(), conditions));
+    let write = revisit::visited(policy, rev, kind, doc, &headers);
+    Done::Revisit(Box::new(write), result)
+}
+
+fn kind_str(kind: CaptureKind) -> &'static str {
+    match kind {
+        CaptureKind::Changed => "changed",
+        CaptureKind::NotModified => "not_modified",
+        CaptureKind::SamePayload => "same_payload",
+    }
 }
 
 /// The version as an HTTP status line writes it.

@@ -263,6 +263,7 @@ pub(crate) mod tests {
             keep_non_html_bodies: false,
             canonical: Default::default(),
             heartbeat_timeout_ms: 15_000,
+            revisit: None,
         }
     }
 

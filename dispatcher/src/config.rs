@@ -94,6 +94,9 @@ pub fn load(argv: Vec<OsString>, secret: Option<OsString>) -> anyhow::Result<Con
         .canonical()
         .compile()
         .map_err(|e| anyhow::anyhow!("--strip-params: {e}"))?;
+    if let Some(revisit) = flags.revisit() {
+        revisit.check().map_err(anyhow::Error::msg)?;
+    }
     let key = flags.cluster.key(secret)?;
     Ok(Config { flags, settings, key })
 }

@@ -92,6 +92,9 @@ pub(crate) async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()
     // index, which mongos then shards by instead of building an index of
     // the shard key alone. Sharding before the collections grow.
     stores.ensure_indexes().await?;
+    if args.revisit().is_some() {
+        stores.ensure_revisit_index().await?;
+    }
     if store::sharding::shard_collections(&stores).await? {
         tracing::info!("the primary store is a mongos: this crawl's pages and frontier are sharded");
     }
@@ -203,6 +206,7 @@ impl Dispatcher {
             seen_recent_urls: args.seen_recent_urls,
             breaker: args.breaker(),
             max_write_backlog: crate::state::MAX_WRITE_BACKLOG,
+            revisit: args.revisit().is_some(),
         };
         let control_writer = steering::ControlWriter::start(stores.control());
         let state = CrawlState::new(settings, timing.clone(), now_ms()).map_err(anyhow::Error::msg)?;
@@ -258,6 +262,7 @@ impl Dispatcher {
                 Effect::Requeue { url, seq } => self.writer.requeue(url, seq),
                 Effect::Mark { url, state, failure } => self.writer.mark(url, state, failure),
                 Effect::Read(r) => self.reader.read(r),
+                Effect::ReadDue(r) => self.reader.due(r),
                 Effect::LookUp(s, held) => self.reader.look_up(s, held),
                 Effect::ReadLinks(urls) => self.reader.links(urls),
                 Effect::CheckStored(ended) => self.reader.check_stored(ended),

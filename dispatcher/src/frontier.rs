@@ -509,6 +509,7 @@ impl Frontier {
                 depth: q.depth,
                 min_delay_ms: None,
                 server,
+                revisit: None,
             });
             self.window_changed(id);
         }

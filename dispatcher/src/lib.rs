@@ -25,6 +25,7 @@ mod persist;
 mod queue_reader;
 mod refusals;
 mod resume;
+mod revisits;
 mod seeds;
 mod seen;
 mod state;

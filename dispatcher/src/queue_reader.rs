@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::frontier::{ReadPage, Refill, Stored, SupId};
+use crate::revisits::{Due, DueRead};
 
 /// Tasks reading at once, each reading the refills it took one by one.
 /// nx-27017 serves one request at a time, so more would only queue there;
@@ -64,6 +65,8 @@ pub(crate) enum Answer {
         asked: Vec<(String, u16)>,
         found: Result<Vec<(String, Vec<String>)>, String>,
     },
+    /// The pages due for a revisit (`crate::revisits`).
+    Due(DueRead, Result<Vec<Due>, String>),
 }
 
 enum Request {
@@ -71,6 +74,7 @@ enum Request {
     Held(SupId, Vec<(u64, String)>),
     Links(Vec<(String, u16)>),
     Check(Vec<(u64, String)>),
+    Due(DueRead),
 }
 
 pub(crate) struct QueueReader {
@@ -116,6 +120,11 @@ impl QueueReader {
         let _ = self.tx.send(Request::Check(ended));
     }
 
+    /// Reads the pages due for a revisit.
+    pub(crate) fn due(&self, r: DueRead) {
+        let _ = self.tx.send(Request::Due(r));
+    }
+
     /// Reads the links of the stored pages of `urls` (URL, depth).
     pub(crate) fn links(&self, urls: Vec<(String, u16)>) {
         let _ = self.tx.send(Request::Links(urls));
@@ -144,6 +153,7 @@ async fn run(
                 // With the requests waiting behind it, one task: the (rare)
                 // look-ups, then the refills.
                 let (mut refills, mut held, mut links, mut checks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                let mut due = Vec::new();
                 let mut next = Some(first);
                 while let Some(r) = next {
                     match r {
@@ -151,8 +161,9 @@ async fn run(
                         Request::Held(sup, h) => held.push((sup, h)),
                         Request::Links(urls) => links.push(urls),
                         Request::Check(ended) => checks.push(ended),
+                        Request::Due(r) => due.push(r),
                     }
-                    let n = refills.len() + held.len() + links.len() + checks.len();
+                    let n = refills.len() + held.len() + links.len() + checks.len() + due.len();
                     next = if n < BATCH { rx.try_recv().ok() } else { None };
                 }
                 let out = Answers { tx: answers.clone(), pending: pending.clone() };
@@ -170,6 +181,10 @@ async fn run(
                         let urls: Vec<&str> = asked.iter().map(|(u, _)| u.as_str()).collect();
                         let found = crate::finished::links_of(&colls.pages, &urls, &timing).await;
                         out.send(Answer::Links { asked, found });
+                    }
+                    for r in due {
+                        let found = crate::revisits::read::due(&colls.pages, &r, &timing).await;
+                        out.send(Answer::Due(r, found));
                     }
                     for r in refills {
                         let res = read(&colls, &r, &timing).await;

@@ -28,6 +28,7 @@ use crate::frontier::{Frontier, LeaseRefusal, Leased, Refill, SupId};
 use crate::queue_reader::{self, Answer};
 use crate::refusals::{Reason, Refusals};
 use crate::resume::{Resumed, ScannedUrl, StoredFrontier};
+use crate::revisits::{DueRead, Revisits};
 use crate::seen::{Seen, SeenCheck, SeenSet};
 use crate::stats::{FinishReason, Stats};
 use relink::Relinks;
@@ -87,6 +88,9 @@ pub(crate) struct Settings {
     /// Frontier writes waiting past which leases are counted against the
     /// writes they will bring ([`MAX_WRITE_BACKLOG`]; tests: fewer).
     pub(crate) max_write_backlog: usize,
+    /// Stored pages are fetched again when due (`--revisit-after`), and
+    /// the crawl runs until stopped.
+    pub(crate) revisit: bool,
 }
 
 /// What the shell must do, in this order, after an event.
@@ -125,6 +129,8 @@ pub(crate) enum Effect {
     /// Read the next URLs of a domain's queue from the store; the answer
     /// comes back as [`CrawlState::read_answered`].
     Read(Refill),
+    /// A read of the pages due for a revisit (see `crate::revisits`).
+    ReadDue(DueRead),
     /// Look up URLs a joining supervisor holds in the store: (lease, URL).
     LookUp(SupId, Vec<(u64, String)>),
     /// Ask the store which of these URLs, whose leases ended without a
@@ -237,6 +243,8 @@ pub(crate) struct CrawlState<C> {
     waiting_seeds: Vec<String>,
     /// What an operator set: a paused crawl, blocked domains, delays (`steer`).
     controls: Controls,
+    /// What is due again, when the crawl revisits (see `crate::revisits`).
+    revisits: Option<Revisits>,
     timing: TimingLog,
     effects: Vec<Effect>,
 }
@@ -246,6 +254,7 @@ impl<C> CrawlState<C> {
     /// canonical rule.
     pub(crate) fn new(settings: Settings, timing: TimingLog, now_ms: u64) -> Result<Self, String> {
         let write_gate = WriteGate::new(settings.max_write_backlog);
+        let revisits = settings.revisit.then(Revisits::default);
         Ok(CrawlState {
             frontier: Frontier::new(settings.max_inflight_per_domain, settings.lease_ms, now_ms << 12)
                 .with_stored_check()
@@ -275,6 +284,7 @@ impl<C> CrawlState<C> {
             relinks: Relinks::default(),
             waiting_seeds: Vec::new(),
             controls: Controls::default(),
+            revisits,
             unsure: HashMap::new(),
             timing,
             effects: Vec::new(),
@@ -674,13 +684,19 @@ impl<C> CrawlState<C> {
                 Outcome::Disallowed => (Some(UrlState::Disallowed), None),
                 Outcome::Failed { kind, .. } => (self.retry_or_fail(&leased, *kind, now_ms), Some(*kind)),
             };
+            let over = state.is_some() || matches!(r.outcome, Outcome::Fetched { .. });
+            // A revisit's frontier entry is not marked: it says the URL was
+            // crawled, and the page's due time says the rest.
+            let revisit = over && self.revisit_over(&leased.url);
             if let Some(state) = state {
                 self.attempts.remove(&leased.url);
-                self.effects.push(Effect::Mark {
-                    url: leased.url,
-                    state,
-                    failure,
-                });
+                if !revisit {
+                    self.effects.push(Effect::Mark {
+                        url: leased.url,
+                        state,
+                        failure,
+                    });
+                }
             }
         }
         let writes = self.effects[effects_before..]
@@ -816,6 +832,7 @@ impl<C> CrawlState<C> {
         self.breakers.forget_idle(now_ms);
         self.frontier.forget_idle(now_ms);
         self.read_queues(durable);
+        self.want_due(now_ms);
     }
 
     /// Asks for the reads of windows that run low, unless the writer is
@@ -880,6 +897,7 @@ impl<C> CrawlState<C> {
                 self.frontier.refill_failed(&r);
             }
             Answer::Held { sup, asked, found } => self.adopt_stored(sup, asked, found, now_ms),
+            Answer::Due(asked, found) => self.due_answered(&asked, found, now_ms),
         }
         self.read_queues(durable);
     }
@@ -934,6 +952,7 @@ impl<C> CrawlState<C> {
                     item.min_delay_ms = self.delay_of(&item.domain);
                 }
             }
+            self.lease_revisits(&mut items);
             room = room.saturating_sub(items.len());
             self.next_member = (s + 1) % n;
             for wait in waits {
@@ -983,6 +1002,7 @@ impl<C> CrawlState<C> {
             && self.delayed.is_empty()
             && self.waiting_seeds.is_empty()
             && self.relinks.is_idle()
+            && self.revisits.is_none()
     }
 
     /// URLs queued, out or waiting for a retry (not seeds waiting for the
@@ -1062,7 +1082,12 @@ impl<C> CrawlState<C> {
         let (paused, halted) = self.frontier.blocked_domains();
         let blocked = (paused.len(), halted.len());
         let (queued, in_flight) = (self.frontier.queued(), self.frontier.in_flight());
-        let line = self.stats.progress_line(queued, in_flight, live, blocked);
+        let mut line = self.stats.progress_line(queued, in_flight, live, blocked);
+        if let Some((revisits, started)) = self.revisit_counts() {
+            line.push_str(&format!(
+                " | revisits {revisits} queued or out, {started} started"
+            ));
+        }
         if self.controls.paused {
             // Said first: a crawl that stands still must say why.
             format!("PAUSED by an operator (crawlctl resume) {line}")
@@ -1074,6 +1099,7 @@ impl<C> CrawlState<C> {
 
 mod members;
 mod relink;
+mod revisit;
 mod steer;
 #[cfg(test)]
 #[path = "state/tests.rs"]

@@ -15,6 +15,7 @@ pub mod http_client;
 pub mod live_line;
 pub mod logging;
 pub mod metric;
+pub mod revisit;
 pub mod shutdown;
 pub mod timing;
 pub mod urls;

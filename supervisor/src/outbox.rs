@@ -80,6 +80,7 @@ impl Outbox {
                 domain: r.domain.clone(),
                 depth: r.depth,
                 min_delay_ms: None,
+                revisit: None,
             })
             .collect()
     }

@@ -26,6 +26,7 @@ mod hostile_e2e;
 mod netns_e2e;
 mod partition_e2e;
 mod politeness_gap_e2e;
+mod revisit_e2e;
 mod robots_meta_e2e;
 mod server_politeness_e2e;
 mod sitemaps_e2e;

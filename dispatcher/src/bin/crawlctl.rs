@@ -37,7 +37,7 @@ enum Verb {
     Block {
         domain: String,
         /// Only for this long: 90s, 30m, 12h, 2d.
-        #[arg(long = "for", value_parser = parse_duration)]
+        #[arg(long = "for", value_parser = shared::revisit::parse_duration)]
         for_: Option<Duration>,
         #[arg(long, default_value = "")]
         reason: String,
@@ -56,23 +56,6 @@ enum Verb {
         #[arg(required = true)]
         seeds: Vec<String>,
     },
-}
-
-/// `90s`, `30m`, `12h`, `2d` or plain seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 90s, 30m, 12h, 2d)"))?;
-    let secs = match unit {
-        "" | "s" => Some(n),
-        "m" => n.checked_mul(60),
-        "h" => n.checked_mul(3600),
-        "d" => n.checked_mul(86_400),
-        _ => None,
-    };
-    secs.map(Duration::from_secs)
-        .ok_or_else(|| format!("{s:?} is not a duration (e.g. 90s, 30m, 12h, 2d)"))
 }
 
 #[tokio::main(flavor = "current_thread")]

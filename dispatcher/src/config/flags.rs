@@ -3,11 +3,13 @@
 //! [`super::parse`]), and the typed settings derived from them.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Parser;
 use link::args::ClusterArgs;
 use link::protocol::CrawlPolicy;
 use shared::cli::ObsArgs;
+use shared::revisit::RevisitPolicy;
 use store::StoreArgs;
 
 use crate::admission::{self, ScopeKind};
@@ -265,6 +267,29 @@ pub struct Flags {
     /// without the body.
     #[arg(long)]
     pub keep_non_html_bodies: bool,
+    /// Fetch every stored page again this long after it was last asked
+    /// for (e.g. 1d), conditionally (If-None-Match, If-Modified-Since).
+    /// The crawl then keeps running, crawling new URLs and what is due,
+    /// until it is stopped (`crawlctl stop`, SIGTERM). Unset: each URL
+    /// once, and the crawl ends by itself. See docs/revisits.md.
+    #[arg(long, value_parser = shared::revisit::parse_duration)]
+    pub revisit_after: Option<Duration>,
+    /// Give each page its own interval, starting at --revisit-after: a
+    /// fifth shorter after a visit that found a change, two fifths longer
+    /// after one that did not, within --revisit-min and --revisit-max.
+    #[arg(long, requires = "revisit_after")]
+    pub revisit_adaptive: bool,
+    /// The adaptive interval's floor (default: a quarter of --revisit-after).
+    #[arg(long, value_parser = shared::revisit::parse_duration, requires = "revisit_adaptive")]
+    pub revisit_min: Option<Duration>,
+    /// The adaptive interval's ceiling (default: 8 times --revisit-after).
+    #[arg(long, value_parser = shared::revisit::parse_duration, requires = "revisit_adaptive")]
+    pub revisit_max: Option<Duration>,
+    /// Record only revisits that found a change (no capture, and no WARC
+    /// revisit record, for a 304 or an identical payload; the page's due
+    /// time still moves).
+    #[arg(long, requires = "revisit_after")]
+    pub revisit_changes_only: bool,
 
     #[command(flatten)]
     pub store: StoreArgs,
@@ -362,6 +387,30 @@ impl Flags {
             keep_non_html_bodies: self.keep_non_html_bodies,
             canonical: self.canonical(),
             heartbeat_timeout_ms: self.heartbeat_timeout_secs.saturating_mul(1000),
+            revisit: self.revisit().map(Box::new),
         }
+    }
+
+    /// The revisit rule (`--revisit-*`), unchecked ([`RevisitPolicy::check`]
+    /// is `crate::config::load`'s).
+    pub(crate) fn revisit(&self) -> Option<RevisitPolicy> {
+        let after = self.revisit_after?;
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let every = RevisitPolicy::every(after);
+        Some(RevisitPolicy {
+            adaptive: self.revisit_adaptive,
+            min_ms: match (self.revisit_adaptive, self.revisit_min) {
+                (false, _) => every.min_ms,
+                (true, Some(min)) => ms(min),
+                (true, None) => (every.after_ms / 4).max(1000),
+            },
+            max_ms: match (self.revisit_adaptive, self.revisit_max) {
+                (false, _) => every.max_ms,
+                (true, Some(max)) => ms(max),
+                (true, None) => every.after_ms.saturating_mul(8),
+            },
+            record_unchanged: !self.revisit_changes_only,
+            ..every
+        })
     }
 }

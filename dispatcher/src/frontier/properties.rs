@@ -132,6 +132,7 @@ impl Run {
                 domain: self.f.domains[l.domain_id].name().to_string(),
                 depth: l.depth,
                 min_delay_ms: None,
+                revisit: None,
             })
             .collect()
     }

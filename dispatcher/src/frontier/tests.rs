@@ -209,6 +209,7 @@ fn a_restarted_dispatcher_adopts_what_a_supervisor_still_holds() {
             domain: u[7..8].to_string(),
             depth: 0,
             min_delay_ms: None,
+            revisit: None,
         })
         .collect();
     let s1 = f.add_supervisor();
@@ -283,6 +284,7 @@ fn held_item(url: &str, domain: &str, lease: u64, depth: u16) -> WorkItem {
         domain: domain.into(),
         depth,
         min_delay_ms: None,
+        revisit: None,
     }
 }
 

@@ -438,6 +438,7 @@ fn a_restarted_dispatcher_adopts_held_urls_that_are_still_only_in_the_store() {
             domain: "a".into(),
             depth: 0,
             min_delay_ms: None,
+            revisit: None,
         })
         .collect();
     let first = f.adopt(s, held, 0, |_| false);

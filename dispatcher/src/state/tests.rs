@@ -41,6 +41,7 @@ fn settings() -> Settings {
         seen_check: SeenCheck::Hash,
         seen_recent_urls: 0,
         max_write_backlog: MAX_WRITE_BACKLOG,
+        revisit: false,
     }
 }
 
@@ -294,6 +295,8 @@ impl Sim {
                         self.flush();
                     }
                 }
+                // The simulated crawls do not revisit (`Settings::revisit`).
+                Effect::ReadDue(_) => panic!("a read of due pages in a crawl that does not revisit"),
                 Effect::CheckStored(asked) => {
                     let stored = asked
                         .iter()

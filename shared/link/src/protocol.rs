@@ -25,7 +25,8 @@ pub use crate::failure::FailureKind;
 /// lease carries its domain's delay when an operator set one.
 /// 12: per-server politeness (a lease and a result name the domain's
 /// server, the policy carries the per-server gaps, `Regrouped`).
-pub const PROTOCOL_VERSION: u32 = 12;
+/// 13: revisits (the policy's revisit rule, a revisit lease's validators).
+pub const PROTOCOL_VERSION: u32 = 13;
 
 /// One URL to crawl, leased to whoever holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +50,28 @@ pub struct WorkItem {
     /// which gives them to one child, which paces the server as a whole
     /// (see the child's `server_pace`). `None` until a child reports it.
     pub server: Option<std::net::IpAddr>,
+    /// Set when the URL was fetched before and is due again: what the
+    /// child needs to ask conditionally and to tell a change, without a
+    /// store read.
+    pub revisit: Option<Revisit>,
+}
+
+/// A revisit lease's knowledge of the URL's last capture (the dispatcher
+/// reads it from the page's schedule, `store::docs::RevisitState`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Revisit {
+    /// The validators the last capture was served with, sent back as
+    /// `If-None-Match` and `If-Modified-Since`.
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+    /// The SHA-1 of the last stored payload: a 200 with the same one is
+    /// unchanged content.
+    pub digest: Option<[u8; 20]>,
+    /// The URL's current revisit interval (see `shared::revisit`).
+    pub interval_ms: u64,
+    /// Unix ms of the capture holding that payload: what an unchanged
+    /// capture refers to (a WARC revisit record's `WARC-Refers-To-Date`).
+    pub body_at_ms: i64,
 }
 
 /// How the crawl of one URL ended.
@@ -191,6 +214,10 @@ pub struct CrawlPolicy {
     /// message from it; a supervisor's right to crawl runs out a margin
     /// earlier (see [`crate::fence`]).
     pub heartbeat_timeout_ms: u64,
+    /// Pages are fetched again when due (`--revisit-after`); `None`: each
+    /// URL once, and the crawl ends when nothing is left.
+    /// Boxed: the policy rides in messages whose other variants are small.
+    pub revisit: Option<Box<shared::revisit::RevisitPolicy>>,
 }
 
 /// Where a process serves `/debug/pprof` and `/metrics`.
@@ -391,6 +418,7 @@ mod tests {
             domain: "a.test".into(),
             depth: 3,
             min_delay_ms: None,
+            revisit: None,
         }
     }
 

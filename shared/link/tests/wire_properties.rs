@@ -33,7 +33,7 @@ proptest! {
     #[test]
     fn messages_round_trip(url in "\\PC{0,64}", domain in "[a-z.]{0,16}", depth: u16, lease: u64, cut: usize,
                            links in prop::collection::vec("\\PC{0,32}", 0..8)) {
-        let item = WorkItem { lease, lease_expires_ms: lease / 2, leased_ms: 1, url: url.clone(), domain: domain.clone(), depth, min_delay_ms: None, server: None };
+        let item = WorkItem { lease, lease_expires_ms: lease / 2, leased_ms: 1, url: url.clone(), domain: domain.clone(), depth, min_delay_ms: None, server: None, revisit: None };
         let result = CrawlResult {
             server: None,
             lease,

@@ -39,7 +39,7 @@ use mongodb::{Client, Collection, Database, IndexModel};
 
 pub use crate::args::StoreArgs;
 pub use crate::crawl_id::CrawlId;
-use crate::docs::{BodyDictDoc, ControlDoc, DomainDoc, FrontierDoc, PageDoc, RobotsDoc, SeedDoc};
+use crate::docs::{BodyDictDoc, CaptureDoc, ControlDoc, DomainDoc, FrontierDoc, PageDoc, RobotsDoc, SeedDoc};
 
 // Kinds of a crawl's collections: the names are `CrawlId::collection(kind)`.
 pub const SEEDS: &str = "seeds";
@@ -49,6 +49,8 @@ pub const PAGES: &str = "pages";
 pub const BODY_DICTS: &str = "body_dicts";
 /// An operator's changes to a running crawl (see `docs::ControlDoc`).
 pub const CONTROL: &str = "control";
+/// Visits after a URL's first, when the crawl revisits (see `docs::CaptureDoc`).
+pub const CAPTURES: &str = "captures";
 // Collections of the second store, shared by every crawl.
 pub const ROBOTS: &str = "robots";
 pub const DOMAINS: &str = "domains";
@@ -157,6 +159,22 @@ impl Stores {
         Ok(())
     }
 
+    /// The index a revisiting crawl reads what is due by, `{due_ms: 1}`
+    /// on `pages`, sparse: made only for such a crawl (every other crawl
+    /// would pay an index entry per page for nothing), and only pages
+    /// with a due time are in it.
+    pub async fn ensure_revisit_index(&self) -> anyhow::Result<()> {
+        let model = IndexModel::builder()
+            .keys(doc! {PageDoc::DUE_MS: 1})
+            .options(IndexOptions::builder().sparse(true).build())
+            .build();
+        self.pages()
+            .create_index(model)
+            .await
+            .context("creating the pages' due-time index")?;
+        Ok(())
+    }
+
     /// Drops the frontier's queue index of earlier versions, `{domain,
     /// seq}`, if the store has it. Found by its keys in the store's own
     /// listing: nx-27017 names indexes its own way, and ignores a drop by
@@ -216,6 +234,9 @@ impl Stores {
     }
     pub fn control(&self) -> Collection<ControlDoc> {
         self.primary.collection(&self.crawl.collection(CONTROL))
+    }
+    pub fn captures(&self) -> Collection<CaptureDoc> {
+        self.primary.collection(&self.crawl.collection(CAPTURES))
     }
     pub fn robots(&self) -> Collection<RobotsDoc> {
         self.second.collection(ROBOTS)

@@ -24,6 +24,11 @@ impl PayloadDigest {
         PayloadDigest(Sha1::digest(bytes).into())
     }
 
+    /// A digest as carried elsewhere (a revisit lease's).
+    pub fn from_bytes(bytes: [u8; 20]) -> PayloadDigest {
+        PayloadDigest(bytes)
+    }
+
     pub fn bytes(&self) -> &[u8; 20] {
         &self.0
     }

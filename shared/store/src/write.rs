@@ -133,6 +133,57 @@ pub async fn insert_unordered<T: Serialize + Send + Sync>(
     }
 }
 
+/// `$set`s `fields` on the document with `_id` `id`, retried like an
+/// insert while the store is away; `Err` when the store refuses it for
+/// good (or an unclear error persists). A document that is not there is
+/// not made: the update only moves what a page already says.
+pub async fn set_fields<T: Send + Sync>(
+    coll: &mongodb::Collection<T>,
+    id: &str,
+    fields: bson::Document,
+    timing: &TimingLog,
+    op: Op,
+    what: &str,
+) -> Result<(), String> {
+    let mut backoff = Backoff::default();
+    let mut unclear = 0;
+    loop {
+        let start = Instant::now();
+        let update = coll.update_one(bson::doc! {"_id": id}, bson::doc! {"$set": fields.clone()});
+        let res = crate::deadline(update).await;
+        let verdict = match &res {
+            None => Verdict::Outage,
+            Some(Ok(_)) => Verdict::Stored,
+            Some(Err(e)) => verdict(e),
+        };
+        let outcome = match verdict {
+            Verdict::Stored => "ok",
+            Verdict::Refused(_) => "refused",
+            _ => "error",
+        };
+        timing.record(op, start.elapsed(), outcome, None, None);
+        match verdict {
+            Verdict::Stored => return Ok(()),
+            Verdict::Refused(mut why) => return Err(why.pop().map(|(_, w)| w).unwrap_or_default()),
+            Verdict::Split(why) => return Err(why),
+            Verdict::Unclear(why) => {
+                unclear += 1;
+                if unclear >= MAX_UNCLEAR_TRIES {
+                    return Err(why);
+                }
+                backoff.note(what, &why).await;
+            }
+            Verdict::Outage => {
+                let why = match &res {
+                    Some(Err(e)) => e.to_string(),
+                    _ => format!("no answer within {:?}", crate::OP_TIMEOUT),
+                };
+                backoff.note(what, &why).await;
+            }
+        }
+    }
+}
+
 /// Writes each document alone, so one the store refuses is found and the
 /// others are stored.
 async fn one_by_one<T: Serialize + Send + Sync>(

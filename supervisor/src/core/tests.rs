@@ -152,6 +152,7 @@ pub(crate) fn item(lease: u64, domain: &str) -> WorkItem {
         domain: domain.into(),
         depth: 1,
         min_delay_ms: None,
+        revisit: None,
     }
 }
 

@@ -11,6 +11,7 @@
 //! naming fields through the constants next to each struct.
 
 mod body_dict;
+mod capture;
 mod control;
 mod domain;
 mod frontier;
@@ -19,6 +20,7 @@ mod robots;
 mod seed;
 
 pub use body_dict::BodyDictDoc;
+pub use capture::{CaptureDoc, CaptureId, CaptureKind, RevisitState, MAX_VALIDATOR_BYTES};
 pub use control::ControlDoc;
 pub use domain::{DomainDoc, DomainHalt, DomainPace};
 pub use frontier::{Deferral, FrontierDoc, UrlState};

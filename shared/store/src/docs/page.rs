@@ -112,6 +112,16 @@ pub struct PageDoc {
     /// ours by agent name) and its `X-Robots-Tag` header.
     #[serde(default, skip_serializing_if = "RobotsDirectives::is_empty")]
     pub robots: RobotsDirectives,
+    /// When the crawl revisits (`--revisit-after`): when the page is due
+    /// again, in Unix ms (indexed, see `Stores::ensure_revisit_index`),
+    /// and what its next visit sends. Set by the first visit, moved by
+    /// each later one. A number, not a date: nx-27017 stores a date set
+    /// by `$set` at the top level of a document as a string, which no
+    /// range query then finds; a number reads the same on both stores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revisit: Option<super::RevisitState>,
 }
 
 impl PageDoc {
@@ -119,6 +129,7 @@ impl PageDoc {
     pub const CRAWL_ID: &'static str = "crawl_id";
     pub const FETCHED_AT: &'static str = "fetched_at";
     pub const LINKS: &'static str = "links";
+    pub const DUE_MS: &'static str = "due_ms";
 
     /// A page with what every fetch has; the rest is filled in as known.
     pub fn new(
@@ -161,6 +172,8 @@ impl PageDoc {
             canonical: None,
             lang: None,
             robots: RobotsDirectives::default(),
+            due_ms: None,
+            revisit: None,
         }
     }
 }

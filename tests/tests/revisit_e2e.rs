@@ -1,0 +1,174 @@
+//! Revisits on real processes: a crawl told to revisit (`--revisit-after`)
+//! keeps running, asks again for every stored page when it is due, with
+//! `If-None-Match`/`If-Modified-Since` from what the page was served with;
+//! the synthetic web's unchanged pages answer 304 and cost no body, its
+//! changing pages are stored anew as captures, and each page's schedule
+//! moves on.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use crawl_tests::harness::{all_docs, all_pages, flags, signal, spawn_crawl, ClusterSpec, StoreServer};
+use crawl_tests::verify;
+use crawl_tests::web::{Changing, WebExtras, WebServer, WebSpec};
+use store::docs::{CaptureDoc, CaptureKind, PageDoc};
+use store::CrawlId;
+
+/// The changing pages' period: shorter than the revisit interval, so every
+/// changing page has a new version at each revisit.
+const CHANGE_EVERY: Duration = Duration::from_secs(1);
+const REVISIT_AFTER: &str = "3s";
+
+fn host_path(url: &str) -> (String, String) {
+    let u = url::Url::parse(url).unwrap();
+    let host = u.host_str().unwrap().to_string();
+    let host = match u.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host,
+    };
+    (host, u[url::Position::BeforePath..].to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revisit_asks_conditionally_and_stores_only_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreServer::start().unwrap();
+    let spec = WebSpec {
+        seed: 11,
+        hosts: 3,
+        outside_hosts: 0,
+        pages_per_host: 20,
+        ..WebSpec::default()
+    };
+    let extras = WebExtras {
+        changing: Some(Changing {
+            every: CHANGE_EVERY,
+            share_percent: 30,
+        }),
+        ..WebExtras::default()
+    };
+    let server = WebServer::local_with(spec, extras).await;
+    let web = server.web();
+    let mut cluster = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
+    cluster.supervisors = 1;
+    cluster.dispatcher_args = flags(&format!(
+        "--min-delay-ms 5 --max-depth 100 --progress-secs 1 --revisit-after {REVISIT_AFTER}"
+    ));
+    let mut crawl = spawn_crawl(&cluster).await.unwrap();
+    let db = store.client().await.unwrap().database("crawler");
+    let captures_coll = format!("{}__captures", CrawlId::DEFAULT);
+
+    // Until every stored page has been revisited at least once.
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let (pages, captures) = loop {
+        assert!(Instant::now() < deadline, "not every page was revisited in time");
+        assert!(!crawl.dispatcher_exited(), "a revisiting crawl ended by itself");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let pages = all_pages(&db, &CrawlId::default()).await.unwrap();
+        let docs = all_docs(&db, &captures_coll).await.unwrap();
+        let captures: Vec<CaptureDoc> = docs
+            .into_iter()
+            .map(|d| bson::from_document(d).unwrap())
+            .collect();
+        let revisited: std::collections::HashSet<&str> = captures.iter().map(|c| c.id.url.as_str()).collect();
+        if pages.len() > 10 && pages.iter().all(|p| revisited.contains(p.url.as_str())) {
+            break (pages, captures);
+        }
+    };
+    signal(crawl.dispatcher_pid().unwrap(), libc::SIGTERM);
+    let run = crawl.wait(Duration::from_secs(60)).await.unwrap();
+    verify::assert_exited_ok(&run);
+
+    let by_url: HashMap<&str, &PageDoc> = pages.iter().map(|p| (p.url.as_str(), p)).collect();
+    let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+    let (mut changing_seen, mut still_seen) = (0, 0);
+    for c in &captures {
+        let page = by_url[c.id.url.as_str()];
+        let kind = match c.kind {
+            CaptureKind::Changed => "changed",
+            CaptureKind::NotModified => "not_modified",
+            CaptureKind::SamePayload => "same_payload",
+        };
+        *kinds.entry(kind).or_default() += 1;
+        assert!(
+            c.page.due_ms.is_none() && c.page.revisit.is_none(),
+            "a capture carries no schedule"
+        );
+        assert!(
+            c.id.at > page.fetched_at.timestamp_millis(),
+            "a capture after its first visit"
+        );
+        if page.status != 200 {
+            continue;
+        }
+        let (host, path) = host_path(page.final_url.as_deref().unwrap_or(&page.url));
+        if web.changes(&host, &path) {
+            changing_seen += 1;
+            assert_eq!(c.kind, CaptureKind::Changed, "{} changes: {c:?}", page.url);
+            assert!(c.page.body.is_some(), "a changed page keeps its new body");
+            assert_ne!(
+                c.page.payload_sha1, page.payload_sha1,
+                "a new version, a new digest"
+            );
+            let sent = c
+                .page
+                .request_head
+                .as_ref()
+                .map(|h| String::from_utf8_lossy(&h.0).to_string());
+            assert!(
+                sent.unwrap_or_default().contains("if-none-match"),
+                "asked conditionally"
+            );
+        } else {
+            still_seen += 1;
+            assert_eq!(
+                c.kind,
+                CaptureKind::NotModified,
+                "{} does not change: {c:?}",
+                page.url
+            );
+            assert_eq!(c.page.status, 304);
+            assert!(c.page.body.is_none());
+            assert_eq!(c.refers_to, Some(page.fetched_at), "refers to the first capture");
+        }
+    }
+    assert!(
+        changing_seen > 0 && still_seen > 0,
+        "both kinds of page revisited: {kinds:?}"
+    );
+
+    // The server's word: it answered 304 exactly as often as captures say.
+    let requests = server.requests();
+    let not_modified = requests.iter().filter(|r| r.status == 304).count();
+    let stored_304 = captures
+        .iter()
+        .filter(|c| c.kind == CaptureKind::NotModified)
+        .count();
+    // A 304 answered after the last read of the captures may not be in it.
+    assert!(
+        not_modified >= stored_304 && not_modified > 0,
+        "{not_modified} 304s served, {stored_304} stored"
+    );
+
+    // Each page's schedule moved past its last capture.
+    let pages_now = all_pages(&db, &CrawlId::default()).await.unwrap();
+    for p in &pages_now {
+        let last = captures
+            .iter()
+            .filter(|c| c.id.url == p.url)
+            .map(|c| c.id.at)
+            .max()
+            .unwrap_or(0);
+        let due = p.due_ms.expect("a page of a revisiting crawl has a due time");
+        assert!(due > last, "{} due {due} before its last visit {last}", p.url);
+        assert!(p.revisit.is_some());
+    }
+    let first_bytes: i64 = pages.iter().map(|p| p.bytes).sum();
+    let revisit_bytes: i64 = captures.iter().map(|c| c.page.bytes).sum();
+    eprintln!(
+        "revisits: {} pages, {} captures {kinds:?}; {} requests, {not_modified} answered 304; body bytes: first visits {first_bytes}, revisits {revisit_bytes}",
+        pages.len(),
+        captures.len(),
+        requests.len(),
+    );
+}
