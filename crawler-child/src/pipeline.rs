@@ -665,9 +665,6 @@ fn base_page(item: &WorkItem, ctx: &Ctx, final_url: &Url, resp: &Fetched) -> Pag
         i64::try_from(resp.body.len()).unwrap_or(i64::MAX),
     );
     d.payload_sha1 = Some(PayloadDigest::of(&resp.body));
-    if let Some(policy) = &ctx.policy.revisit {
-        revisit::first_visit(policy, &mut d, &resp.head.headers);
-    }
     d.truncated = resp.truncated;
     if final_url.as_str() != item.url {
         d.final_url = Some(final_url.to_string());
@@ -686,6 +683,10 @@ fn base_page(item: &WorkItem, ctx: &Ctx, final_url: &Url, resp: &Fetched) -> Pag
         started: DateTime::from_system_time(head.started),
     };
     store::exchange::store(&mut d, parts, ctx.http.request_head());
+    // After the exchange: the schedule names the response's capture time.
+    if let Some(policy) = &ctx.policy.revisit {
+        revisit::first_visit(policy, &mut d, &resp.head.headers);
+    }
     d
 }
 

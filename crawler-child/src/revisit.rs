@@ -97,6 +97,12 @@ fn due(from: DateTime, interval_ms: u64) -> i64 {
     from.timestamp_millis().saturating_add(ms)
 }
 
+/// When a visit's response was captured as its WARC record says (the
+/// request's start): what a later `revisit` record refers to.
+fn response_date(page: &PageDoc) -> DateTime {
+    page.fetch_started_at.unwrap_or(page.fetched_at)
+}
+
 /// Gives a page of a first visit its schedule.
 pub(crate) fn first_visit(policy: &RevisitPolicy, page: &mut PageDoc, headers: &HeaderMap) {
     let interval = policy.next_interval_ms(0, true);
@@ -106,7 +112,7 @@ pub(crate) fn first_visit(policy: &RevisitPolicy, page: &mut PageDoc, headers: &
         etag: validator(headers, ETAG),
         last_modified: validator(headers, LAST_MODIFIED),
         digest: page.payload_sha1,
-        body_at: page.fetched_at,
+        body_at: response_date(page),
     });
 }
 
@@ -142,7 +148,11 @@ pub(crate) fn visited(
         } else {
             rev.digest.map(PayloadDigest::from_bytes)
         },
-        body_at: if changed { at } else { old_body_at },
+        body_at: if changed {
+            response_date(&page)
+        } else {
+            old_body_at
+        },
     };
     let url = page.url.clone();
     page.due_ms = None;

@@ -13,6 +13,12 @@
 //! links counted, ...), the latter two `WARC-Concurrent-To` the response.
 //! Files are cut at `--max-file-bytes` (1 GB by default). Each WARC file,
 //! once whole, gets its CDXJ index beside it (see `cdxj`).
+//!
+//! A crawl that revisits has captures besides its pages (later visits;
+//! see `store::docs::CaptureDoc`): they follow the pages, in URL and time
+//! order (`captures`). A changed one is written as a page; an unchanged
+//! one as a `revisit` record referring to the capture whose payload it
+//! repeats.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Seek, Write};
@@ -24,7 +30,7 @@ use clap::{Args, ValueEnum};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use store::body_dict::Dictionaries;
-use store::docs::PageDoc;
+use store::docs::{CaptureDoc, PageDoc};
 use store::exchange::Exchange;
 use store::page_body::{self, BodyError};
 use store::payload_digest::PayloadDigest;
@@ -33,6 +39,8 @@ use store::{deadline, Stores};
 use crate::cdxj;
 use crate::progress::Progress;
 use crate::warc::{self, Record};
+
+mod captures;
 
 /// Pages between two checkpoints of the export state.
 const CHECKPOINT_PAGES: u64 = 1000;
@@ -100,6 +108,12 @@ struct State {
     /// names the record the file really holds).
     #[serde(default)]
     warcinfo_id: Option<String>,
+    /// Captures written, and the last one (URL, time): they follow the
+    /// pages, in that order.
+    #[serde(default)]
+    captures: u64,
+    #[serde(default)]
+    last_capture: Option<(String, i64)>,
 }
 
 /// Exports the pages of the crawl `stores` is for.
@@ -116,6 +130,8 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
         pages: 0,
         finished: false,
         warcinfo_id: None,
+        captures: 0,
+        last_capture: None,
     };
     let mut state = match read_state(&state_path)? {
         Some(old) if !args.restart => {
@@ -166,6 +182,7 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
     let total = pages_in_export(stores, &filter, filtered)
         .await
         .map(|left| left.saturating_add(state.pages));
+    let capture_filter = captures::filter(&filter);
     if let Some(last) = &state.last_id {
         filter.insert(PageDoc::URL, doc! {"$gt": last});
     }
@@ -180,7 +197,8 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
     state.warcinfo_id = Some(out.warcinfo_id.clone());
     let mut progress = Progress::new(state.pages, total);
     let mut since_checkpoint = 0u64;
-    loop {
+    // Pages, unless a resumed export was past them.
+    while state.last_capture.is_none() {
         let next = deadline(cursor.try_next())
             .await
             .context("the store did not answer in time")?
@@ -214,25 +232,25 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
                 None
             }
         };
-        if out.bytes >= args.max_file_bytes && state.format == Format::Warc {
-            out.flush()?;
-            index(&out.path)?;
-            state.file += 1;
-            state.file_bytes = 0;
-            out = Output::open(&args.out, &state)?;
-            state.warcinfo_id = Some(out.warcinfo_id.clone());
-        }
-        out.page(&page, body.as_deref())?;
+        next_file_if_full(&mut out, &mut state, &args)?;
+        out.page(&page, body.as_deref(), None)?;
         state.pages += 1;
         state.last_id = Some(page.url.clone());
-        since_checkpoint += 1;
-        if since_checkpoint >= CHECKPOINT_PAGES {
-            since_checkpoint = 0;
-            state.file_bytes = out.flush()?;
-            write_state(&state_path, &state)?;
-        }
+        checkpoint(&mut since_checkpoint, &mut out, &mut state, &state_path)?;
         progress.page(&out.path);
     }
+    let mut run = captures::Run {
+        out,
+        state,
+        dicts,
+        since_checkpoint,
+        state_path: &state_path,
+        args: &args,
+    };
+    captures::export(stores, capture_filter, &mut run).await?;
+    let captures::Run {
+        mut out, mut state, ..
+    } = run;
     state.file_bytes = out.flush()?;
     if state.format == Format::Warc {
         index(&out.path)?;
@@ -241,11 +259,37 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
     write_state(&state_path, &state)?;
     let took = progress.finish();
     eprintln!(
-        "pages: {} pages exported to {} in {:.1} s",
+        "pages: {} pages and {} later captures exported to {} in {:.1} s",
         state.pages,
+        state.captures,
         args.out.display(),
         took.as_secs_f64()
     );
+    Ok(())
+}
+
+/// Closes the WARC file once it is past `--max-file-bytes` (with its
+/// index) and opens the next.
+fn next_file_if_full(out: &mut Output, state: &mut State, args: &ExportArgs) -> anyhow::Result<()> {
+    if out.bytes >= args.max_file_bytes && state.format == Format::Warc {
+        out.flush()?;
+        index(&out.path)?;
+        state.file += 1;
+        state.file_bytes = 0;
+        *out = Output::open(&args.out, state)?;
+        state.warcinfo_id = Some(out.warcinfo_id.clone());
+    }
+    Ok(())
+}
+
+/// Every [`CHECKPOINT_PAGES`] records: the output flushed and the state saved.
+fn checkpoint(since: &mut u64, out: &mut Output, state: &mut State, path: &Path) -> anyhow::Result<()> {
+    *since += 1;
+    if *since >= CHECKPOINT_PAGES {
+        *since = 0;
+        state.file_bytes = out.flush()?;
+        write_state(path, state)?;
+    }
     Ok(())
 }
 
@@ -372,11 +416,18 @@ impl Output {
         Ok(())
     }
 
-    fn page(&mut self, page: &PageDoc, body: Option<&[u8]>) -> anyhow::Result<()> {
-        let row = Row::of(page);
+    /// A page, or (`capture`) a later visit of one.
+    fn page(
+        &mut self,
+        page: &PageDoc,
+        body: Option<&[u8]>,
+        capture: Option<&CaptureDoc>,
+    ) -> anyhow::Result<()> {
+        let mut row = Row::of(page);
+        row.capture = capture.map(|c| captures::kind_str(c.kind).to_string());
         match self.format {
             Format::Warc => {
-                self.bytes += write_warc_page(&mut self.file, page, &row, body, &self.warcinfo_id)?
+                self.bytes += write_warc_page(&mut self.file, page, &row, body, capture, &self.warcinfo_id)?
             }
             Format::Jsonl => {
                 let mut line = serde_json::to_vec(&row)?;
@@ -430,10 +481,14 @@ struct Row {
     payload_digest: Option<String>,
     /// `urlset` or `index` when the body was a sitemap.
     sitemap: Option<String>,
+    /// For a later visit (a crawl that revisits): what it found,
+    /// `changed`, `not_modified` (a 304) or `same_payload`; none for a
+    /// page's first visit.
+    capture: Option<String>,
 }
 
 impl Row {
-    const COLUMNS: [&'static str; 21] = [
+    const COLUMNS: [&'static str; 22] = [
         "url",
         "final_url",
         "status",
@@ -455,6 +510,7 @@ impl Row {
         "robots",
         "payload_digest",
         "sitemap",
+        "capture",
     ];
 
     fn of(d: &PageDoc) -> Row {
@@ -480,6 +536,7 @@ impl Row {
             robots: robots_field(d.robots),
             payload_digest: d.payload_sha1.map(|h| h.warc()),
             sitemap: d.sitemap.map(|k| k.as_str().to_string()),
+            capture: None,
         }
     }
 
@@ -509,6 +566,7 @@ impl Row {
             opt(&self.robots),
             opt(&self.payload_digest),
             opt(&self.sitemap),
+            opt(&self.capture),
         ];
         let mut line = fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",");
         line.push('\n');
@@ -538,11 +596,14 @@ fn csv_field(f: &str) -> String {
 
 /// The response, request and metadata records of one page; returns the
 /// bytes written.
+/// A page's records: its `response` (a `revisit` for an unchanged
+/// capture, see `captures::revisit_fields`), `request` and `metadata`.
 fn write_warc_page(
     out: &mut impl Write,
     page: &PageDoc,
     row: &Row,
     body: Option<&[u8]>,
+    capture: Option<&CaptureDoc>,
     warcinfo_id: &str,
 ) -> anyhow::Result<u64> {
     let ex = Exchange::of(page);
@@ -552,15 +613,22 @@ fn write_warc_page(
     let payload = body.unwrap_or_default();
     // The head as received, but for the framing: the payload is written
     // whole and decoded, so its length is given and any chunking dropped.
+    let revisit = capture.and_then(|c| captures::revisit_fields(c, &target));
+    // A revisit record holds the head alone, as received.
+    let reframe = revisit.is_none();
     let mut headers: Vec<(String, Vec<u8>)> = ex
         .headers
         .iter()
         .filter(|(n, _)| {
-            !n.eq_ignore_ascii_case("content-length") && !n.eq_ignore_ascii_case("transfer-encoding")
+            let framing = n.eq_ignore_ascii_case("transfer-encoding")
+                || (reframe && n.eq_ignore_ascii_case("content-length"));
+            !framing
         })
         .cloned()
         .collect();
-    headers.push(("Content-Length".into(), payload.len().to_string().into_bytes()));
+    if reframe {
+        headers.push(("Content-Length".into(), payload.len().to_string().into_bytes()));
+    }
     let block = warc::http_block(&status_line(&ex, row.status), &headers, payload);
     let response_id = warc::record_id();
     let mut response_headers = vec![
@@ -569,6 +637,21 @@ fn write_warc_page(
     ];
     if let Some(ip) = &ex.ip {
         response_headers.push(("WARC-IP-Address", ip.clone()));
+    }
+    if let Some(fields) = revisit {
+        response_headers.extend(fields);
+        let written = Record {
+            kind: "revisit",
+            id: &response_id,
+            date: &date,
+            content_type: "application/http;msgtype=response",
+            headers: response_headers,
+            block: &block,
+        }
+        .write_gz(out)?;
+        return Ok(
+            written + write_warc_companions(out, page, row, &target, &date, &response_id, warcinfo_id)?
+        );
     }
     // The digest taken at fetch time when the record holds the whole body
     // received, so a reader checking it checks the stored body against
@@ -585,7 +668,7 @@ fn write_warc_page(
         // The body was received but not kept (not HTML, or not a 2xx).
         response_headers.push(("WARC-Truncated", "unspecified".into()));
     }
-    let mut written = Record {
+    let written = Record {
         kind: "response",
         id: &response_id,
         date: &date,
@@ -594,17 +677,32 @@ fn write_warc_page(
         block: &block,
     }
     .write_gz(out)?;
+    Ok(written + write_warc_companions(out, page, row, &target, &date, &response_id, warcinfo_id)?)
+}
 
+/// The `request` and `metadata` records of a `response` (or `revisit`)
+/// record, `WARC-Concurrent-To` it.
+fn write_warc_companions(
+    out: &mut impl Write,
+    page: &PageDoc,
+    row: &Row,
+    target: &str,
+    date: &str,
+    response_id: &str,
+    warcinfo_id: &str,
+) -> anyhow::Result<u64> {
+    let ex = Exchange::of(page);
+    let target = target.to_string();
     let request = request_block(&target, &ex.request_headers);
-    written += Record {
+    let mut written = Record {
         kind: "request",
         id: &warc::record_id(),
-        date: &date,
+        date,
         content_type: "application/http;msgtype=request",
         headers: vec![
             ("WARC-Target-URI", target.clone()),
             ("WARC-Warcinfo-ID", warcinfo_id.to_string()),
-            ("WARC-Concurrent-To", response_id.clone()),
+            ("WARC-Concurrent-To", response_id.to_string()),
         ],
         block: &request,
     }
@@ -630,6 +728,7 @@ fn write_warc_page(
         ("redirect-to", &row.redirect_to),
         ("robots", &row.robots),
         ("sitemap", &row.sitemap),
+        ("capture", &row.capture),
     ] {
         if let Some(v) = value {
             field(name, v);
@@ -638,12 +737,12 @@ fn write_warc_page(
     written += Record {
         kind: "metadata",
         id: &warc::record_id(),
-        date: &date,
+        date,
         content_type: "application/warc-fields",
         headers: vec![
             ("WARC-Target-URI", target.clone()),
             ("WARC-Warcinfo-ID", warcinfo_id.to_string()),
-            ("WARC-Concurrent-To", response_id),
+            ("WARC-Concurrent-To", response_id.to_string()),
         ],
         block: fields.as_bytes(),
     }

@@ -95,7 +95,7 @@ fn python_stdlib(script: &str, list: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn warcio(list: &[&str]) -> (bool, String) {
+pub(crate) fn warcio(list: &[&str]) -> (bool, String) {
     let out = Command::new(repo_root().join("scripts/warcio.sh"))
         .args(list)
         .output()
@@ -110,7 +110,7 @@ fn warcio(list: &[&str]) -> (bool, String) {
 
 /// `warcio index -f FIELDS file` (which must succeed, `when` says after
 /// what), one JSON object a record.
-fn warcio_index(fields: &str, file: &Path, when: &str) -> Vec<serde_json::Value> {
+pub(crate) fn warcio_index(fields: &str, file: &Path, when: &str) -> Vec<serde_json::Value> {
     let (ok, index) = warcio(&["index", "-f", fields, file.to_str().unwrap()]);
     assert!(ok, "warcio index failed{when}:\n{index}");
     index.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
@@ -119,7 +119,8 @@ fn warcio_index(fields: &str, file: &Path, when: &str) -> Vec<serde_json::Value>
 /// Checks the CDXJ index beside a WARC file with warcio and cdxj-indexer
 /// (from PyPI, in warcio's virtualenv): it is sorted, it lists what
 /// cdxj-indexer lists for the file, key for key and offset for offset, and
-/// at each offset and length is the gzip member of the response it names.
+/// at each offset and length is the gzip member of the response (or
+/// revisit) it names.
 /// Prints what it saw as JSON.
 const CDXJ_CHECK: &str = r#"
 import io, json, re, subprocess, sys
@@ -139,7 +140,7 @@ with open(warc, 'rb') as f:
         f.seek(int(offset))
         member = f.read(int(length))
         rec = next(ArchiveIterator(io.BytesIO(member)))
-        ok = (rec.rec_type == 'response' and rec.rec_headers.get_header('WARC-Target-URI') == url
+        ok = (rec.rec_type in ('response', 'revisit') and rec.rec_headers.get_header('WARC-Target-URI') == url
               and re.sub(r'\D', '', rec.rec_headers.get_header('WARC-Date')) == ts
               and rec.http_headers.get_statuscode() == status)
         if not ok:
@@ -152,14 +153,14 @@ print(json.dumps({'lines': len(ours), 'sorted': ours == sorted(ours), 'same_as_c
 "#;
 
 /// Runs [`CDXJ_CHECK`] on `file`; its findings.
-fn check_cdxj(file: &Path) -> serde_json::Value {
+pub(crate) fn check_cdxj(file: &Path) -> serde_json::Value {
     let indexer = repo_root().join(".venv-warcio/bin/cdxj-indexer");
     let out = warcio_python_args(CDXJ_CHECK, &[file, &indexer]);
     serde_json::from_str(out.trim()).unwrap()
 }
 
 /// `pages export --format FORMAT --out DIR` of the store at `uri`.
-fn export(uri: &str, format: &str, out: &Path) {
+pub(crate) fn export(uri: &str, format: &str, out: &Path) {
     pages(
         uri,
         &["export", "--format", format, "--out", out.to_str().unwrap()],

@@ -129,7 +129,8 @@ async fn a_revisit_asks_conditionally_and_stores_only_what_changed() {
             );
             assert_eq!(c.page.status, 304);
             assert!(c.page.body.is_none());
-            assert_eq!(c.refers_to, Some(page.fetched_at), "refers to the first capture");
+            let first = page.fetch_started_at.unwrap_or(page.fetched_at);
+            assert_eq!(c.refers_to, Some(first), "refers to the first capture's response");
         }
     }
     assert!(
@@ -163,12 +164,99 @@ async fn a_revisit_asks_conditionally_and_stores_only_what_changed() {
         assert!(due > last, "{} due {due} before its last visit {last}", p.url);
         assert!(p.revisit.is_some());
     }
+    // Everything as WARC: each page's response, each later visit's response
+    // (changed) or revisit record (unchanged), digests verified by warcio,
+    // and the CDXJ index beside the file read back at its offsets.
+    let all: Vec<CaptureDoc> = all_docs(&db, &captures_coll)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| bson::from_document(d).unwrap())
+        .collect();
+    let out = dir.path().join("warc");
+    crate::export_e2e::export(&store.uri, "warc", &out);
+    let file = out.join("pages-00000.warc.gz");
+    let (ok, text) = crate::export_e2e::warcio(&["check", "-v", file.to_str().unwrap()]);
+    assert!(ok, "warcio check:\n{text}");
+    let records = crate::export_e2e::warcio_index(
+        "warc-type,warc-target-uri,warc-profile,warc-refers-to-date,warc-payload-digest,http:status,length",
+        &file,
+        "",
+    );
+    let of = |t: &str| records.iter().filter(|r| r["warc-type"] == t).collect::<Vec<_>>();
+    let changed = all.iter().filter(|c| c.kind == CaptureKind::Changed).count();
+    assert_eq!(
+        of("response").len(),
+        pages_now.len() + changed,
+        "a response per page and per change"
+    );
+    let revisits = of("revisit");
+    assert_eq!(
+        revisits.len(),
+        all.len() - changed,
+        "a revisit record per unchanged visit"
+    );
+    for r in &revisits {
+        let profile = r["warc-profile"].as_str().unwrap_or_default();
+        let status = r["http:status"].as_str().unwrap_or_default();
+        match status {
+            "304" => assert!(profile.ends_with("/server-not-modified"), "{r}"),
+            _ => {
+                assert!(profile.ends_with("/identical-payload-digest"), "{r}");
+                assert!(
+                    r["warc-payload-digest"]
+                        .as_str()
+                        .is_some_and(|d| d.starts_with("sha1:")),
+                    "{r}"
+                );
+            }
+        }
+        assert!(r["warc-refers-to-date"].as_str().is_some(), "{r}");
+    }
+    let cdxj = crate::export_e2e::check_cdxj(&file);
+    assert_eq!(cdxj["sorted"], true, "{cdxj}");
+    assert_eq!(cdxj["same_as_cdxj_indexer"], true, "{cdxj}");
+    assert_eq!(
+        cdxj["read_at_offsets"],
+        records
+            .iter()
+            .filter(|r| r["warc-type"] != "request"
+                && r["warc-type"] != "metadata"
+                && r["warc-type"] != "warcinfo")
+            .count(),
+        "{cdxj}"
+    );
+    let warc_bytes = std::fs::metadata(&file).unwrap().len();
+    // What the unchanged visits cost in the WARC file, against the first
+    // visits' responses of the same URLs (what a full refetch would write
+    // again).
+    let length = |r: &serde_json::Value| {
+        let l = &r["length"];
+        l.as_u64().or_else(|| l.as_str()?.parse().ok()).unwrap_or(0)
+    };
+    let revisit_warc: u64 = revisits.iter().map(|r| length(r)).sum();
+    let unchanged: std::collections::HashSet<&str> = revisits
+        .iter()
+        .filter_map(|r| r["warc-target-uri"].as_str())
+        .collect();
+    let first_warc: u64 = of("response")
+        .iter()
+        .filter(|r| {
+            r["warc-target-uri"]
+                .as_str()
+                .is_some_and(|u| unchanged.contains(u))
+        })
+        .map(|r| length(r))
+        .sum();
+
     let first_bytes: i64 = pages.iter().map(|p| p.bytes).sum();
     let revisit_bytes: i64 = captures.iter().map(|c| c.page.bytes).sum();
     eprintln!(
-        "revisits: {} pages, {} captures {kinds:?}; {} requests, {not_modified} answered 304; body bytes: first visits {first_bytes}, revisits {revisit_bytes}",
+        "revisits: {} pages, {} captures {kinds:?}; {} requests, {not_modified} answered 304; body bytes: first visits {first_bytes}, revisits {revisit_bytes}; WARC {warc_bytes} bytes, {} records ({} revisit: {revisit_warc} bytes, against {first_warc} for the responses they repeat)",
         pages.len(),
         captures.len(),
         requests.len(),
+        records.len(),
+        revisits.len(),
     );
 }

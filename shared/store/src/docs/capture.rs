@@ -49,7 +49,7 @@ pub struct CaptureDoc {
     pub id: CaptureId,
     pub kind: CaptureKind,
     /// For an unchanged capture: when the payload it repeats was captured
-    /// (the page's `fetched_at`, or an earlier capture's).
+    /// ([`RevisitState::body_at`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refers_to: Option<DateTime>,
     /// The visit as a page: status, heads and times always; the body and
@@ -59,6 +59,7 @@ pub struct CaptureDoc {
 
 impl CaptureDoc {
     pub const URL: &'static str = "_id.url";
+    pub const AT: &'static str = "_id.at";
 }
 
 /// A page's revisit schedule, kept on its `pages` document and moved by
@@ -77,7 +78,9 @@ pub struct RevisitState {
     /// The latest payload's SHA-1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<crate::payload_digest::PayloadDigest>,
-    /// When the latest content was captured.
+    /// When the latest content was captured: the `WARC-Date` of its
+    /// `response` record (the request's start), which a `revisit` record
+    /// refers to.
     pub body_at: DateTime,
 }
 

@@ -1,0 +1,201 @@
+//! The captures of a crawl that revisits (`store::docs::CaptureDoc`), after
+//! its pages: each later visit of a URL as WARC records. A changed one is
+//! written as a page is (`response`, `request`, `metadata`); an unchanged
+//! one as a `revisit` record with the profile that says why (WARC 1.1
+//! §6.7): `server-not-modified` for a 304, `identical-payload-digest` for
+//! a 200 with the payload's digest of before. Either refers to the
+//! capture holding that payload by URL and date (`WARC-Refers-To-Target-URI`,
+//! `WARC-Refers-To-Date`, the `WARC-Date` of its `response`), which is
+//! what replay tools (pywb) look up; record ids are made at export time,
+//! so `WARC-Refers-To` is left out.
+//!
+//! Captures are read in `(URL, time)` order; a resumed export goes on
+//! after the last one written ([`super::State::last_capture`]).
+
+use std::path::Path;
+
+use anyhow::Context;
+use bson::{doc, Document, RawDocumentBuf};
+use futures::TryStreamExt;
+use store::body_dict::Dictionaries;
+use store::docs::{CaptureDoc, CaptureKind};
+use store::page_body::{self, BodyError};
+use store::{deadline, Stores};
+
+use super::{checkpoint, next_file_if_full, ExportArgs, Output, State};
+use crate::warc;
+
+const NOT_MODIFIED: &str = "http://netpreserve.org/warc/1.1/revisit/server-not-modified";
+const IDENTICAL_PAYLOAD: &str = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest";
+
+/// The export as it goes from pages to captures.
+pub(super) struct Run<'a> {
+    pub(super) out: Output,
+    pub(super) state: State,
+    pub(super) dicts: Dictionaries,
+    pub(super) since_checkpoint: u64,
+    pub(super) state_path: &'a Path,
+    pub(super) args: &'a ExportArgs,
+}
+
+/// The pages' filter (`--since`, `--respect-noarchive`) for captures,
+/// whose page is a field of theirs.
+pub(super) fn filter(pages: &Document) -> Document {
+    pages
+        .iter()
+        .map(|(k, v)| (format!("page.{k}"), v.clone()))
+        .collect()
+}
+
+pub(super) fn kind_str(kind: CaptureKind) -> &'static str {
+    match kind {
+        CaptureKind::Changed => "changed",
+        CaptureKind::NotModified => "not_modified",
+        CaptureKind::SamePayload => "same_payload",
+    }
+}
+
+/// The WARC fields of the `revisit` record an unchanged capture is
+/// written as; `None` for a changed one (written as a `response`).
+pub(super) fn revisit_fields(c: &CaptureDoc, target: &str) -> Option<Vec<(&'static str, String)>> {
+    let profile = match c.kind {
+        CaptureKind::Changed => return None,
+        CaptureKind::NotModified => NOT_MODIFIED,
+        CaptureKind::SamePayload => IDENTICAL_PAYLOAD,
+    };
+    let mut fields = vec![
+        ("WARC-Profile", profile.to_string()),
+        ("WARC-Refers-To-Target-URI", target.to_string()),
+    ];
+    if let Some(at) = c.refers_to {
+        fields.push(("WARC-Refers-To-Date", warc::warc_date(at)));
+    }
+    if let Some(d) = c.page.payload_sha1 {
+        // The payload the record does not repeat (a 304 had none).
+        fields.push(("WARC-Payload-Digest", d.warc()));
+    }
+    Some(fields)
+}
+
+/// Writes every capture `filter` selects after the last one written.
+pub(super) async fn export(stores: &Stores, mut filter: Document, run: &mut Run<'_>) -> anyhow::Result<()> {
+    if let Some((url, _)) = &run.state.last_capture {
+        // From the last URL written, its earlier captures passed over
+        // below: `_id` is a subdocument, which not every store compares.
+        filter.insert(CaptureDoc::URL, doc! {"$gte": url});
+    }
+    let captures = stores.captures().clone_with_type::<RawDocumentBuf>();
+    let find = captures
+        .find(filter)
+        .sort(doc! {CaptureDoc::URL: 1, CaptureDoc::AT: 1});
+    let mut cursor = deadline(find)
+        .await
+        .context("the store did not answer in time")?
+        .context("reading captures")?;
+    loop {
+        let next = deadline(cursor.try_next())
+            .await
+            .context("the store did not answer in time")?
+            .context("reading captures")?;
+        let Some(raw) = next else { break };
+        let capture: CaptureDoc = match bson::from_slice(raw.as_bytes()) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "skipping a malformed capture document");
+                continue;
+            }
+        };
+        let key = (capture.id.url.clone(), capture.id.at);
+        if run.state.last_capture.as_ref().is_some_and(|last| key <= *last) {
+            continue;
+        }
+        let body = if capture.kind == CaptureKind::Changed {
+            body_of(stores, &capture, &mut run.dicts).await?
+        } else {
+            None
+        };
+        next_file_if_full(&mut run.out, &mut run.state, run.args)?;
+        run.out.page(&capture.page, body.as_deref(), Some(&capture))?;
+        run.state.captures += 1;
+        run.state.last_capture = Some(key);
+        checkpoint(
+            &mut run.since_checkpoint,
+            &mut run.out,
+            &mut run.state,
+            run.state_path,
+        )?;
+    }
+    Ok(())
+}
+
+/// A changed capture's body, as a page's (see the pages' loop).
+async fn body_of(
+    stores: &Stores,
+    c: &CaptureDoc,
+    dicts: &mut Dictionaries,
+) -> anyhow::Result<Option<Vec<u8>>> {
+    let body = match page_body::raw_of(&c.page, dicts) {
+        Err(BodyError::MissingDictionary(_)) => {
+            *dicts = Dictionaries::load(&stores.body_dicts()).await?;
+            page_body::raw_of(&c.page, dicts)
+        }
+        other => other,
+    };
+    Ok(match body {
+        Ok(b) => Some(b),
+        Err(BodyError::Missing) => None,
+        Err(e) => {
+            tracing::warn!(page = %c.id.url, error = %e, "capture body left out of the export");
+            None
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::DateTime;
+    use store::docs::{CaptureId, PageDoc};
+    use store::payload_digest::PayloadDigest;
+
+    fn capture(kind: CaptureKind) -> CaptureDoc {
+        let mut page = PageDoc::new("http://a.test/".into(), "a.test".into(), 0, 200, "c".into(), 3);
+        page.payload_sha1 = (kind != CaptureKind::NotModified).then(|| PayloadDigest::of(b"abc"));
+        CaptureDoc {
+            id: CaptureId {
+                url: page.url.clone(),
+                at: 2_000,
+            },
+            kind,
+            refers_to: (kind != CaptureKind::Changed).then(|| DateTime::from_millis(1_000)),
+            page,
+        }
+    }
+
+    #[test]
+    fn the_pages_filter_applies_to_a_captures_page() {
+        let f = filter(&doc! {"fetched_at": {"$gte": 1}, "robots.noarchive": {"$ne": true}});
+        assert_eq!(
+            f,
+            doc! {"page.fetched_at": {"$gte": 1}, "page.robots.noarchive": {"$ne": true}}
+        );
+    }
+
+    #[test]
+    fn unchanged_captures_become_revisit_records_that_refer_to_the_payload_they_repeat() {
+        assert!(revisit_fields(&capture(CaptureKind::Changed), "http://a.test/").is_none());
+        let f = revisit_fields(&capture(CaptureKind::NotModified), "http://a.test/").unwrap();
+        assert_eq!(f[0], ("WARC-Profile", NOT_MODIFIED.to_string()));
+        assert!(f.contains(&("WARC-Refers-To-Target-URI", "http://a.test/".to_string())));
+        assert!(f
+            .iter()
+            .any(|(k, v)| *k == "WARC-Refers-To-Date" && v == "1970-01-01T00:00:01Z"));
+        assert!(
+            !f.iter().any(|(k, _)| *k == "WARC-Payload-Digest"),
+            "a 304 had no payload"
+        );
+        let f = revisit_fields(&capture(CaptureKind::SamePayload), "http://a.test/").unwrap();
+        assert_eq!(f[0], ("WARC-Profile", IDENTICAL_PAYLOAD.to_string()));
+        assert!(f.contains(&("WARC-Payload-Digest", PayloadDigest::of(b"abc").warc())));
+    }
+}
