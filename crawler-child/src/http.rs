@@ -15,6 +15,7 @@ use std::time::Duration;
 use link::protocol::{CrawlPolicy, FailureKind};
 use reqwest::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER};
 use reqwest::redirect::Policy;
+use store::docs::{Head, PageDoc};
 use url::{Host, Url};
 
 use crate::address_policy::{self, AddressPolicy, BlockedAddress};
@@ -40,7 +41,7 @@ pub(crate) struct Http {
     connect_timeout: Duration,
     /// The headers every request carries besides `Host`, as stored with
     /// each page (`store::exchange`).
-    request_head: store::docs::Head,
+    request_head: Head,
 }
 
 /// What came back, with the body capped.
@@ -55,6 +56,37 @@ pub(crate) struct Fetched {
     pub truncated: bool,
     /// What an archive record needs besides the body (see `exchange`).
     pub head: ResponseHead,
+}
+
+impl Fetched {
+    /// Sets the exchange's fields of `d` (`store::exchange`): the status
+    /// line, the headers as received, the address dialled, when the
+    /// request went out, and `request_head` (what was sent).
+    pub(crate) fn record_exchange(&self, d: &mut PageDoc, request_head: &Head) {
+        let head = &self.head;
+        let reason = reqwest::StatusCode::from_u16(self.status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("");
+        let status_line = format!("{} {} {reason}", http_version(head.version), self.status);
+        let parts = store::exchange::ResponseParts {
+            status_line: status_line.trim_end(),
+            headers: head.headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
+            ip: head.remote,
+            started: bson::DateTime::from_system_time(head.started),
+        };
+        store::exchange::store(d, parts, request_head);
+    }
+}
+
+fn http_version(v: reqwest::Version) -> &'static str {
+    match v {
+        reqwest::Version::HTTP_09 => "HTTP/0.9",
+        reqwest::Version::HTTP_10 => "HTTP/1.0",
+        reqwest::Version::HTTP_2 => "HTTP/2",
+        reqwest::Version::HTTP_3 => "HTTP/3",
+        _ => "HTTP/1.1",
+    }
 }
 
 /// The response's head and where it came from, kept for WARC records.
@@ -220,7 +252,7 @@ impl Http {
     }
 
     /// The headers each request carries besides `Host`, as stored.
-    pub(crate) fn request_head(&self) -> &store::docs::Head {
+    pub(crate) fn request_head(&self) -> &Head {
         &self.request_head
     }
 

@@ -27,6 +27,7 @@ mod robots;
 mod robots_meta;
 mod server_pace;
 mod sitemap;
+mod sitemap_due;
 mod worker;
 
 use std::sync::{Arc, Weak};

@@ -71,6 +71,12 @@ pub(crate) const SITEMAPS: Counter<2> = Counter::new(
     ["kind", "outcome"],
 );
 
+pub(crate) const SITEMAP_DUE: Counter = Counter::new(
+    "crawler_sitemap_due_total",
+    "Stored pages made due at once by a sitemap's lastmod newer than their capture (crawls that revisit).",
+    [],
+);
+
 pub(crate) const REVISITS: Counter<1> = Counter::new(
     "crawler_revisits_total",
     "Revisits answered, by what they found (not_modified: a 304; same_payload: a 2xx with the last payload's SHA-1; changed: anything else).",
@@ -132,6 +138,7 @@ pub(crate) static FAMILIES: &[&dyn Described] = &[
     &ROBOTS_FETCHES,
     &SERVERS_PACED,
     &SITEMAPS,
+    &SITEMAP_DUE,
     &SKIPPED,
     &STORE_QUEUE,
     &STORE_REJECTED,

@@ -16,15 +16,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use bson::RawDocumentBuf;
+use futures::TryStreamExt;
 use link::protocol::{CrawlResult, FailureKind, Outcome};
 use shared::timing::{Op, TimingLog};
-use store::docs::{CaptureDoc, PageDoc};
+use store::docs::{CaptureDoc, PageDoc, RobotsTxtDoc};
 use store::write;
 use store::Stores;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::metric;
 use crate::revisit::RevisitWrite;
+use crate::sitemap_due::{self, Lastmod};
 
 const BATCH_DOCS: usize = 256;
 const QUEUE: usize = 1024;
@@ -33,17 +36,34 @@ const QUEUE: usize = 1024;
 /// gigabytes while the store was refusing or slow.
 const QUEUE_KIB: u32 = 64 * 1024;
 
-/// What one crawled URL writes.
+/// What is written: for a crawled URL, with the result reported once it
+/// is stored.
 enum Write {
     /// A first visit: its page.
-    Page(PageDoc),
+    Page(PageDoc, CrawlResult),
     /// A revisit: its capture, if kept, and the page's new schedule.
-    Revisit(RevisitWrite),
+    Revisit(RevisitWrite, CrawlResult),
+    /// The responses of one robots.txt fetch, for the archive: nothing is
+    /// reported (a refused one is logged).
+    Robots(Vec<RobotsTxtDoc>),
+    /// A sitemap's lastmods (see `crate::sitemap_due`), after its page:
+    /// nothing is reported.
+    Lastmods(Vec<Lastmod>),
+}
+
+impl Write {
+    /// The domain it is for, to time its wait by.
+    fn domain(&self) -> &str {
+        match self {
+            Write::Page(_, r) | Write::Revisit(_, r) => &r.domain,
+            Write::Robots(docs) => docs.first().map_or("", |d| &d.page.domain),
+            Write::Lastmods(_) => "",
+        }
+    }
 }
 
 struct Queued {
     write: Write,
-    result: CrawlResult,
     /// When it was handed over: its `store_wait` ends when its batch starts.
     queued: Instant,
     /// Its share of the queue's byte budget, given back once it is written.
@@ -81,16 +101,34 @@ impl PageWriter {
     /// Queues a page; waits only when the queue is full (store slow or down).
     pub(crate) async fn submit(&self, doc: PageDoc, result: CrawlResult) {
         let bytes = approx_bytes(&doc);
-        self.queue(Write::Page(doc), bytes, result).await
+        self.queue(Write::Page(doc, result), bytes).await
     }
 
     /// Queues a revisit's writes, as [`PageWriter::submit`] a page.
     pub(crate) async fn submit_revisit(&self, write: RevisitWrite, result: CrawlResult) {
         let bytes = write.capture.as_ref().map_or(512, |c| approx_bytes(&c.page));
-        self.queue(Write::Revisit(write), bytes, result).await
+        self.queue(Write::Revisit(write, result), bytes).await
     }
 
-    async fn queue(&self, write: Write, bytes: usize, result: CrawlResult) {
+    /// Queues the responses of a robots.txt fetch for the archive.
+    pub(crate) async fn submit_robots(&self, docs: Vec<RobotsTxtDoc>) {
+        if docs.is_empty() {
+            return;
+        }
+        let bytes = docs.iter().map(|d| approx_bytes(&d.page)).sum();
+        self.queue(Write::Robots(docs), bytes).await
+    }
+
+    /// Queues a sitemap's lastmods, to be run after its page is written.
+    pub(crate) async fn submit_lastmods(&self, lastmods: Vec<Lastmod>) {
+        if lastmods.is_empty() {
+            return;
+        }
+        let bytes = lastmods.iter().map(|(url, _)| url.len() + 64).sum();
+        self.queue(Write::Lastmods(lastmods), bytes).await
+    }
+
+    async fn queue(&self, write: Write, bytes: usize) {
         let queued = Instant::now();
         self.queued.fetch_add(1, Ordering::Relaxed);
         let kib = (bytes / 1024 + 1).min(QUEUE_KIB as usize) as u32;
@@ -103,7 +141,6 @@ impl PageWriter {
             .tx
             .send(Queued {
                 write,
-                result,
                 queued,
                 budget,
             })
@@ -144,7 +181,7 @@ async fn run(
                 Op::StoreWait,
                 q.queued.elapsed(),
                 "ok",
-                Some(&q.result.domain),
+                Some(q.write.domain()),
                 None,
             );
         }
@@ -154,13 +191,17 @@ async fn run(
         let mut docs = Vec::with_capacity(n);
         let mut waiting = Vec::with_capacity(n);
         let mut revisits = Vec::new();
+        let mut robots = Vec::new();
+        let mut lastmods = Vec::new();
         for q in batch.drain(..) {
             match q.write {
-                Write::Page(doc) => {
+                Write::Page(doc, result) => {
                     docs.push(doc);
-                    waiting.push((q.result, q.budget));
+                    waiting.push((result, q.budget));
                 }
-                Write::Revisit(w) => revisits.push((w, q.result, q.budget)),
+                Write::Revisit(w, result) => revisits.push((w, result, q.budget)),
+                Write::Robots(r) => robots.extend(r),
+                Write::Lastmods(l) => lastmods.extend(l),
             }
         }
         #[cfg(feature = "fault-injection")]
@@ -180,6 +221,13 @@ async fn run(
         }
         if !revisits.is_empty() {
             write_revisits(&stores, revisits, &report, &timing).await;
+        }
+        if !robots.is_empty() {
+            write_robots(&stores, &robots, &timing).await;
+        }
+        // After the pages of the batch: a sitemap's before its lastmods.
+        if !lastmods.is_empty() {
+            write_lastmods(&stores, &lastmods, &timing).await;
         }
         queued.fetch_sub(n, Ordering::Relaxed);
     }
@@ -249,4 +297,80 @@ async fn write_revisits(
         };
         send(report, result, refusal);
     }
+}
+
+/// A batch's robots.txt responses, in one insert. One the store refuses
+/// for good (it never should: 500 KiB at most) is left out of the
+/// archive, with an error logged: the crawl itself does not need it
+/// (the rules are in the second store).
+async fn write_robots(stores: &Stores, docs: &[RobotsTxtDoc], timing: &TimingLog) {
+    let refused = write::insert_unordered(
+        &stores.robots_txt(),
+        docs,
+        timing,
+        Op::Store,
+        "storing robots.txt responses",
+    )
+    .await;
+    for (at, why) in refused {
+        let url = docs.get(at).map_or("?", |d| d.id.url.as_str());
+        tracing::error!(url, error = %why, "the store refused a robots.txt response");
+    }
+}
+
+/// A batch's sitemap lastmods (see `crate::sitemap_due`): per chunk, the
+/// pages' schedules read, then one `update` command. A read or write that
+/// fails leaves those pages on their own schedule (logged): a lastmod
+/// only brings a revisit forward.
+async fn write_lastmods(stores: &Stores, lastmods: &[Lastmod], timing: &TimingLog) {
+    let pages = stores.pages();
+    for chunk in lastmods.chunks(sitemap_due::CHUNK) {
+        let scheduled = match read_schedules(stores, chunk, timing).await {
+            Ok(s) => s,
+            Err(why) => {
+                tracing::warn!(error = %why, pages = chunk.len(), "sitemap lastmods not applied: reading the pages' schedules failed");
+                continue;
+            }
+        };
+        let now = i64::try_from(link::protocol::now_ms()).unwrap_or(i64::MAX);
+        let statements = sitemap_due::statements(chunk, &scheduled, now);
+        if statements.is_empty() {
+            continue;
+        }
+        match write::update_each(&pages, statements, timing, Op::Store, "applying sitemap lastmods").await {
+            Ok(moved) => metric::SITEMAP_DUE.get().increment(moved),
+            Err(why) => tracing::warn!(error = %why, "a sitemap lastmod was not applied"),
+        }
+    }
+}
+
+/// The schedules of `chunk`'s stored pages, in one read.
+async fn read_schedules(
+    stores: &Stores,
+    chunk: &[Lastmod],
+    timing: &TimingLog,
+) -> Result<Vec<sitemap_due::Scheduled>, String> {
+    let start = Instant::now();
+    let (filter, projection) = sitemap_due::query(chunk);
+    let read = async {
+        let cursor = stores
+            .pages()
+            .clone_with_type::<RawDocumentBuf>()
+            .find(filter)
+            .projection(projection)
+            .await?;
+        cursor.try_collect::<Vec<_>>().await
+    };
+    let res = match store::deadline(read).await {
+        // One at a time: a page this version cannot read is passed over.
+        Some(Ok(found)) => Ok(found
+            .iter()
+            .filter_map(|raw| bson::from_slice(raw.as_bytes()).ok())
+            .collect()),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err(format!("no answer within {:?}", store::OP_TIMEOUT)),
+    };
+    let outcome = if res.is_ok() { "ok" } else { "error" };
+    timing.record_batch(Op::Store, start.elapsed(), outcome, chunk.len());
+    res
 }

@@ -21,7 +21,6 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bson::DateTime;
 use futures::FutureExt;
 use link::fence::Fence;
 use link::protocol::{CrawlPolicy, CrawlResult, FailureKind, Outcome, Revisit, WorkItem};
@@ -46,6 +45,7 @@ use crate::robots::{RobotsEntry, RobotsSource};
 use crate::robots_meta;
 use crate::server_pace::{ServerGate, ServerPaces, Turn};
 use crate::sitemap;
+use crate::sitemap_due::Lastmod;
 
 /// Everything a domain task needs, shared by all of them.
 pub(crate) struct Ctx {
@@ -187,7 +187,7 @@ async fn robots_for(
     let turn = server_turn(ctx, server, &domain).await;
     fenced(ctx)?;
     let failures = s.robots_failures.get(&origin).copied().unwrap_or(0);
-    let entry = ctx.robots.fetch(&ctx.http, &origin, &domain, failures).await;
+    let (entry, archived) = ctx.robots.fetch(&ctx.http, &origin, &domain, failures).await;
     drop(turn);
     if entry.is_unavailable() {
         s.robots_failures
@@ -200,6 +200,8 @@ async fn robots_for(
     ctx.times.touch(&domain, delay);
     let entry = Arc::new(entry);
     s.robots.insert(origin, entry.clone());
+    drop(s);
+    ctx.pages.submit_robots(archived).await;
     Ok(entry)
 }
 
@@ -357,7 +359,7 @@ pub(crate) async fn crawl(ctx: &Ctx, st: &SharedDomain, item: WorkItem) {
         }
     };
     match done {
-        Done::Page(page, result) => match (&item.revisit, &ctx.policy.revisit) {
+        Done::Page(page, result, lastmods) => match (&item.revisit, &ctx.policy.revisit) {
             // A revisit that ended at a redirect to another domain: a
             // capture like any other (its digest is the redirect's body).
             (Some(rev), Some(policy)) => {
@@ -366,9 +368,15 @@ pub(crate) async fn crawl(ctx: &Ctx, st: &SharedDomain, item: WorkItem) {
                 let write = revisit::visited(policy, rev, kind, *page, &Default::default());
                 ctx.pages.submit_revisit(write, result).await
             }
-            _ => ctx.pages.submit(*page, result).await,
+            _ => {
+                ctx.pages.submit(*page, result).await;
+                ctx.pages.submit_lastmods(lastmods).await
+            }
         },
-        Done::Revisit(write, result) => ctx.pages.submit_revisit(*write, result).await,
+        Done::Revisit(write, result, lastmods) => {
+            ctx.pages.submit_revisit(*write, result).await;
+            ctx.pages.submit_lastmods(lastmods).await
+        }
         Done::NoPage(result) => match &item.revisit {
             // A revisit without an answer still moves the page's due time
             // (`revisit::unanswered`); one handed back was not tried.
@@ -385,9 +393,11 @@ pub(crate) async fn crawl(ctx: &Ctx, st: &SharedDomain, item: WorkItem) {
 
 enum Done {
     /// Boxed: a page is a few hundred bytes, a result alone far less.
-    Page(Box<PageDoc>, CrawlResult),
-    /// A revisit that got an answer: its capture and the page's schedule.
-    Revisit(Box<RevisitWrite>, CrawlResult),
+    /// With a sitemap's lastmods, in a crawl that revisits.
+    Page(Box<PageDoc>, CrawlResult, Vec<Lastmod>),
+    /// A revisit that got an answer: its capture and the page's schedule
+    /// (and lastmods, as a page's).
+    Revisit(Box<RevisitWrite>, CrawlResult, Vec<Lastmod>),
     NoPage(CrawlResult),
 }
 
@@ -521,21 +531,25 @@ async fn robots_sitemaps(
     same_site_links(ctx, item, url, &robots.sitemaps).0
 }
 
+/// `href` as a link of `item`'s domain (resolved against `base`, made
+/// canonical), or `None`.
+fn site_link(ctx: &Ctx, item: &WorkItem, base: &Url, href: &str) -> Option<String> {
+    let mut u = urls::resolve(base, href)
+        .ok()
+        .filter(|u| domain_of(u) == item.domain)?;
+    ctx.canonical.apply(&mut u);
+    Some(u.to_string())
+}
+
 /// `hrefs` as links of `item`'s domain: resolved against `base`, made
 /// canonical like a page's links, sorted and without repeats; and how
 /// many were malformed or on another domain (a robots.txt or a sitemap
 /// vouches for its own site only, as sitemaps.org says).
 fn same_site_links(ctx: &Ctx, item: &WorkItem, base: &Url, hrefs: &[String]) -> (Vec<String>, u64) {
-    let mut links = Vec::with_capacity(hrefs.len());
-    for href in hrefs {
-        if let Some(mut u) = urls::resolve(base, href)
-            .ok()
-            .filter(|u| domain_of(u) == item.domain)
-        {
-            ctx.canonical.apply(&mut u);
-            links.push(u.to_string());
-        }
-    }
+    let mut links: Vec<String> = hrefs
+        .iter()
+        .filter_map(|href| site_link(ctx, item, base, href))
+        .collect();
     let dropped = u64::try_from(hrefs.len().saturating_sub(links.len())).unwrap_or(u64::MAX);
     links.sort_unstable();
     links.dedup();
@@ -543,14 +557,15 @@ fn same_site_links(ctx: &Ctx, item: &WorkItem, base: &Url, hrefs: &[String]) -> 
 }
 
 /// A sitemap's `<loc>`s as the page's links ([`same_site_links`]);
-/// records the sitemap on the page.
+/// records the sitemap on the page. In a crawl that revisits, also the
+/// lastmods of the links kept (see `crate::sitemap_due`).
 fn sitemap_links(
     ctx: &Ctx,
     item: &WorkItem,
     base: &Url,
     d: &mut PageDoc,
     map: sitemap::Sitemap,
-) -> Vec<String> {
+) -> (Vec<String>, Vec<Lastmod>) {
     let (mut links, off_site) = same_site_links(ctx, item, base, &map.locs);
     // Handed on as the page keeps them: at most MAX_KEPT_LINK_BYTES, so a
     // sitemap's result is no bigger than a hostile page's (2,000 links of
@@ -572,7 +587,16 @@ fn sitemap_links(
     d.outlinks = Some(i32::try_from(links.len()).unwrap_or(i32::MAX));
     d.outlinks_dropped = (dropped > 0).then(|| i64::try_from(dropped).unwrap_or(i64::MAX));
     d.links = store::page_links::pack(&links);
-    links
+    let lastmods = if ctx.policy.revisit.is_some() {
+        map.lastmods
+            .iter()
+            .filter_map(|(loc, at)| Some((site_link(ctx, item, base, loc)?, *at)))
+            .filter(|(link, _)| links.binary_search(link).is_ok())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    (links, lastmods)
 }
 
 /// Takes the domain's connections (all of them when it has a delay, see
@@ -670,19 +694,7 @@ fn base_page(item: &WorkItem, ctx: &Ctx, final_url: &Url, resp: &Fetched) -> Pag
         d.final_url = Some(final_url.to_string());
     }
     d.content_type = resp.content_type.clone();
-    let head = &resp.head;
-    let reason = reqwest::StatusCode::from_u16(resp.status)
-        .ok()
-        .and_then(|s| s.canonical_reason())
-        .unwrap_or("");
-    let status_line = format!("{} {} {reason}", http_version(head.version), resp.status);
-    let parts = store::exchange::ResponseParts {
-        status_line: status_line.trim_end(),
-        headers: head.headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
-        ip: head.remote,
-        started: DateTime::from_system_time(head.started),
-    };
-    store::exchange::store(&mut d, parts, ctx.http.request_head());
+    resp.record_exchange(&mut d, ctx.http.request_head());
     // After the exchange: the schedule names the response's capture time.
     if let Some(policy) = &ctx.policy.revisit {
         revisit::first_visit(policy, &mut d, &resp.head.headers);
@@ -707,19 +719,23 @@ fn revisited(
     let kind = revisit::judge(resp.status, digest.as_ref(), rev);
     metric::REVISITS.at([kind_str(kind)]).increment(1);
     let headers = resp.head.headers.clone();
-    let (mut doc, result) = if kind == CaptureKind::Changed {
+    let (mut doc, result, lastmods) = if kind == CaptureKind::Changed {
         match page(ctx, item, final_url, resp, Vec::new()) {
-            Done::Page(doc, result) => (*doc, result),
+            Done::Page(doc, result, lastmods) => (*doc, result, lastmods),
             other => return other,
         }
     } else {
         let mut doc = base_page(item, ctx, final_url, &resp);
         doc.payload_sha1 = digest;
-        (doc, result(item, fetched(final_url, item, &resp), Vec::new()))
+        (
+            doc,
+            result(item, fetched(final_url, item, &resp), Vec::new()),
+            Vec::new(),
+        )
     };
     doc.request_head = Some(revisit::request_head(ctx.http.request_head(), conditions));
     let write = revisit::visited(policy, rev, kind, doc, &headers);
-    Done::Revisit(Box::new(write), result)
+    Done::Revisit(Box::new(write), result, lastmods)
 }
 
 fn kind_str(kind: CaptureKind) -> &'static str {
@@ -727,17 +743,6 @@ fn kind_str(kind: CaptureKind) -> &'static str {
         CaptureKind::Changed => "changed",
         CaptureKind::NotModified => "not_modified",
         CaptureKind::SamePayload => "same_payload",
-    }
-}
-
-/// The version as an HTTP status line writes it.
-fn http_version(v: reqwest::Version) -> &'static str {
-    match v {
-        reqwest::Version::HTTP_09 => "HTTP/0.9",
-        reqwest::Version::HTTP_10 => "HTTP/1.0",
-        reqwest::Version::HTTP_2 => "HTTP/2",
-        reqwest::Version::HTTP_3 => "HTTP/3",
-        _ => "HTTP/1.1",
     }
 }
 
@@ -751,7 +756,11 @@ fn cross_domain_redirect(ctx: &Ctx, item: &WorkItem, current: &Url, resp: &Fetch
     d.outlinks = Some(1);
     d.links = store::page_links::pack(&[target.to_string()]);
     let outcome = fetched(current, item, resp);
-    Done::Page(Box::new(d), result(item, outcome, vec![target.into()]))
+    Done::Page(
+        Box::new(d),
+        result(item, outcome, vec![target.into()]),
+        Vec::new(),
+    )
 }
 
 /// Bytes of links a page document keeps (before compression): with the
@@ -795,6 +804,7 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched, sitemaps: Ve
         }
     }
     let mut outlinks = Vec::new();
+    let mut lastmods = Vec::new();
     let html = http::is_html(resp.content_type.as_deref());
     if !html {
         let map = (200..300)
@@ -802,7 +812,7 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched, sitemaps: Ve
             .then(|| sitemap::parse(&resp.body))
             .flatten();
         match map {
-            Some(map) => outlinks = sitemap_links(ctx, item, final_url, &mut d, map),
+            Some(map) => (outlinks, lastmods) = sitemap_links(ctx, item, final_url, &mut d, map),
             None => {
                 d.skipped = Some(Skipped::ContentType);
                 metric::SKIPPED.at(["content_type"]).increment(1);
@@ -864,7 +874,7 @@ fn page(ctx: &Ctx, item: &WorkItem, final_url: &Url, resp: Fetched, sitemaps: Ve
         d.links = store::page_links::pack(links_to_keep(&outlinks));
     }
     let outcome = fetched(final_url, item, &resp);
-    Done::Page(Box::new(d), result(item, outcome, outlinks))
+    Done::Page(Box::new(d), result(item, outcome, outlinks), lastmods)
 }
 
 #[cfg(test)]

@@ -9,6 +9,10 @@
 //!   while it keeps failing), so a site is never crawled blind.
 //! - a redirect to an internal address is refused (see `http`) and counts
 //!   as unreachable: the site asked us to request the operator's network.
+//!
+//! Each response received (every hop of a redirect) is also kept, with
+//! the crawl's pages, in its `robots_txt` collection, which `pages export`
+//! writes as WARC records (see `store::docs::RobotsTxtDoc`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,12 +20,14 @@ use std::time::{Duration, Instant};
 use bson::doc;
 use link::protocol::{now_ms, CrawlPolicy};
 use shared::timing::{Op, TimingLog};
-use store::docs::RobotsDoc;
+use store::docs::{Head, PageDoc, RobotsDoc, RobotsTxtDoc, RobotsTxtId};
+use store::page_body;
+use store::payload_digest::PayloadDigest;
 use store::{self, Stores};
 use texting_robots::Robot;
 use url::Url;
 
-use crate::http::Http;
+use crate::http::{Fetched, Http};
 use crate::metric;
 
 /// RFC 9309 §2.5: parse at least 500 KiB; we parse exactly that much.
@@ -155,11 +161,20 @@ impl RobotsSource {
     }
 
     /// Fetches `<origin>/robots.txt` (the caller has waited for politeness)
-    /// and stores it in the background. `failures`: earlier failures in a
-    /// row to get it, which set how long an unavailable answer is kept.
-    pub(crate) async fn fetch(&self, http: &Http, origin: &str, domain: &str, failures: u32) -> RobotsEntry {
+    /// and stores the rules in the background. `failures`: earlier failures
+    /// in a row to get it, which set how long an unavailable answer is
+    /// kept. Also returns each response received, for the crawl's archive
+    /// (`RobotsTxtDoc`; the caller queues them with its pages).
+    pub(crate) async fn fetch(
+        &self,
+        http: &Http,
+        origin: &str,
+        domain: &str,
+        failures: u32,
+    ) -> (RobotsEntry, Vec<RobotsTxtDoc>) {
         let start = Instant::now();
-        let (status, body) = fetch_following_redirects(http, origin).await;
+        let answer = fetch_following_redirects(http, origin).await;
+        let status = answer.status;
         let outcome = match status {
             200..=299 => "ok",
             400..=499 => "absent",
@@ -169,7 +184,7 @@ impl RobotsSource {
             .record(Op::RobotsFetch, start.elapsed(), outcome, Some(domain), None);
         metric::ROBOTS_FETCHES.at([outcome]).increment(1);
         let fetched = now_ms();
-        let mut entry = RobotsEntry::from_response(status, &body, &self.policy, fetched);
+        let mut entry = RobotsEntry::from_response(status, answer.body(), &self.policy, fetched);
         if entry.is_unavailable() {
             let retry = unavailable_retry(failures.saturating_add(1)).as_millis() as u64;
             entry.expires_ms = fetched.saturating_add(retry);
@@ -178,12 +193,13 @@ impl RobotsSource {
         let record = RobotsDoc {
             origin: String::new(),
             status: i32::from(status),
-            body: String::from_utf8_lossy(&body).into_owned(),
+            body: String::from_utf8_lossy(answer.body()).into_owned(),
             fetched_at_ms: fetched as i64,
             expires_at_ms: Some(entry.expires_ms as i64),
         };
         self.persist(origin, record);
-        entry
+        let archived = answer.archived(domain, &self.policy.crawl_id, http.request_head());
+        (entry, archived)
     }
 
     /// Upserts `record` (its `origin` left empty: the key is the filter).
@@ -209,30 +225,104 @@ impl RobotsSource {
     }
 }
 
-/// Returns (status, body); status 0 means no HTTP answer at all.
-async fn fetch_following_redirects(http: &Http, origin: &str) -> (u16, Vec<u8>) {
+/// What asking for an origin's robots.txt gave.
+struct Answer {
+    /// The status the rules follow: 0 when no HTTP answer came, 404 for
+    /// a redirect that leads nowhere usable (RFC 9309 §2.3.1.2).
+    status: u16,
+    /// Every response received, in order, with the URL it answered.
+    responses: Vec<(Url, Fetched)>,
+    /// `status` is the last response's, and its body is the file.
+    last_is_file: bool,
+}
+
+impl Answer {
+    /// The file the rules are read from (empty when there was none).
+    fn body(&self) -> &[u8] {
+        match self.responses.last() {
+            Some((_, last)) if self.last_is_file => &last.body,
+            _ => &[],
+        }
+    }
+
+    /// The responses as the crawl's archive keeps them, keyed by the URL
+    /// first asked for, when that request went out, and the hop.
+    fn archived(&self, domain: &str, crawl_id: &str, request_head: &Head) -> Vec<RobotsTxtDoc> {
+        let Some((first, first_response)) = self.responses.first() else {
+            return Vec::new();
+        };
+        let at = bson::DateTime::from_system_time(first_response.head.started).timestamp_millis();
+        self.responses
+            .iter()
+            .enumerate()
+            .map(|(hop, (url, resp))| {
+                let mut page = PageDoc::new(
+                    first.to_string(),
+                    domain.to_string(),
+                    0,
+                    i32::from(resp.status),
+                    crawl_id.to_string(),
+                    i64::try_from(resp.body.len()).unwrap_or(i64::MAX),
+                );
+                if url != first {
+                    page.final_url = Some(url.to_string());
+                }
+                page.content_type = resp.content_type.clone();
+                page.payload_sha1 = Some(PayloadDigest::of(&resp.body));
+                page.truncated = resp.truncated;
+                resp.record_exchange(&mut page, request_head);
+                page_body::store(&mut page, &resp.body, None, None);
+                RobotsTxtDoc {
+                    id: RobotsTxtId {
+                        url: first.to_string(),
+                        at,
+                        // At most MAX_ROBOTS_REDIRECTS + 1 responses.
+                        hop: i32::try_from(hop).unwrap_or(i32::MAX),
+                    },
+                    page,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Asks for `<origin>/robots.txt`, following up to five redirects.
+async fn fetch_following_redirects(http: &Http, origin: &str) -> Answer {
+    let mut answer = Answer {
+        status: 0,
+        responses: Vec::new(),
+        last_is_file: false,
+    };
     let Ok(mut url) = Url::parse(origin).and_then(|o| o.join("/robots.txt")) else {
-        return (0, Vec::new());
+        return answer;
     };
     for _ in 0..=MAX_ROBOTS_REDIRECTS {
-        let resp = match http.get_capped(&url, MAX_ROBOTS_BYTES).await {
-            Ok(r) => r,
-            Err(_) => return (0, Vec::new()),
+        let Ok(resp) = http.get_capped(&url, MAX_ROBOTS_BYTES).await else {
+            answer.status = 0;
+            return answer;
         };
-        if (300..400).contains(&resp.status) {
-            match resp.location.as_deref().and_then(|l| url.join(l).ok()) {
-                Some(next) => {
-                    url = next;
-                    continue;
-                }
-                // A redirect without a usable target: treat like "no robots".
-                None => return (404, Vec::new()),
+        let status = resp.status;
+        let next = (300..400)
+            .contains(&status)
+            .then(|| resp.location.as_deref().and_then(|l| url.join(l).ok()));
+        answer.responses.push((url.clone(), resp));
+        match next {
+            Some(Some(next)) => url = next,
+            // A redirect without a usable target: treat like "no robots".
+            Some(None) => {
+                answer.status = 404;
+                return answer;
+            }
+            None => {
+                answer.status = status;
+                answer.last_is_file = true;
+                return answer;
             }
         }
-        return (resp.status, resp.body);
     }
     // RFC 9309 §2.3.1.2: more than five redirects may be treated as 404.
-    (404, Vec::new())
+    answer.status = 404;
+    answer
 }
 
 #[cfg(test)]

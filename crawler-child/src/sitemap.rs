@@ -41,6 +41,10 @@ pub(crate) struct Sitemap {
     pub dropped: u64,
     /// Why reading stopped before the end, when it did.
     pub stopped: Option<String>,
+    /// Each kept `<loc>` whose entry gave a readable `<lastmod>`, with that
+    /// time (Unix ms): when the page (or the sitemap, in an index) last
+    /// changed, as the site says (see `crate::sitemap_due`).
+    pub lastmods: Vec<(String, i64)>,
 }
 
 impl Sitemap {
@@ -57,8 +61,37 @@ impl Sitemap {
             locs: Vec::new(),
             dropped: 0,
             stopped: None,
+            lastmods: Vec::new(),
         })
     }
+}
+
+/// A `<lastmod>` (W3C Datetime, as sitemaps.org asks: `2026-11-01`,
+/// `2026-11-01T10:20+01:00`, `2026-11-01T10:20:30.5Z`, or just a year or
+/// month) as Unix ms; `None` when it is none of those. A date alone is
+/// its midnight UTC.
+pub(crate) fn w3c_datetime(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let (date, time) = match text.split_once('T') {
+        Some((d, t)) => (d, Some(t)),
+        None => (text, None),
+    };
+    let date = match date.len() {
+        4 => format!("{date}-01-01"),
+        7 => format!("{date}-01"),
+        10 => date.to_string(),
+        _ => return None,
+    };
+    let time = match time {
+        None => "00:00:00Z".to_string(),
+        // hh:mm then a zone: seconds are optional in W3C, not in RFC 3339.
+        Some(t) => match (t.get(..5), t.get(5..)) {
+            (Some(hm), Some(zone)) if !zone.is_empty() && !zone.starts_with(':') => format!("{hm}:00{zone}"),
+            _ => t.to_string(),
+        },
+    };
+    let ms = bson::DateTime::parse_rfc3339_str(format!("{date}T{time}")).ok()?;
+    Some(ms.timestamp_millis())
 }
 
 /// `body` read as a sitemap; `None` when it is not one (not XML, or its
@@ -97,6 +130,10 @@ fn read<R: BufRead>(xml: R) -> Option<Sitemap> {
     let mut map: Option<Sitemap> = None;
     // The text of the `<loc>` being read.
     let mut loc: Option<String> = None;
+    // The entry's `<loc>` as kept, and the text of its `<lastmod>`.
+    let mut entry_loc: Option<String> = None;
+    let mut lastmod: Option<String> = None;
+    let mut reading_lastmod = false;
     loop {
         buf.clear();
         let event = match reader.read_event_into(&mut buf) {
@@ -115,13 +152,28 @@ fn read<R: BufRead>(xml: R) -> Option<Sitemap> {
                     Some(_) if depth == LOC_DEPTH && e.local_name().as_ref() == b"loc" => {
                         loc = Some(String::new());
                     }
+                    Some(_) if depth == LOC_DEPTH && e.local_name().as_ref() == b"lastmod" => {
+                        lastmod = Some(String::new());
+                        reading_lastmod = true;
+                    }
+                    Some(_) if depth == LOC_DEPTH - 1 => {
+                        entry_loc = None;
+                        lastmod = None;
+                    }
                     Some(_) => {}
                 }
             }
             // An empty root lists nothing; an empty `<loc/>` is nothing.
             Event::Empty(e) if map.is_none() => return Sitemap::of_root(e.local_name().as_ref()),
             Event::Text(t) => {
-                if let Some(l) = loc.as_mut() {
+                if reading_lastmod {
+                    if let (Some(m), Ok(text)) = (lastmod.as_mut(), t.unescape()) {
+                        // A date is a few dozen bytes; more is not one.
+                        if m.len() < 64 {
+                            m.push_str(&text);
+                        }
+                    }
+                } else if let Some(l) = loc.as_mut() {
                     match t.unescape() {
                         Ok(text) => l.push_str(&text),
                         // A bad reference spoils this `<loc>` only.
@@ -135,12 +187,23 @@ fn read<R: BufRead>(xml: R) -> Option<Sitemap> {
                 }
             }
             Event::End(_) => {
+                reading_lastmod = false;
+                if depth == LOC_DEPTH - 1 {
+                    if let (Some(l), Some(at), Some(m)) = (
+                        entry_loc.take(),
+                        lastmod.take().as_deref().and_then(w3c_datetime),
+                        map.as_mut(),
+                    ) {
+                        m.lastmods.push((l, at));
+                    }
+                }
                 if depth == LOC_DEPTH {
                     if let (Some(l), Some(m)) = (loc.take(), map.as_mut()) {
                         let l = l.trim();
                         if l.is_empty() {
                         } else if m.locs.len() < MAX_LOCS {
                             m.locs.push(l.to_string());
+                            entry_loc = Some(l.to_string());
                         } else {
                             m.dropped = m.dropped.saturating_add(1);
                         }
@@ -185,12 +248,52 @@ mod tests {
 </urlset>"#;
 
     #[test]
+    fn lastmods_read_every_w3c_datetime_form_and_nothing_else() {
+        let day = 1_793_491_200_000; // 2026-11-01T00:00:00Z
+        assert_eq!(w3c_datetime("2026-11-01"), Some(day));
+        assert_eq!(w3c_datetime(" 2026-11-01T10:20Z "), Some(day + 37_200_000));
+        assert_eq!(w3c_datetime("2026-11-01T10:20+01:00"), Some(day + 33_600_000));
+        assert_eq!(w3c_datetime("2026-11-01T10:20:30.5Z"), Some(day + 37_230_500));
+        assert_eq!(w3c_datetime("2026-11"), Some(day));
+        assert_eq!(w3c_datetime("2026"), Some(1_767_225_600_000));
+        for bad in [
+            "",
+            "yesterday",
+            "2026-13-01",
+            "2026-11-01T25:00Z",
+            "2026-11-01Té",
+            "20261101",
+            "2026-11-01T10",
+        ] {
+            assert_eq!(w3c_datetime(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_lastmod_goes_with_its_own_entry_only() {
+        let xml = r#"<urlset>
+          <url><lastmod>2026-11-01</lastmod><loc>http://a.test/before</loc></url>
+          <url><loc>http://a.test/none</loc></url>
+          <url><loc>http://a.test/bad</loc><lastmod>soon</lastmod></url>
+        </urlset>"#;
+        let map = parse(xml.as_bytes()).expect("a sitemap");
+        assert_eq!(map.locs.len(), 3);
+        assert_eq!(
+            map.lastmods,
+            vec![("http://a.test/before".into(), 1_793_491_200_000)]
+        );
+        let index = r#"<sitemapindex><sitemap><loc>http://a.test/m.xml</loc><lastmod>2026-11-01</lastmod></sitemap></sitemapindex>"#;
+        assert_eq!(parse(index.as_bytes()).expect("an index").lastmods.len(), 1);
+    }
+
+    #[test]
     fn a_urlset_lists_its_locs_plain_or_gzipped() {
         let want = Sitemap {
             kind: Kind::Urlset,
             locs: vec!["http://a.test/p?x=1&y=2".into(), "http://a.test/cdata".into()],
             dropped: 0,
             stopped: None,
+            lastmods: vec![("http://a.test/p?x=1&y=2".into(), 1_793_491_200_000)],
         };
         assert_eq!(parse(URLSET.as_bytes()), Some(want));
         let gz = parse(&gzip(URLSET.as_bytes())).expect("a sitemap");

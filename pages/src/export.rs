@@ -18,7 +18,8 @@
 //! see `store::docs::CaptureDoc`): they follow the pages, in URL and time
 //! order (`captures`). A changed one is written as a page; an unchanged
 //! one as a `revisit` record referring to the capture whose payload it
-//! repeats.
+//! repeats. The WARC output ends with the robots.txt responses the crawl
+//! received (`robots_txt`), as `response` records of their own.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Seek, Write};
@@ -30,7 +31,7 @@ use clap::{Args, ValueEnum};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use store::body_dict::Dictionaries;
-use store::docs::{CaptureDoc, PageDoc};
+use store::docs::{CaptureDoc, PageDoc, RobotsTxtId};
 use store::exchange::Exchange;
 use store::page_body::{self, BodyError};
 use store::payload_digest::PayloadDigest;
@@ -41,6 +42,8 @@ use crate::progress::Progress;
 use crate::warc::{self, Record};
 
 mod captures;
+mod reader;
+mod robots_txt;
 
 /// Pages between two checkpoints of the export state.
 const CHECKPOINT_PAGES: u64 = 1000;
@@ -114,6 +117,23 @@ struct State {
     captures: u64,
     #[serde(default)]
     last_capture: Option<(String, i64)>,
+    /// robots.txt responses written (WARC only), and the last one: they
+    /// follow the captures.
+    #[serde(default)]
+    robots_txt: u64,
+    #[serde(default)]
+    last_robots_txt: Option<RobotsTxtId>,
+}
+
+impl State {
+    /// Past the pages: a resumed export goes on with what follows them.
+    fn past_pages(&self) -> bool {
+        self.last_capture.is_some() || self.past_captures()
+    }
+
+    fn past_captures(&self) -> bool {
+        self.last_robots_txt.is_some()
+    }
 }
 
 /// Exports the pages of the crawl `stores` is for.
@@ -132,6 +152,8 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
         warcinfo_id: None,
         captures: 0,
         last_capture: None,
+        robots_txt: 0,
+        last_robots_txt: None,
     };
     let mut state = match read_state(&state_path)? {
         Some(old) if !args.restart => {
@@ -198,7 +220,7 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
     let mut progress = Progress::new(state.pages, total);
     let mut since_checkpoint = 0u64;
     // Pages, unless a resumed export was past them.
-    while state.last_capture.is_none() {
+    while !state.past_pages() {
         let next = deadline(cursor.try_next())
             .await
             .context("the store did not answer in time")?
@@ -215,23 +237,7 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
                 continue;
             }
         };
-        let body = match page_body::raw_of(&page, &dicts) {
-            Err(BodyError::MissingDictionary(_)) => {
-                // Written by a child that learnt its dictionary after this
-                // export began.
-                dicts = Dictionaries::load(&stores.body_dicts()).await?;
-                page_body::raw_of(&page, &dicts)
-            }
-            other => other,
-        };
-        let body = match body {
-            Ok(b) => Some(b),
-            Err(BodyError::Missing) => None,
-            Err(e) => {
-                tracing::warn!(page = %page.url, error = %e, "body left out of the export");
-                None
-            }
-        };
+        let body = body_of(stores, &page, &mut dicts).await?;
         next_file_if_full(&mut out, &mut state, &args)?;
         out.page(&page, body.as_deref(), None)?;
         state.pages += 1;
@@ -239,7 +245,7 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
         checkpoint(&mut since_checkpoint, &mut out, &mut state, &state_path)?;
         progress.page(&out.path);
     }
-    let mut run = captures::Run {
+    let mut run = Run {
         out,
         state,
         dicts,
@@ -247,8 +253,13 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
         state_path: &state_path,
         args: &args,
     };
-    captures::export(stores, capture_filter, &mut run).await?;
-    let captures::Run {
+    if !run.state.past_captures() {
+        captures::export(stores, capture_filter.clone(), &mut run).await?;
+    }
+    if run.state.format == Format::Warc {
+        robots_txt::export(stores, capture_filter, &mut run).await?;
+    }
+    let Run {
         mut out, mut state, ..
     } = run;
     state.file_bytes = out.flush()?;
@@ -259,13 +270,72 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
     write_state(&state_path, &state)?;
     let took = progress.finish();
     eprintln!(
-        "pages: {} pages and {} later captures exported to {} in {:.1} s",
+        "pages: {} pages, {} later captures and {} robots.txt responses exported to {} in {:.1} s",
         state.pages,
         state.captures,
+        state.robots_txt,
         args.out.display(),
         took.as_secs_f64()
     );
     Ok(())
+}
+
+/// The export as it goes on from the pages (`captures`, `robots_txt`).
+struct Run<'a> {
+    out: Output,
+    state: State,
+    dicts: Dictionaries,
+    since_checkpoint: u64,
+    state_path: &'a Path,
+    args: &'a ExportArgs,
+}
+
+impl Run<'_> {
+    /// Writes one page or capture (in the next file when this one is
+    /// full), lets `done` note it in the state, then checkpoints.
+    fn write(
+        &mut self,
+        page: &PageDoc,
+        body: Option<&[u8]>,
+        capture: Option<&CaptureDoc>,
+        done: impl FnOnce(&mut State),
+    ) -> anyhow::Result<()> {
+        next_file_if_full(&mut self.out, &mut self.state, self.args)?;
+        self.out.page(page, body, capture)?;
+        done(&mut self.state);
+        checkpoint(
+            &mut self.since_checkpoint,
+            &mut self.out,
+            &mut self.state,
+            self.state_path,
+        )
+    }
+}
+
+/// A page's body as received (`None` when it was not kept, or cannot be
+/// read back: that is logged, and the page exported without it).
+async fn body_of(
+    stores: &Stores,
+    page: &PageDoc,
+    dicts: &mut Dictionaries,
+) -> anyhow::Result<Option<Vec<u8>>> {
+    let body = match page_body::raw_of(page, dicts) {
+        Err(BodyError::MissingDictionary(_)) => {
+            // Written by a child that learnt its dictionary after this
+            // export began.
+            *dicts = Dictionaries::load(&stores.body_dicts()).await?;
+            page_body::raw_of(page, dicts)
+        }
+        other => other,
+    };
+    Ok(match body {
+        Ok(b) => Some(b),
+        Err(BodyError::Missing) => None,
+        Err(e) => {
+            tracing::warn!(page = %page.url, error = %e, "body left out of the export");
+            None
+        }
+    })
 }
 
 /// Closes the WARC file once it is past `--max-file-bytes` (with its

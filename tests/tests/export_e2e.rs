@@ -3,12 +3,14 @@
 //! and its CDXJ index with cdxj-indexer (both installed by
 //! `scripts/warcio.sh`), as a researcher would.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crawl_tests::harness::{all_pages, args, bin, repo_root, run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::harness::{
+    all_docs, all_pages, args, bin, crawl_coll, repo_root, run_crawl, ClusterSpec, StoreServer,
+};
 use crawl_tests::web::{WebServer, WebSpec};
 use sha1::{Digest, Sha1};
 use store::payload_digest::PayloadDigest;
@@ -203,6 +205,17 @@ async fn a_crawl_exports_to_warc_that_warcio_reads_and_verifies() {
         );
     }
 
+    // Each crawled host's robots.txt response, kept for the archive.
+    let robots_txt = all_docs(&db, &crawl_coll(store::ROBOTS_TXT)).await.unwrap();
+    let hosts: BTreeSet<&str> = stored.iter().map(|p| p.domain.as_str()).collect();
+    let asked: BTreeSet<&str> = robots_txt
+        .iter()
+        .map(|d| d.get_document("page").unwrap().get_str("domain").unwrap())
+        .collect();
+    assert_eq!(asked, hosts, "hosts whose robots.txt response was kept");
+    assert_eq!(robots_txt.len(), hosts.len(), "robots.txt responses kept");
+    let responses = stored.len() + robots_txt.len();
+
     // WARC, checked by warcio: every record's digests verify.
     let out = dir.path().join("warc");
     export(&store.uri, "warc", &out);
@@ -212,8 +225,8 @@ async fn a_crawl_exports_to_warc_that_warcio_reads_and_verifies() {
     assert!(text.contains("digest pass"), "warcio checked no digest:\n{text}");
     assert!(!text.contains("digest fail"), "a digest failed:\n{text}");
 
-    // One response, request and metadata record per stored page (and a
-    // warcinfo), per warcio's index.
+    // One response, request and metadata record per stored page and
+    // robots.txt response (and a warcinfo), per warcio's index.
     let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
     for v in warcio_index("warc-type,warc-target-uri", &file, "") {
         *kinds
@@ -222,20 +235,20 @@ async fn a_crawl_exports_to_warc_that_warcio_reads_and_verifies() {
     }
     assert_eq!(kinds.get("warcinfo"), Some(&1), "{kinds:?}");
     for kind in ["response", "request", "metadata"] {
-        assert_eq!(kinds.get(kind), Some(&stored.len()), "{kind} records: {kinds:?}");
+        assert_eq!(kinds.get(kind), Some(&responses), "{kind} records: {kinds:?}");
     }
 
-    // Its CDXJ index: one line per page, what cdxj-indexer makes of the
-    // file, and each line finds its record.
+    // Its CDXJ index: one line per response, what cdxj-indexer makes of
+    // the file, and each line finds its record.
     let index = check_cdxj(&file);
     eprintln!("CDXJ index: {index}");
-    assert_eq!(index["lines"], stored.len(), "{index}");
+    assert_eq!(index["lines"], responses, "{index}");
     assert_eq!(index["sorted"], true, "{index}");
     assert_eq!(index["same_as_cdxj_indexer"], true, "{index}");
-    assert_eq!(index["read_at_offsets"], stored.len(), "{index}");
+    assert_eq!(index["read_at_offsets"], responses, "{index}");
 
-    // Each 200 page's payload, as warcio reads it, is byte for byte what
-    // the synthetic web served.
+    // Each 200 page's payload (and robots.txt's), as warcio reads it, is
+    // byte for byte what the synthetic web served.
     let script = r#"
 import hashlib, json, sys
 from warcio.archiveiterator import ArchiveIterator
@@ -254,6 +267,7 @@ with open(sys.argv[1], 'rb') as f:
         .map(|p| (p.final_url.as_deref().unwrap_or(&p.url), p))
         .collect();
     let mut checked = 0;
+    let mut robots_checked = 0;
     for line in warcio_python(script, &file).lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         assert_eq!(v["ip"], "127.0.0.1");
@@ -268,6 +282,10 @@ with open(sys.argv[1], 'rb') as f:
             want,
             "payload of {url} differs from what was served"
         );
+        if url.path() == "/robots.txt" {
+            robots_checked += 1;
+            continue;
+        }
         // The digest the child took at fetch time is the served body's,
         // and the record names it (warcio checked it against the payload).
         let page = by_url.get(url.as_str()).expect("a record of a stored page");
@@ -277,6 +295,12 @@ with open(sys.argv[1], 'rb') as f:
         checked += 1;
     }
     assert!(checked >= 100, "only {checked} payloads compared");
+    let robots_200 = robots_txt
+        .iter()
+        .filter(|d| d.get_document("page").unwrap().get_i32("status") == Ok(200))
+        .count();
+    assert_eq!(robots_checked, robots_200, "robots.txt payloads compared");
+    assert!(robots_200 > 0);
 
     // JSON lines and CSV: one line a page (CSV after its header).
     let jsonl = dir.path().join("jsonl");
@@ -329,6 +353,8 @@ with open(sys.argv[1], 'rb') as f:
     state["last_id"] = ids[k - 1].into();
     state["file_bytes"] = cut.into();
     state["pages"] = k.into();
+    state["robots_txt"] = 0.into();
+    state["last_robots_txt"] = serde_json::Value::Null;
     std::fs::write(&state_path, serde_json::to_vec(&state).unwrap()).unwrap();
     let mut bytes = std::fs::read(&file).unwrap();
     bytes.truncate(cut as usize + 100);
@@ -350,7 +376,7 @@ with open(sys.argv[1], 'rb') as f:
     );
     // The index is made again from the file as it now is.
     let index = check_cdxj(&file);
-    assert_eq!(index["read_at_offsets"], stored.len(), "after resuming: {index}");
+    assert_eq!(index["read_at_offsets"], responses, "after resuming: {index}");
     assert_eq!(index["same_as_cdxj_indexer"], true, "after resuming: {index}");
     // Every record, those written after the resume too, names the file's
     // own warcinfo record.

@@ -18,7 +18,7 @@ use crawl_tests::verify::{self, Findings};
 use crawl_tests::web::hostile::{self, Oversized, RobotsCase, HOSTILE_HOST, ROBOTS_CASE_LINKS};
 use crawl_tests::web::{RequestRecord, WebExtras, WebServer, WebSpec};
 use store::body_dict::Dictionaries;
-use store::docs::{PageDoc, Skipped};
+use store::docs::{PageDoc, RobotsTxtDoc, Skipped};
 
 const MIN_DELAY_MS: u64 = 20;
 const REQUEST_TIMEOUT_MS: u64 = 2000;
@@ -49,6 +49,8 @@ struct Stored {
     frontier: BTreeMap<String, (String, Option<String>)>,
     /// To read the pages' bodies.
     dicts: Dictionaries,
+    /// The robots.txt responses kept for the archive.
+    robots_txt: Vec<RobotsTxtDoc>,
 }
 
 async fn stored(store: &StoreServer) -> Stored {
@@ -71,10 +73,17 @@ async fn stored(store: &StoreServer) -> Stored {
     let dicts = Dictionaries::load(&db.collection(&crawl_coll(store::BODY_DICTS)))
         .await
         .unwrap();
+    let robots_txt = all_docs(&db, &crawl_coll(store::ROBOTS_TXT))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| bson::from_document(d).unwrap())
+        .collect();
     Stored {
         pages,
         frontier,
         dicts,
+        robots_txt,
     }
 }
 
@@ -357,6 +366,69 @@ async fn survives_a_hostile_web() {
                 format!("{u}: stored = {}, expected {want_stored}", !want_stored)
             });
         }
+    }
+
+    // Each robots.txt response is kept for the archive as served: every
+    // hop of the redirect, the 4xx and 5xx too, the huge file cut at the
+    // 500 KiB read.
+    for case in RobotsCase::ALL {
+        let host = case.host();
+        let mut kept: Vec<&RobotsTxtDoc> = got
+            .robots_txt
+            .iter()
+            .filter(|d| url::Url::parse(&d.id.url).is_ok_and(|u| u.host_str() == Some(host)))
+            .collect();
+        kept.sort_by(|a, b| a.id.cmp(&b.id));
+        let (status, body) = case.robots();
+        let want: Vec<(i32, String, Vec<u8>)> = match case {
+            RobotsCase::Redirect => vec![
+                (301, web.url_on(host, "/robots.txt"), body.to_vec()),
+                (
+                    200,
+                    web.url_on(host, "/real-robots.txt"),
+                    hostile::REAL_ROBOTS.into(),
+                ),
+            ],
+            RobotsCase::Huge => vec![(200, web.url_on(host, "/robots.txt"), body[..500 * 1024].to_vec())],
+            _ => vec![(i32::from(status), web.url_on(host, "/robots.txt"), body.to_vec())],
+        };
+        let seen: Vec<(i32, String, Vec<u8>)> = kept
+            .iter()
+            .map(|d| {
+                let answered = d.page.final_url.clone().unwrap_or_else(|| d.page.url.clone());
+                let body = store::page_body::raw_of(&d.page, &got.dicts).unwrap_or_default();
+                (d.page.status, answered, body)
+            })
+            .collect();
+        let brief = |v: &[(i32, String, Vec<u8>)]| -> Vec<(i32, String, usize)> {
+            v.iter().map(|(s, u, b)| (*s, u.clone(), b.len())).collect()
+        };
+        f.check(seen == want, || {
+            format!(
+                "{host}: robots.txt responses kept {:?}, expected {:?}",
+                brief(&seen),
+                brief(&want)
+            )
+        });
+        f.check(
+            kept.iter().enumerate().all(|(hop, d)| {
+                d.id.hop == hop as i32
+                    && d.id.url == web.url_on(host, "/robots.txt")
+                    && d.id.at == kept[0].id.at
+            }),
+            || {
+                format!(
+                    "{host}: robots.txt responses keyed {:?}",
+                    kept.iter().map(|d| &d.id).collect::<Vec<_>>()
+                )
+            },
+        );
+        let truncated = kept.iter().any(|d| d.page.truncated);
+        check!(
+            f,
+            truncated == (case == RobotsCase::Huge),
+            "{host}: robots.txt truncated = {truncated}"
+        );
     }
 
     // robots.txt once per in-scope host.

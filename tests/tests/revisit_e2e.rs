@@ -185,10 +185,16 @@ async fn a_revisit_asks_conditionally_and_stores_only_what_changed() {
     );
     let of = |t: &str| records.iter().filter(|r| r["warc-type"] == t).collect::<Vec<_>>();
     let changed = all.iter().filter(|c| c.kind == CaptureKind::Changed).count();
+    let robots_coll = CrawlId::default().collection(store::ROBOTS_TXT);
+    let robots_txt = all_docs(&db, &robots_coll).await.unwrap().len();
+    assert!(
+        robots_txt >= 3,
+        "{robots_txt} robots.txt responses kept, for 3 hosts"
+    );
     assert_eq!(
         of("response").len(),
-        pages_now.len() + changed,
-        "a response per page and per change"
+        pages_now.len() + changed + robots_txt,
+        "a response per page, per change and per robots.txt response"
     );
     let revisits = of("revisit");
     assert_eq!(

@@ -2,7 +2,8 @@
 //! points to gzipped and plain sitemaps listing pages no link reaches;
 //! they are crawled, robots.txt still rules, off-site URLs are not taken,
 //! and a broken sitemap, a gzip bomb and a feed that is no sitemap each
-//! cost only themselves.
+//! cost only themselves. In a crawl that revisits, a `<lastmod>` newer
+//! than a page's capture makes the page due at once.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -11,7 +12,9 @@ use std::time::Duration;
 
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::IntoResponse;
-use crawl_tests::harness::{all_pages, flags, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{
+    all_docs, all_pages, flags, run_crawl, signal, spawn_crawl, write_lines, ClusterSpec, StoreServer,
+};
 use crawl_tests::verify;
 use store::docs::SitemapKind;
 
@@ -251,4 +254,186 @@ async fn sitemaps_from_robots_txt_reach_pages_no_link_reaches() {
     );
     assert_eq!(sitemap("/maps/feed.xml").0, None);
     assert_eq!(sitemap("/orphan/3").0, None);
+}
+
+/// One request of the lastmod site: path, the `If-None-Match` it sent,
+/// and the status answered.
+type Asked = (String, Option<String>, u16);
+
+/// A site for lastmods: `/` links to `/p/0` .. `/p/9`, each with an ETag
+/// that never changes (a conditional request gets 304); robots.txt names
+/// `/sitemap.xml`, which lists the ten pages, `/p/0` .. `/p/4` with a
+/// lastmod in the future (changed since any capture) and `/p/5` .. `/p/9`
+/// with one long past.
+async fn serve_lastmods(asked: Arc<Mutex<Vec<Asked>>>) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let here = format!("http://dated.test:{port}");
+    let app = axum::Router::new().fallback(move |uri: Uri, headers: HeaderMap| {
+        let (asked, here) = (asked.clone(), here.clone());
+        async move {
+            let path = uri.path().to_string();
+            let inm = headers
+                .get(header::IF_NONE_MATCH)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let etag = format!("\"{path}\"");
+            let (status, kind, body) = match path.as_str() {
+                "/robots.txt" => (
+                    200,
+                    "text/plain",
+                    format!("User-agent: *\nSitemap: {here}/sitemap.xml\n"),
+                ),
+                "/" => (
+                    200,
+                    "text/html",
+                    (0..10).map(|i| format!("<a href=\"/p/{i}\">{i}</a>")).collect(),
+                ),
+                "/sitemap.xml" => {
+                    let urls: String = (0..10)
+                        .map(|i| {
+                            let lastmod = if i < 5 { "2100-01-01" } else { "2000-01-01T00:00Z" };
+                            format!("<url><loc>{here}/p/{i}</loc><lastmod>{lastmod}</lastmod></url>")
+                        })
+                        .collect();
+                    (200, "application/xml", format!("<urlset>{urls}</urlset>"))
+                }
+                p if p.starts_with("/p/") && inm.as_deref() == Some(etag.as_str()) => {
+                    (304, "text/html", String::new())
+                }
+                p if p.starts_with("/p/") => {
+                    (200, "text/html", format!("<html><body>page {p}</body></html>"))
+                }
+                _ => (404, "text/html", String::new()),
+            };
+            asked.lock().unwrap().push((path, inm, status));
+            let status = StatusCode::from_u16(status).unwrap();
+            (
+                status,
+                [(header::CONTENT_TYPE, kind.to_string()), (header::ETAG, etag)],
+                body,
+            )
+                .into_response()
+        }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    port
+}
+
+/// A crawl that revisits only hourly: a sitemap's lastmod newer than a
+/// stored page's capture makes that page due at once (asked again,
+/// conditionally, within the test), one long past leaves it alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sitemap_lastmod_makes_a_changed_page_due_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreServer::start().unwrap();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let port = serve_lastmods(asked.clone()).await;
+    let seeds = write_lines(dir.path(), "seeds", &[format!("http://dated.test:{port}/")]).unwrap();
+    let mut spec = ClusterSpec::new(&store.uri, &seeds);
+    spec.hosts_file = Some(write_lines(dir.path(), "hosts", &["127.0.0.1 dated.test".to_string()]).unwrap());
+    spec.supervisors = 1;
+    spec.children = 1;
+    spec.dispatcher_args = flags("--min-delay-ms 5 --progress-secs 1 --revisit-after 1h");
+    let mut crawl = spawn_crawl(&spec).await.unwrap();
+
+    let newer: Vec<String> = (0..5).map(|i| format!("/p/{i}")).collect();
+    let times = |path: &str| asked.lock().unwrap().iter().filter(|(p, _, _)| p == path).count();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let db = store.client().await.unwrap().database("crawler");
+    while !newer.iter().all(|p| times(p) >= 2) {
+        if std::time::Instant::now() > deadline {
+            // What the store says of each page's schedule, to tell why.
+            for p in all_docs(&db, &store::CrawlId::default().collection(store::PAGES))
+                .await
+                .unwrap()
+            {
+                eprintln!(
+                    "{:?} due {:?} revisit {:?}",
+                    p.get_str("_id"),
+                    p.get("due_ms"),
+                    p.get("revisit")
+                );
+            }
+            panic!(
+                "pages with a newer lastmod were not asked again: {:?}",
+                asked.lock().unwrap()
+            );
+        }
+        assert!(!crawl.dispatcher_exited(), "a revisiting crawl ended by itself");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // A little longer: nothing else is due.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    signal(crawl.dispatcher_pid().unwrap(), libc::SIGTERM);
+    let run = crawl.wait(Duration::from_secs(60)).await.unwrap();
+    verify::assert_exited_ok(&run);
+
+    let asked = asked.lock().unwrap().clone();
+    let sitemap_at = asked
+        .iter()
+        .position(|(p, _, _)| p == "/sitemap.xml")
+        .expect("the sitemap was read");
+    for i in 0..10 {
+        let path = format!("/p/{i}");
+        let visits: Vec<(usize, &Asked)> = asked.iter().enumerate().filter(|(_, a)| a.0 == path).collect();
+        assert!(
+            visits[0].0 < sitemap_at,
+            "{path} was stored before the sitemap was read: {asked:?}"
+        );
+        assert_eq!(visits[0].1 .2, 200, "{path}: its first visit");
+        if i < 5 {
+            assert_eq!(
+                visits.len(),
+                2,
+                "{path}: a lastmod after its capture makes it due now: {asked:?}"
+            );
+            let etag = format!("\"{path}\"");
+            assert_eq!(
+                visits[1].1 .1.as_deref(),
+                Some(etag.as_str()),
+                "{path}: asked conditionally"
+            );
+            assert_eq!(visits[1].1 .2, 304);
+        } else {
+            assert_eq!(
+                visits.len(),
+                1,
+                "{path}: a lastmod before its capture changes nothing: {asked:?}"
+            );
+        }
+    }
+    for once in ["/", "/robots.txt", "/sitemap.xml"] {
+        assert_eq!(
+            asked.iter().filter(|a| a.0 == once).count(),
+            1,
+            "{once}: {asked:?}"
+        );
+    }
+
+    // The revisits are captures, and moved each page's due time an hour on.
+    let captures = all_docs(&db, &store::CrawlId::default().collection(store::CAPTURES))
+        .await
+        .unwrap();
+    let revisited: std::collections::BTreeSet<String> = captures
+        .iter()
+        .map(|c| {
+            assert_eq!(c.get_str("kind"), Ok("not_modified"));
+            let url = c.get_document("_id").unwrap().get_str("url").unwrap();
+            url::Url::parse(url).unwrap().path().to_string()
+        })
+        .collect();
+    assert_eq!(revisited, newer.iter().cloned().collect(), "captures");
+    let now_ms = store::docs::PageDoc::new(String::new(), String::new(), 0, 0, String::new(), 0)
+        .fetched_at
+        .timestamp_millis();
+    for p in all_pages(&db, &Default::default()).await.unwrap() {
+        let due = p.due_ms.expect("a page of a revisiting crawl has a due time");
+        assert!(
+            due > now_ms + 50 * 60_000,
+            "{} due in {} s",
+            p.url,
+            (due - now_ms) / 1000
+        );
+    }
 }

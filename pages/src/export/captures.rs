@@ -12,31 +12,16 @@
 //! Captures are read in `(URL, time)` order; a resumed export goes on
 //! after the last one written ([`super::State::last_capture`]).
 
-use std::path::Path;
-
-use anyhow::Context;
-use bson::{doc, Document, RawDocumentBuf};
-use futures::TryStreamExt;
-use store::body_dict::Dictionaries;
+use bson::{doc, Document};
 use store::docs::{CaptureDoc, CaptureKind};
-use store::page_body::{self, BodyError};
-use store::{deadline, Stores};
+use store::Stores;
 
-use super::{checkpoint, next_file_if_full, ExportArgs, Output, State};
+use super::reader::Reader;
+use super::Run;
 use crate::warc;
 
 const NOT_MODIFIED: &str = "http://netpreserve.org/warc/1.1/revisit/server-not-modified";
 const IDENTICAL_PAYLOAD: &str = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest";
-
-/// The export as it goes from pages to captures.
-pub(super) struct Run<'a> {
-    pub(super) out: Output,
-    pub(super) state: State,
-    pub(super) dicts: Dictionaries,
-    pub(super) since_checkpoint: u64,
-    pub(super) state_path: &'a Path,
-    pub(super) args: &'a ExportArgs,
-}
 
 /// The pages' filter (`--since`, `--respect-noarchive`) for captures,
 /// whose page is a field of theirs.
@@ -84,71 +69,24 @@ pub(super) async fn export(stores: &Stores, mut filter: Document, run: &mut Run<
         // below: `_id` is a subdocument, which not every store compares.
         filter.insert(CaptureDoc::URL, doc! {"$gte": url});
     }
-    let captures = stores.captures().clone_with_type::<RawDocumentBuf>();
-    let find = captures
-        .find(filter)
-        .sort(doc! {CaptureDoc::URL: 1, CaptureDoc::AT: 1});
-    let mut cursor = deadline(find)
-        .await
-        .context("the store did not answer in time")?
-        .context("reading captures")?;
-    loop {
-        let next = deadline(cursor.try_next())
-            .await
-            .context("the store did not answer in time")?
-            .context("reading captures")?;
-        let Some(raw) = next else { break };
-        let capture: CaptureDoc = match bson::from_slice(raw.as_bytes()) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "skipping a malformed capture document");
-                continue;
-            }
-        };
+    let sort = doc! {CaptureDoc::URL: 1, CaptureDoc::AT: 1};
+    let mut captures = Reader::<CaptureDoc>::open(&stores.captures(), filter, sort, "captures").await?;
+    while let Some(capture) = captures.next().await? {
         let key = (capture.id.url.clone(), capture.id.at);
         if run.state.last_capture.as_ref().is_some_and(|last| key <= *last) {
             continue;
         }
         let body = if capture.kind == CaptureKind::Changed {
-            body_of(stores, &capture, &mut run.dicts).await?
+            super::body_of(stores, &capture.page, &mut run.dicts).await?
         } else {
             None
         };
-        next_file_if_full(&mut run.out, &mut run.state, run.args)?;
-        run.out.page(&capture.page, body.as_deref(), Some(&capture))?;
-        run.state.captures += 1;
-        run.state.last_capture = Some(key);
-        checkpoint(
-            &mut run.since_checkpoint,
-            &mut run.out,
-            &mut run.state,
-            run.state_path,
-        )?;
+        run.write(&capture.page, body.as_deref(), Some(&capture), |state| {
+            state.captures += 1;
+            state.last_capture = Some(key);
+        })?;
     }
     Ok(())
-}
-
-/// A changed capture's body, as a page's (see the pages' loop).
-async fn body_of(
-    stores: &Stores,
-    c: &CaptureDoc,
-    dicts: &mut Dictionaries,
-) -> anyhow::Result<Option<Vec<u8>>> {
-    let body = match page_body::raw_of(&c.page, dicts) {
-        Err(BodyError::MissingDictionary(_)) => {
-            *dicts = Dictionaries::load(&stores.body_dicts()).await?;
-            page_body::raw_of(&c.page, dicts)
-        }
-        other => other,
-    };
-    Ok(match body {
-        Ok(b) => Some(b),
-        Err(BodyError::Missing) => None,
-        Err(e) => {
-            tracing::warn!(page = %c.id.url, error = %e, "capture body left out of the export");
-            None
-        }
-    })
 }
 
 #[cfg(test)]

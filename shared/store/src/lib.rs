@@ -39,7 +39,9 @@ use mongodb::{Client, Collection, Database, IndexModel};
 
 pub use crate::args::StoreArgs;
 pub use crate::crawl_id::CrawlId;
-use crate::docs::{BodyDictDoc, CaptureDoc, ControlDoc, DomainDoc, FrontierDoc, PageDoc, RobotsDoc, SeedDoc};
+use crate::docs::{
+    BodyDictDoc, CaptureDoc, ControlDoc, DomainDoc, FrontierDoc, PageDoc, RobotsDoc, RobotsTxtDoc, SeedDoc,
+};
 
 // Kinds of a crawl's collections: the names are `CrawlId::collection(kind)`.
 pub const SEEDS: &str = "seeds";
@@ -51,6 +53,8 @@ pub const BODY_DICTS: &str = "body_dicts";
 pub const CONTROL: &str = "control";
 /// Visits after a URL's first, when the crawl revisits (see `docs::CaptureDoc`).
 pub const CAPTURES: &str = "captures";
+/// The robots.txt responses a crawl received (see `docs::RobotsTxtDoc`).
+pub const ROBOTS_TXT: &str = "robots_txt";
 // Collections of the second store, shared by every crawl.
 pub const ROBOTS: &str = "robots";
 pub const DOMAINS: &str = "domains";
@@ -237,6 +241,9 @@ impl Stores {
     }
     pub fn captures(&self) -> Collection<CaptureDoc> {
         self.primary.collection(&self.crawl.collection(CAPTURES))
+    }
+    pub fn robots_txt(&self) -> Collection<RobotsTxtDoc> {
+        self.primary.collection(&self.crawl.collection(ROBOTS_TXT))
     }
     pub fn robots(&self) -> Collection<RobotsDoc> {
         self.second.collection(ROBOTS)

@@ -81,6 +81,89 @@ fn verdict(err: &mongodb::error::Error) -> Verdict {
     }
 }
 
+/// Why [`until_stored`] gave up on a write.
+#[derive(Debug)]
+enum GaveUp {
+    /// The store refused these (index in the write, reason) for good.
+    Refused(Vec<(usize, String)>),
+    /// The write as a whole was refused before reaching the store.
+    Split(String),
+    /// An error neither an outage nor a refusal persisted.
+    Unclear(String),
+}
+
+impl GaveUp {
+    /// In words, for a write of one document or statement.
+    fn why(self) -> String {
+        match self {
+            GaveUp::Refused(mut why) => why.pop().map(|(_, w)| w).unwrap_or_default(),
+            GaveUp::Split(why) | GaveUp::Unclear(why) => why,
+        }
+    }
+}
+
+/// Tries `attempt` (each within [`crate::deadline`]) until the store has
+/// it, backing off while the store is away, with this module's rules;
+/// the answer, if the store's was not an error.
+/// `judge` places an answer that came back (a command's reply can hold
+/// write errors); each try is timed as `op`, a batch of `batch` when
+/// given; `what` names the writer in log lines.
+async fn until_stored<T, F, Fut>(
+    timing: &TimingLog,
+    op: Op,
+    batch: Option<usize>,
+    what: &str,
+    mut attempt: F,
+    judge: impl Fn(&T) -> Verdict,
+) -> Result<Option<T>, GaveUp>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::IntoFuture<Output = mongodb::error::Result<T>>,
+{
+    let mut backoff = Backoff::default();
+    let mut unclear = 0;
+    loop {
+        let start = Instant::now();
+        let res = crate::deadline(attempt()).await;
+        let verdict = match &res {
+            None => Verdict::Outage,
+            Some(Ok(answer)) => judge(answer),
+            Some(Err(e)) => verdict(e),
+        };
+        let outcome = match verdict {
+            Verdict::Stored => "ok",
+            Verdict::Refused(_) => "refused",
+            _ => "error",
+        };
+        match batch {
+            Some(n) => timing.record_batch(op, start.elapsed(), outcome, n),
+            None => timing.record(op, start.elapsed(), outcome, None, None),
+        }
+        match verdict {
+            // `None` when the answer was an error that means "stored"
+            // (duplicate keys).
+            Verdict::Stored => return Ok(res.and_then(Result::ok)),
+            Verdict::Refused(refused) => return Err(GaveUp::Refused(refused)),
+            Verdict::Split(why) => return Err(GaveUp::Split(why)),
+            Verdict::Unclear(why) => {
+                unclear += 1;
+                if unclear >= MAX_UNCLEAR_TRIES {
+                    return Err(GaveUp::Unclear(why));
+                }
+                backoff.note(what, &why).await;
+            }
+            Verdict::Outage => {
+                let why = match &res {
+                    Some(Err(e)) => e.to_string(),
+                    Some(Ok(_)) => "the store answered with an error it may not repeat".to_string(),
+                    None => format!("no answer within {:?}", crate::OP_TIMEOUT),
+                };
+                backoff.note(what, &why).await;
+            }
+        }
+    }
+}
+
 /// Inserts `docs` (unordered); returns the ones the store refused for good
 /// (index, why). Returns only once every other document is stored. Each
 /// attempt is timed as `op`; `what` names the writer in log lines.
@@ -91,45 +174,14 @@ pub async fn insert_unordered<T: Serialize + Send + Sync>(
     op: Op,
     what: &str,
 ) -> Vec<(usize, String)> {
-    let mut backoff = Backoff::default();
-    let mut unclear = 0;
-    loop {
-        let start = Instant::now();
-        let res = crate::deadline(coll.insert_many(docs).ordered(false)).await;
-        let verdict = match &res {
-            None => Verdict::Outage,
-            Some(Ok(_)) => Verdict::Stored,
-            Some(Err(e)) => verdict(e),
-        };
-        let outcome = match verdict {
-            Verdict::Stored => "ok",
-            Verdict::Refused(_) => "refused",
-            _ => "error",
-        };
-        timing.record_batch(op, start.elapsed(), outcome, docs.len());
-        match verdict {
-            Verdict::Stored => return Vec::new(),
-            Verdict::Refused(refused) => return refused,
-            Verdict::Split(_) if docs.len() > 1 => return one_by_one(coll, docs, timing, op, what).await,
-            Verdict::Split(why) => return vec![(0, why)],
-            Verdict::Unclear(why) => {
-                unclear += 1;
-                if unclear >= MAX_UNCLEAR_TRIES {
-                    if docs.len() > 1 {
-                        return one_by_one(coll, docs, timing, op, what).await;
-                    }
-                    return vec![(0, why)];
-                }
-                backoff.note(what, &why).await;
-            }
-            Verdict::Outage => {
-                let why = match &res {
-                    Some(Err(e)) => e.to_string(),
-                    _ => format!("no answer within {:?}", crate::OP_TIMEOUT),
-                };
-                backoff.note(what, &why).await;
-            }
+    let insert = || coll.insert_many(docs).ordered(false);
+    match until_stored(timing, op, Some(docs.len()), what, insert, |_| Verdict::Stored).await {
+        Ok(_) => Vec::new(),
+        Err(GaveUp::Refused(refused)) => refused,
+        Err(GaveUp::Split(_) | GaveUp::Unclear(_)) if docs.len() > 1 => {
+            one_by_one(coll, docs, timing, op, what).await
         }
+        Err(GaveUp::Split(why) | GaveUp::Unclear(why)) => vec![(0, why)],
     }
 }
 
@@ -145,42 +197,90 @@ pub async fn set_fields<T: Send + Sync>(
     op: Op,
     what: &str,
 ) -> Result<(), String> {
-    let mut backoff = Backoff::default();
-    let mut unclear = 0;
-    loop {
-        let start = Instant::now();
-        let update = coll.update_one(bson::doc! {"_id": id}, bson::doc! {"$set": fields.clone()});
-        let res = crate::deadline(update).await;
-        let verdict = match &res {
-            None => Verdict::Outage,
-            Some(Ok(_)) => Verdict::Stored,
-            Some(Err(e)) => verdict(e),
-        };
-        let outcome = match verdict {
-            Verdict::Stored => "ok",
-            Verdict::Refused(_) => "refused",
-            _ => "error",
-        };
-        timing.record(op, start.elapsed(), outcome, None, None);
-        match verdict {
-            Verdict::Stored => return Ok(()),
-            Verdict::Refused(mut why) => return Err(why.pop().map(|(_, w)| w).unwrap_or_default()),
-            Verdict::Split(why) => return Err(why),
-            Verdict::Unclear(why) => {
-                unclear += 1;
-                if unclear >= MAX_UNCLEAR_TRIES {
-                    return Err(why);
-                }
-                backoff.note(what, &why).await;
-            }
-            Verdict::Outage => {
-                let why = match &res {
-                    Some(Err(e)) => e.to_string(),
-                    _ => format!("no answer within {:?}", crate::OP_TIMEOUT),
-                };
-                backoff.note(what, &why).await;
-            }
-        }
+    let update = || coll.update_one(bson::doc! {"_id": id}, bson::doc! {"$set": fields.clone()});
+    match until_stored(timing, op, None, what, update, |_| Verdict::Stored).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.why()),
+    }
+}
+
+/// Runs `statements` (`{q, u}` documents of the `update` command, each
+/// updating one document at most) on `coll` in one unordered command: a
+/// batched update, one round trip however many documents it moves, which
+/// both MongoDB and nx-27017 answer (the driver's `bulk_write` needs
+/// MongoDB 8). Retried while the store is away, so the statements must be
+/// safe to run twice. Returns the documents modified; `Err` with the
+/// first reason when the store refused some for good (the rest ran).
+pub async fn update_each<T: Send + Sync>(
+    coll: &mongodb::Collection<T>,
+    statements: Vec<bson::Document>,
+    timing: &TimingLog,
+    op: Op,
+    what: &str,
+) -> Result<u64, String> {
+    let n = statements.len();
+    let command = bson::doc! {"update": coll.name(), "updates": statements, "ordered": false};
+    let db = coll.client().database(&coll.namespace().db);
+    let run = || db.run_command(command.clone());
+    match until_stored(timing, op, Some(n), what, run, reply_verdict).await {
+        Ok(reply) => Ok(reply
+            .as_ref()
+            .and_then(|r| r.get("nModified"))
+            .and_then(integer)
+            .map_or(0, |n| u64::try_from(n).unwrap_or(0))),
+        Err(e) => Err(e.why()),
+    }
+}
+
+/// A number of a reply, which a server may send as any BSON number.
+fn integer(b: &bson::Bson) -> Option<i64> {
+    match *b {
+        bson::Bson::Int32(n) => Some(i64::from(n)),
+        bson::Bson::Int64(n) => Some(n),
+        bson::Bson::Double(n) if n.is_finite() => Some(n as i64),
+        _ => None,
+    }
+}
+
+/// What the reply of a write command says (its errors are in the reply,
+/// not in an error of the driver's).
+fn reply_verdict(reply: &bson::Document) -> Verdict {
+    if reply.get_document("writeConcernError").is_ok() {
+        return Verdict::Outage;
+    }
+    let Ok(errors) = reply.get_array("writeErrors") else {
+        return Verdict::Stored;
+    };
+    let errors: Vec<(usize, i32, String)> = errors
+        .iter()
+        .filter_map(bson::Bson::as_document)
+        .map(|e| {
+            let index = e
+                .get("index")
+                .and_then(integer)
+                .and_then(|i| usize::try_from(i).ok())
+                .unwrap_or(0);
+            let code = e
+                .get("code")
+                .and_then(integer)
+                .and_then(|c| i32::try_from(c).ok())
+                .unwrap_or(0);
+            let message = e.get_str("errmsg").unwrap_or_default().to_string();
+            (index, code, message)
+        })
+        .collect();
+    if errors.iter().any(|(_, code, _)| TRANSIENT_CODES.contains(code)) {
+        return Verdict::Outage;
+    }
+    let refused: Vec<_> = errors
+        .into_iter()
+        .filter(|(_, code, _)| *code != 11000)
+        .map(|(index, code, message)| (index, format!("code {code}: {message}")))
+        .collect();
+    if refused.is_empty() {
+        Verdict::Stored
+    } else {
+        Verdict::Refused(refused)
     }
 }
 
@@ -243,5 +343,31 @@ mod tests {
         assert!(matches!(verdict(&client_side), Verdict::Split(_)));
         let io = Error::from(ErrorKind::Io(Arc::new(std::io::Error::other("reset"))));
         assert_eq!(verdict(&io), Verdict::Outage);
+    }
+
+    #[test]
+    fn a_command_reply_is_judged_by_the_write_errors_it_holds() {
+        use bson::doc;
+        assert_eq!(
+            reply_verdict(&doc! {"ok": 1, "n": 2, "nModified": 1}),
+            Verdict::Stored
+        );
+        let refused = doc! {"ok": 1, "writeErrors": [
+            {"index": 3, "code": 11000, "errmsg": "dup"},
+            {"index": 5_i64, "code": 2, "errmsg": "bad value"},
+        ]};
+        assert_eq!(
+            reply_verdict(&refused),
+            Verdict::Refused(vec![(5, "code 2: bad value".into())])
+        );
+        let dup_only = doc! {"ok": 1, "writeErrors": [{"index": 0, "code": 11000, "errmsg": "dup"}]};
+        assert_eq!(reply_verdict(&dup_only), Verdict::Stored);
+        let stepping_down = doc! {"ok": 1, "writeErrors": [{"index": 0, "code": 189, "errmsg": "x"}]};
+        assert_eq!(reply_verdict(&stepping_down), Verdict::Outage);
+        let concern = doc! {"ok": 1, "writeConcernError": {"code": 64, "errmsg": "w"}};
+        assert_eq!(reply_verdict(&concern), Verdict::Outage);
+        // A lying peer: numbers of any type, or none, never panic.
+        let odd = doc! {"ok": 1, "writeErrors": [{"index": -1.5, "code": "x"}, 7]};
+        assert!(matches!(reply_verdict(&odd), Verdict::Refused(_)));
     }
 }

@@ -189,8 +189,9 @@ impl RobotsCase {
         }
     }
 
-    /// Status and body of `/robots.txt`.
-    fn robots(self) -> (u16, Bytes) {
+    /// Status and body of `/robots.txt` (a redirect's body for
+    /// [`RobotsCase::Redirect`], whose file is [`REAL_ROBOTS`]).
+    pub fn robots(self) -> (u16, Bytes) {
         let text = |s: &'static str| (200, Bytes::from_static(s.as_bytes()));
         match self {
             RobotsCase::Empty => (200, Bytes::new()),
@@ -209,6 +210,9 @@ impl RobotsCase {
         }
     }
 }
+
+/// `robots-redirect.test`'s file, at `/real-robots.txt`.
+pub const REAL_ROBOTS: &str = "User-agent: *\nDisallow: /private/\n";
 
 /// Bytes of comment padding in `robots-huge.test`'s robots.txt.
 pub const HUGE_ROBOTS_PADDING: usize = 600 * 1024;
@@ -696,9 +700,7 @@ fn robots_case(case: RobotsCase, path_and_query: &str) -> Reply {
             }
             reply(status, "text/plain", body)
         }
-        "/real-robots.txt" if case == RobotsCase::Redirect => {
-            reply(200, "text/plain", "User-agent: *\nDisallow: /private/\n")
-        }
+        "/real-robots.txt" if case == RobotsCase::Redirect => reply(200, "text/plain", REAL_ROBOTS),
         "/" => page(case.host(), &ROBOTS_CASE_LINKS),
         "/a" | "/b/c" | "/x.php" | "/private/z" | "/fine" => page(path, &[]),
         _ => not_found(),
@@ -988,7 +990,7 @@ mod tests {
         for case in RobotsCase::ALL {
             let (status, body) = case.robots();
             let body = match case {
-                RobotsCase::Redirect => Bytes::from_static(b"User-agent: *\nDisallow: /private/\n"),
+                RobotsCase::Redirect => Bytes::from_static(REAL_ROBOTS.as_bytes()),
                 // The crawler parses the first 500 KiB only.
                 RobotsCase::Huge => body.slice(..500 * 1024),
                 _ => body,

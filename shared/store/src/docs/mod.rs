@@ -17,6 +17,7 @@ mod domain;
 mod frontier;
 mod page;
 mod robots;
+mod robots_txt;
 mod seed;
 
 pub use body_dict::BodyDictDoc;
@@ -26,4 +27,5 @@ pub use domain::{DomainDoc, DomainHalt, DomainPace};
 pub use frontier::{Deferral, FrontierDoc, UrlState};
 pub use page::{Head, PageDoc, RobotsDirectives, SitemapKind, Skipped};
 pub use robots::RobotsDoc;
+pub use robots_txt::{RobotsTxtDoc, RobotsTxtId};
 pub use seed::SeedDoc;
