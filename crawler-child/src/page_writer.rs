@@ -16,11 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bson::RawDocumentBuf;
-use futures::TryStreamExt;
 use link::protocol::{CrawlResult, FailureKind, Outcome};
 use shared::timing::{Op, TimingLog};
 use store::docs::{CaptureDoc, PageDoc, RobotsTxtDoc};
+use store::read::{find_all, Find};
 use store::write;
 use store::Stores;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
@@ -350,27 +349,16 @@ async fn read_schedules(
     chunk: &[Lastmod],
     timing: &TimingLog,
 ) -> Result<Vec<sitemap_due::Scheduled>, String> {
-    let start = Instant::now();
     let (filter, projection) = sitemap_due::query(chunk);
-    let read = async {
-        let cursor = stores
-            .pages()
-            .clone_with_type::<RawDocumentBuf>()
-            .find(filter)
-            .projection(projection)
-            .await?;
-        cursor.try_collect::<Vec<_>>().await
+    let find = Find {
+        filter,
+        projection: Some(projection),
+        ..Find::default()
     };
-    let res = match store::deadline(read).await {
-        // One at a time: a page this version cannot read is passed over.
-        Some(Ok(found)) => Ok(found
-            .iter()
-            .filter_map(|raw| bson::from_slice(raw.as_bytes()).ok())
-            .collect()),
-        Some(Err(e)) => Err(e.to_string()),
-        None => Err(format!("no answer within {:?}", store::OP_TIMEOUT)),
-    };
-    let outcome = if res.is_ok() { "ok" } else { "error" };
-    timing.record_batch(Op::Store, start.elapsed(), outcome, chunk.len());
-    res
+    let found = find_all(&stores.pages(), find, store::OP_TIMEOUT, timing, Op::Store).await?;
+    // One at a time: a page this version cannot read is passed over.
+    Ok(found
+        .iter()
+        .filter_map(|raw| bson::from_slice(raw.as_bytes()).ok())
+        .collect())
 }

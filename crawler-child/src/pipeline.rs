@@ -503,7 +503,7 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
         if let (Some(rev), Some(policy)) = (&item.revisit, &ctx.policy.revisit) {
             return revisited(ctx, item, &current, resp, rev, policy, &conditions);
         }
-        let sitemaps = if robots.sitemaps.is_empty() {
+        let sitemaps = if robots.sitemaps.is_empty() && !ctx.policy.guess_sitemap {
             Vec::new()
         } else {
             robots_sitemaps(ctx, st, item, &current, &robots).await
@@ -512,7 +512,11 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
     }
 }
 
-/// robots.txt's `Sitemap:` lines for `url`'s origin, once per origin in
+/// Where a site's sitemap is, by convention, when robots.txt does not say.
+const GUESSED_SITEMAP: &str = "/sitemap.xml";
+
+/// robots.txt's `Sitemap:` lines for `url`'s origin (`/sitemap.xml` when
+/// it names none and the policy says to guess), once per origin in
 /// this child's life, as links ([`same_site_links`]). They ride with
 /// the first page the child stores for the origin, kept in its `links`,
 /// so a dispatcher killed before it queued them offers them again from
@@ -527,6 +531,9 @@ async fn robots_sitemaps(
 ) -> Vec<String> {
     if !st.state.lock().await.sitemaps_offered.insert(origin_of(url)) {
         return Vec::new();
+    }
+    if robots.sitemaps.is_empty() {
+        return same_site_links(ctx, item, url, &[GUESSED_SITEMAP.to_string()]).0;
     }
     same_site_links(ctx, item, url, &robots.sitemaps).0
 }

@@ -351,6 +351,7 @@ pub(crate) mod tests {
             child_concurrency: 8,
             allow_private_networks: false,
             keep_non_html_bodies: false,
+            guess_sitemap: false,
             canonical: Default::default(),
             heartbeat_timeout_ms: 15_000,
             revisit: None,

@@ -598,6 +598,10 @@ impl Dispatcher {
         line.set(&metric::DOMAINS_BLOCKED_BY_OPERATOR, blocked as f64);
         line.set(&metric::DOMAIN_DELAYS_SET, delays as f64);
         line.set(&metric::SERVERS_SHARED, f.shared_servers() as f64);
+        if let Some((queued, started)) = self.state.revisit_counts() {
+            line.set(&metric::REVISITS_QUEUED, queued as f64);
+            line.total(&metric::REVISITS_STARTED, started);
+        }
         // Each supervisor's credit too: one saturated node among idle ones
         // is a different story from a cluster out of credit.
         for &s in &live {

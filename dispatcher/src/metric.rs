@@ -89,6 +89,18 @@ pub(crate) const FRONTIER_IN_FLIGHT: Gauge = Gauge::new(
     [],
 );
 
+pub(crate) const REVISITS_QUEUED: Gauge = Gauge::new(
+    "crawler_revisits_queued",
+    "Stored pages due again, queued or out on a revisit lease (crawls that revisit), set once a second.",
+    [],
+);
+
+pub(crate) const REVISITS_STARTED: Counter = Counter::new(
+    "crawler_revisits_started_total",
+    "Revisits queued since the dispatcher started (crawls that revisit).",
+    [],
+);
+
 pub(crate) const FRONTIER_IN_STORE: Gauge = Gauge::new(
     "crawler_frontier_in_store",
     "Queued URLs only in the store, not yet read into their domain's window in memory, set once a second.",
@@ -210,6 +222,8 @@ pub(crate) static FAMILIES: &[&dyn Described] = &[
     &FRONTIER_SEEN_BYTES,
     &FRONTIER_WRITE_BACKLOG,
     &LINKS_REFUSED,
+    &REVISITS_QUEUED,
+    &REVISITS_STARTED,
     &SUPERVISOR_CREDITS_CAPACITY,
     &SUPERVISOR_CREDITS_HELD,
     &SUPERVISOR_DOMAINS,

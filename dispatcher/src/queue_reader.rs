@@ -18,12 +18,13 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bson::{doc, RawDocument, RawDocumentBuf};
 use futures::TryStreamExt;
 use shared::timing::{Op, TimingLog};
 use store::docs::{FrontierDoc, PageDoc, UrlState};
+use store::read::{find_all, Find};
 use store::{self, Stores};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -317,27 +318,13 @@ async fn find_sorted(
     limit: usize,
     timing: &TimingLog,
 ) -> Result<Vec<RawDocumentBuf>, String> {
-    let start = Instant::now();
-    let query = async {
-        let cursor = frontier
-            .clone_with_type::<RawDocumentBuf>()
-            .find(filter)
-            .sort(by_seq())
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-            .await?;
-        cursor.try_collect::<Vec<RawDocumentBuf>>().await
+    let find = Find {
+        filter,
+        sort: Some(by_seq()),
+        limit: Some(limit),
+        ..Find::default()
     };
-    let res = match tokio::time::timeout(READ_DEADLINE, query).await {
-        Ok(Ok(docs)) => Ok(docs),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {READ_DEADLINE:?}")),
-    };
-    let (outcome, n) = match &res {
-        Ok(docs) => ("ok", docs.len()),
-        Err(_) => ("error", 0),
-    };
-    timing.record_batch(Op::FrontierRead, start.elapsed(), outcome, n);
-    res
+    find_all(frontier, find, READ_DEADLINE, timing, Op::FrontierRead).await
 }
 
 /// Which of `held` (lease id, URL) are queued in the store, with their

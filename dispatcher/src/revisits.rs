@@ -148,14 +148,15 @@ impl Revisits {
         self.queued.get(url).cloned()
     }
 
+    #[cfg(test)]
     pub(crate) fn is_revisit(&self, url: &str) -> bool {
         self.queued.contains_key(url)
     }
 
-    /// `url`'s revisit is over (answered, or given up on): the child has
-    /// moved its due time.
-    pub(crate) fn finished(&mut self, url: &str) {
-        self.queued.remove(url);
+    /// `url`'s crawl is over (answered, or given up on): whether it was a
+    /// revisit, which is then forgotten (the child has moved its due time).
+    pub(crate) fn finished(&mut self, url: &str) -> bool {
+        self.queued.remove(url).is_some()
     }
 
     pub(crate) fn queued(&self) -> usize {
@@ -205,7 +206,8 @@ mod tests {
         // The store answers from the cursor inclusive; "b" is not queued twice.
         let got = r.answered(&ask, Ok(vec![due("b", 20), due("c", 500)]), 500);
         assert_eq!(got.len(), 1);
-        r.finished("a");
+        assert!(r.finished("a"));
+        assert!(!r.finished("a"), "forgotten once over");
         assert!(!r.is_revisit("a") && r.is_revisit("b"));
         assert_eq!((r.queued(), r.started), (2, 3));
     }
@@ -233,7 +235,7 @@ mod tests {
             r.queued.insert(format!("u{i}"), due("x", 0).revisit);
         }
         assert!(r.want_read(0).is_none());
-        r.finished("u0");
+        assert!(r.finished("u0"));
         assert!(r.want_read(0).is_some());
     }
 }

@@ -3,7 +3,9 @@
 //! they are crawled, robots.txt still rules, off-site URLs are not taken,
 //! and a broken sitemap, a gzip bomb and a feed that is no sitemap each
 //! cost only themselves. In a crawl that revisits, a `<lastmod>` newer
-//! than a page's capture makes the page due at once.
+//! than a page's capture makes the page due at once; with
+//! `--guess-sitemap`, a sitemap robots.txt does not name is found at
+//! `/sitemap.xml`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -436,4 +438,56 @@ async fn a_sitemap_lastmod_makes_a_changed_page_due_at_once() {
             (due - now_ms) / 1000
         );
     }
+}
+
+/// With `--guess-sitemap`, a site whose robots.txt names no sitemap has
+/// `/sitemap.xml` asked for once, and the pages it lists are crawled,
+/// robots.txt still ruling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unnamed_sitemap_is_guessed_when_asked_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreServer::start().unwrap();
+    let asked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let here = format!("http://guess.test:{port}");
+    let log = asked.clone();
+    let app = axum::Router::new().fallback(move |uri: Uri| {
+        let (log, here) = (log.clone(), here.clone());
+        async move {
+            let path = uri.path().to_string();
+            log.lock().unwrap().push(path.clone());
+            let (kind, body) = match path.as_str() {
+                "/robots.txt" => ("text/plain", "User-agent: *\nDisallow: /private/\n".to_string()),
+                "/" => ("text/html", "<html><body>no links</body></html>".to_string()),
+                "/sitemap.xml" => (
+                    "application/xml",
+                    urlset(&[format!("{here}/hidden"), format!("{here}/private/x")]),
+                ),
+                "/hidden" | "/private/x" => ("text/html", "<html><body>listed</body></html>".to_string()),
+                _ => return StatusCode::NOT_FOUND.into_response(),
+            };
+            ([(header::CONTENT_TYPE, kind)], body).into_response()
+        }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let seeds = write_lines(dir.path(), "seeds", &[format!("http://guess.test:{port}/")]).unwrap();
+    let mut spec = ClusterSpec::new(&store.uri, &seeds);
+    spec.hosts_file = Some(write_lines(dir.path(), "hosts", &["127.0.0.1 guess.test".to_string()]).unwrap());
+    spec.supervisors = 1;
+    spec.children = 1;
+    spec.dispatcher_args = flags("--min-delay-ms 5 --progress-secs 0 --guess-sitemap");
+    let run = run_crawl(&spec, Duration::from_secs(120)).await.unwrap();
+    verify::assert_finished(&run);
+
+    let mut asked = asked.lock().unwrap().clone();
+    asked.sort();
+    assert_eq!(asked, ["/", "/hidden", "/robots.txt", "/sitemap.xml"]);
+    let db = store.client().await.unwrap().database("crawler");
+    let pages = all_pages(&db, &Default::default()).await.unwrap();
+    let sitemap = pages
+        .iter()
+        .find(|p| p.url.ends_with("/sitemap.xml"))
+        .expect("the guessed sitemap stored");
+    assert_eq!(sitemap.sitemap, Some(SitemapKind::Urlset));
 }

@@ -267,6 +267,13 @@ pub struct Flags {
     /// without the body.
     #[arg(long)]
     pub keep_non_html_bodies: bool,
+    /// When an origin's robots.txt names no sitemap, ask for
+    /// /sitemap.xml (once per origin, with its first page; checked
+    /// against robots.txt like any URL). Finds the sitemaps of sites that
+    /// publish one without saying so, at the cost of a request per origin
+    /// that most answer 404. Off by default.
+    #[arg(long)]
+    pub guess_sitemap: bool,
     /// Fetch every stored page again this long after it was last asked
     /// for (e.g. 1d), conditionally (If-None-Match, If-Modified-Since).
     /// The crawl then keeps running, crawling new URLs and what is due,
@@ -385,6 +392,7 @@ impl Flags {
             child_concurrency: self.child_concurrency,
             allow_private_networks: self.allow_private_networks,
             keep_non_html_bodies: self.keep_non_html_bodies,
+            guess_sitemap: self.guess_sitemap,
             canonical: self.canonical(),
             heartbeat_timeout_ms: self.heartbeat_timeout_secs.saturating_mul(1000),
             revisit: self.revisit().map(Box::new),

@@ -1,12 +1,12 @@
 //! The store read behind [`super::Revisits`]: pages by due time.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bson::{doc, RawDocumentBuf};
-use futures::TryStreamExt;
 use link::protocol::Revisit;
 use shared::timing::{Op, TimingLog};
 use store::docs::{PageDoc, RevisitState};
+use store::read::{find_all, Find};
 
 use super::{Due, DueRead};
 
@@ -22,29 +22,15 @@ pub(crate) async fn due(
     r: &DueRead,
     timing: &TimingLog,
 ) -> Result<Vec<Due>, String> {
-    let start = Instant::now();
-    let filter = doc! {PageDoc::DUE_MS: {"$gte": r.after.due_ms}};
-    let fields = doc! {"_id": 1, "domain": 1, "depth": 1, PageDoc::DUE_MS: 1, RevisitState::FIELD: 1};
-    let query = async {
-        let cursor = pages
-            .clone_with_type::<RawDocumentBuf>()
-            .find(filter)
-            .sort(doc! {PageDoc::DUE_MS: 1, "_id": 1})
-            .projection(fields)
-            .limit(i64::try_from(r.limit).unwrap_or(i64::MAX))
-            .await?;
-        cursor.try_collect::<Vec<RawDocumentBuf>>().await
+    let find = Find {
+        filter: doc! {PageDoc::DUE_MS: {"$gte": r.after.due_ms}},
+        sort: Some(doc! {PageDoc::DUE_MS: 1, "_id": 1}),
+        projection: Some(
+            doc! {"_id": 1, "domain": 1, "depth": 1, PageDoc::DUE_MS: 1, RevisitState::FIELD: 1},
+        ),
+        limit: Some(r.limit),
     };
-    let res = match tokio::time::timeout(READ_DEADLINE, query).await {
-        Ok(Ok(docs)) => Ok(docs),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {READ_DEADLINE:?}")),
-    };
-    let (outcome, n) = match &res {
-        Ok(docs) => ("ok", docs.len()),
-        Err(_) => ("error", 0),
-    };
-    timing.record_batch(Op::FrontierRead, start.elapsed(), outcome, n);
+    let res = find_all(pages, find, READ_DEADLINE, timing, Op::FrontierRead).await;
     Ok(res?.iter().filter_map(decode).collect())
 }
 

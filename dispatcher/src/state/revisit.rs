@@ -40,13 +40,7 @@ impl<C> CrawlState<C> {
     /// `url`'s crawl is over (answered, or given up on): whether it was a
     /// revisit, which is then forgotten (the child moved its due time).
     pub(super) fn revisit_over(&mut self, url: &str) -> bool {
-        match self.revisits.as_mut() {
-            Some(r) if r.is_revisit(url) => {
-                r.finished(url);
-                true
-            }
-            _ => false,
-        }
+        self.revisits.as_mut().is_some_and(|r| r.finished(url))
     }
 
     /// Revisits queued or out, and started since the dispatcher started.

@@ -26,7 +26,8 @@ pub use crate::failure::FailureKind;
 /// 12: per-server politeness (a lease and a result name the domain's
 /// server, the policy carries the per-server gaps, `Regrouped`).
 /// 13: revisits (the policy's revisit rule, a revisit lease's validators).
-pub const PROTOCOL_VERSION: u32 = 13;
+/// 14: the policy says whether to guess `/sitemap.xml`.
+pub const PROTOCOL_VERSION: u32 = 14;
 
 /// One URL to crawl, leased to whoever holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -205,6 +206,9 @@ pub struct CrawlPolicy {
     /// feeds), compressed, for a faithful archive. Off by default: a crawl
     /// for text would fill the store with media it never reads.
     pub keep_non_html_bodies: bool,
+    /// Offer `/sitemap.xml` with an origin's first page when its
+    /// robots.txt names no sitemap.
+    pub guess_sitemap: bool,
     /// How links are made canonical (session ids, tracking parameters and
     /// userinfo removed; see [`shared::canonical`]). In the policy so every
     /// child turns one page's many spellings into the same URL: the

@@ -31,18 +31,21 @@ use mongodb::event::EventHandler;
 
 /// Collection kinds: the crawl's own (`<crawl>__<kind>`), the second
 /// store's, anything else, and commands on no collection (handshakes).
-const COLLECTIONS: [&str; 8] = [
+const COLLECTIONS: [&str; 11] = [
     "pages",
     "frontier",
     "seeds",
     "body_dicts",
+    "captures",
+    "robots_txt",
+    "control",
     "robots",
     "domains",
     "other",
     "none",
 ];
-const OTHER_COLLECTION: usize = 6;
-const NO_COLLECTION: usize = 7;
+const OTHER_COLLECTION: usize = 9;
+const NO_COLLECTION: usize = 10;
 
 const COMMANDS: [&str; 8] = [
     "insert",
@@ -295,6 +298,8 @@ mod tests {
         assert_eq!((collection_of(c), command_of(c)), ("frontier", "getMore"));
         let c = cell("update", &doc! {"update": "domains", "updates": []});
         assert_eq!((collection_of(c), command_of(c)), ("domains", "update"));
+        let c = cell("insert", &doc! {"insert": "crawl__robots_txt", "documents": [{}]});
+        assert_eq!((collection_of(c), command_of(c)), ("robots_txt", "insert"));
         let c = cell("hello", &doc! {"hello": 1});
         assert_eq!((collection_of(c), command_of(c)), ("none", "other"));
         let c = cell("find", &doc! {"find": "somebody_elses"});
