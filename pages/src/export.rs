@@ -199,7 +199,7 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
             tracing::info!(pages = n, "left out: they asked not to be archived (noarchive)");
         }
     }
-    let mut dicts = Dictionaries::load(&stores.body_dicts()).await?;
+    let dicts = Dictionaries::load(&stores.body_dicts()).await?;
     let filtered = args.since.is_some() || args.respect_noarchive;
     let total = pages_in_export(stores, &filter, filtered)
         .await
@@ -215,12 +215,19 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
         .await
         .context("the store did not answer in time")?
         .context("reading pages")?;
-    let mut out = Output::open(&args.out, &state)?;
+    let out = Output::open(&args.out, &state)?;
     state.warcinfo_id = Some(out.warcinfo_id.clone());
     let mut progress = Progress::new(state.pages, total);
-    let mut since_checkpoint = 0u64;
+    let mut run = Run {
+        out,
+        state,
+        dicts,
+        since_checkpoint: 0,
+        state_path: &state_path,
+        args: &args,
+    };
     // Pages, unless a resumed export was past them.
-    while !state.past_pages() {
+    while !run.state.past_pages() {
         let next = deadline(cursor.try_next())
             .await
             .context("the store did not answer in time")?
@@ -232,27 +239,18 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
                 let id = raw.get_str(PageDoc::URL).unwrap_or("?");
                 tracing::warn!(page = id, error = %e, "skipping a malformed page document");
                 if let Ok(id) = raw.get_str(PageDoc::URL) {
-                    state.last_id = Some(id.to_string());
+                    run.state.last_id = Some(id.to_string());
                 }
                 continue;
             }
         };
-        let body = body_of(stores, &page, &mut dicts).await?;
-        next_file_if_full(&mut out, &mut state, &args)?;
-        out.page(&page, body.as_deref(), None)?;
-        state.pages += 1;
-        state.last_id = Some(page.url.clone());
-        checkpoint(&mut since_checkpoint, &mut out, &mut state, &state_path)?;
-        progress.page(&out.path);
+        let body = body_of(stores, &page, &mut run.dicts).await?;
+        run.write(&page, body.as_deref(), None, |state| {
+            state.pages += 1;
+            state.last_id = Some(page.url.clone());
+        })?;
+        progress.page(&run.out.path);
     }
-    let mut run = Run {
-        out,
-        state,
-        dicts,
-        since_checkpoint,
-        state_path: &state_path,
-        args: &args,
-    };
     if !run.state.past_captures() {
         captures::export(stores, capture_filter.clone(), &mut run).await?;
     }
@@ -280,7 +278,8 @@ pub(crate) async fn run(stores: &Stores, args: ExportArgs) -> anyhow::Result<()>
     Ok(())
 }
 
-/// The export as it goes on from the pages (`captures`, `robots_txt`).
+/// An export under way: the file being written, what it has done, and
+/// what it needs to go on (pages, then `captures`, then `robots_txt`).
 struct Run<'a> {
     out: Output,
     state: State,
