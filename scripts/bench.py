@@ -290,7 +290,7 @@ try:
 except Exception as e:
     out["body_error"] = str(e)
 colls = {}
-for kind in ("pages", "frontier", "seeds", "body_dicts"):
+for kind in ("pages", "segments", "outcomes", "progress", "seeds", "body_dicts"):
     name = "crawl__" + kind
     try:
         c = db.command("collStats", name)

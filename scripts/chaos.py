@@ -53,7 +53,8 @@ Figures (the JSON keys are in brackets):
   dispatcher start; [wall_secs]: that start to the exit of every crawler
   process; [store]: mongod or nx-27017; [summary]: the finishing
   dispatcher's finish_reason, frontier_left, fetched (its own count only);
-  [frontier_states]: the stored frontier's entries by state.
+  [frontier_states]: the stored frontier: its segments, the URLs in them
+  by the segments' state, and the outcomes (failed, disallowed) by state.
 
 Exit status 0 when the crawl finished (the dispatcher exited 0 on its own),
 nothing was lost and nothing stored twice; 1 otherwise (the work directory
@@ -69,7 +70,7 @@ VICTIMS = ("crawler-child", "supervisor", "dispatcher")
 RESTART_AFTER = 1.0
 
 # Run with the store's Python (pymongo): every page's _id and status, and
-# the frontier's entries by state. Prints one JSON object.
+# the frontier's segments and outcomes. Prints one JSON object.
 PAGES_QUERY = r"""
 import collections, json, sys
 import pymongo
@@ -82,7 +83,17 @@ for d in db[crawl + "__pages"].find({}, {"_id": 1, "status": 1}):
 out = {"documents": sum(ids.values()), "distinct_ids": len(ids),
        "stored_twice": sum(1 for n in ids.values() if n > 1), "by_status": dict(by_status)}
 try:
-    states = collections.Counter(str(d.get("state")) for d in db[crawl + "__frontier"].find({}, {"state": 1}))
+    # The frontier's URLs in segments (their states are not stored: a
+    # fetched URL's page says it is finished), and the outcomes of those
+    # that ended without a page.
+    segs = list(db[crawl + "__segments"].find({}, {"n": 1, "state": 1}))
+    states = collections.Counter()
+    for d in segs:
+        states["in_" + str(d.get("state")) + "_segments"] += int(d.get("n") or 0)
+    for o in db[crawl + "__outcomes"].find({}, {"urls.state": 1}):
+        for u in o.get("urls") or []:
+            states[str(u.get("state"))] += 1
+    states["segments"] = len(segs)
     out["frontier_states"] = dict(states)
 except Exception as e:
     out["frontier_states"] = {"error": str(e)[:200]}
@@ -239,7 +250,7 @@ def main():
     work = tempfile.mkdtemp(prefix="crawler-chaos-")
     uri, kind, store_dir = bench.start_store(work, args.keep)
     db = os.environ.get("CRAWLER_DB", "crawler")
-    crawl = "crawl"  # the dispatcher's default --crawl-id: collections crawl__pages, crawl__frontier
+    crawl = "crawl"  # the dispatcher's default --crawl-id: collections crawl__pages, crawl__segments
     web, dispatcher, sups, ok = None, None, [], False
     try:
         web, paths, info = bench.start_web(args, work, hosts, pages_per_host)

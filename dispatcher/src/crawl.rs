@@ -27,7 +27,7 @@ use crate::config::{Config, Flags};
 use crate::control::{self, Command};
 use crate::frontier::SupId;
 use crate::monitor::{FrontierView, Monitor};
-use crate::persist::{Confirmed, FrontierWriter};
+use crate::persist::{Confirmed, FrontierWriter, NewUrl};
 use crate::queue_reader::{self, QueueReader};
 use crate::refusals::{Reason, Refusals};
 use crate::resume::SeenScanTask;
@@ -99,9 +99,15 @@ pub(crate) async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()
         tracing::info!("the primary store is a mongos: this crawl's pages and frontier are sharded");
     }
 
-    let (reader, mut read) = QueueReader::spawn(&stores, timing.clone());
-    let (writer, mut confirmations) = FrontierWriter::spawn(stores.clone(), timing.clone());
-    let io = Io { writer, reader };
+    let ended = Arc::new(std::sync::OnceLock::new());
+    let (reader, mut read) = QueueReader::spawn(&stores, ended.clone(), timing.clone());
+    let exact = args.seen_check == crate::seen::SeenCheck::Store;
+    let (writer, mut confirmations) = FrontierWriter::spawn(stores.clone(), exact, timing.clone());
+    let io = Io {
+        writer,
+        reader,
+        ended,
+    };
     let mut d = Dispatcher::new(&args, stores.clone(), view, timing, admin_rx, key, io)?;
     d.load(&args).await?;
 
@@ -133,10 +139,12 @@ pub(crate) async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()
     d.finish(&args, &settings, stopped, &mut inbox).await
 }
 
-/// The frontier's writer and reader tasks.
+/// The frontier's writer and reader tasks, and what the reader learns of
+/// the stored frontier at start-up (`crate::resume`).
 struct Io {
     writer: FrontierWriter,
     reader: QueueReader,
+    ended: Arc<std::sync::OnceLock<std::collections::HashSet<i64>>>,
 }
 
 /// The shell's handle on a supervisor's connection: its ZeroMQ routing id,
@@ -172,12 +180,9 @@ struct Dispatcher {
     refusals: Refusals,
     /// The background read of stored URLs for the seen-set, while it runs.
     seen_scan: Option<SeenScanTask>,
+    /// For the queue reader: the stored URLs that ended without a page.
+    ended: Arc<std::sync::OnceLock<std::collections::HashSet<i64>>>,
 }
-
-/// How long a crawl with nothing left waits for the read of its stored
-/// URLs (see [`Dispatcher::reading_stored_urls`]): the read of 10 million
-/// takes minutes on nx-27017.
-const STORED_URLS_PATIENCE: Duration = Duration::from_secs(30 * 60);
 
 impl Dispatcher {
     fn new(
@@ -207,6 +212,7 @@ impl Dispatcher {
             breaker: args.breaker(),
             max_write_backlog: crate::state::MAX_WRITE_BACKLOG,
             revisit: args.revisit().is_some(),
+            progress_results: crate::frontier::PROGRESS_RESULTS,
         };
         let control_writer = steering::ControlWriter::start(stores.control());
         let state = CrawlState::new(settings, timing.clone(), now_ms()).map_err(anyhow::Error::msg)?;
@@ -215,6 +221,7 @@ impl Dispatcher {
             state,
             writer: io.writer,
             reader: io.reader,
+            ended: io.ended,
             stores,
             send: None,
             view,
@@ -251,16 +258,35 @@ impl Dispatcher {
                     depth,
                     seq,
                     confirm,
-                } => self.writer.insert(url, domain, depth, seq, confirm),
+                } => self.writer.insert(NewUrl {
+                    url,
+                    domain,
+                    depth,
+                    seq,
+                    deferred: None,
+                    confirm,
+                }),
                 Effect::Defer {
                     url,
                     domain,
                     depth,
                     seq,
                     why,
-                } => self.writer.defer(url, domain, depth, seq, why),
-                Effect::Requeue { url, seq } => self.writer.requeue(url, seq),
-                Effect::Mark { url, state, failure } => self.writer.mark(url, state, failure),
+                } => self.writer.insert(NewUrl {
+                    url,
+                    domain,
+                    depth,
+                    seq,
+                    deferred: Some(why),
+                    confirm: false,
+                }),
+                Effect::Ended {
+                    url,
+                    seq,
+                    state,
+                    failure,
+                } => self.writer.outcome(url, seq, state, failure),
+                Effect::Progress(domains) => self.writer.progress(domains),
                 Effect::Read(r) => self.reader.read(r),
                 Effect::ReadDue(r) => self.reader.due(r),
                 Effect::LookUp(s, held) => self.reader.look_up(s, held),
@@ -280,17 +306,6 @@ impl Dispatcher {
             }
         }
         Ok(())
-    }
-
-    /// A resumed crawl with nothing left to crawl waits for the read of
-    /// its stored URLs to end: deferred URLs that this run's larger
-    /// budgets let in are found there (`CrawlState::seen_rebuilt`). Not
-    /// for ever: a store that keeps cutting that read short must not keep
-    /// a finished crawl from ending.
-    fn reading_stored_urls(&self) -> bool {
-        self.seen_scan
-            .as_ref()
-            .is_some_and(|s| s.started.elapsed() < STORED_URLS_PATIENCE)
     }
 
     /// Leases what can be leased now.
@@ -325,7 +340,7 @@ impl Dispatcher {
         let mut monitor = Monitor::new();
         let stop = shutdown.requested();
         tokio::pin!(stop);
-        while !self.state.done() || self.reading_stored_urls() {
+        while !self.state.done() {
             tokio::select! {
                 msg = inbox.recv() => {
                     let Some((identity, payload)) = msg else { bail!("ZeroMQ socket closed") };

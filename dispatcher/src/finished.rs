@@ -1,32 +1,29 @@
-//! A URL whose page is stored is finished, whatever its frontier entry
-//! says.
+//! A URL whose page is stored is finished.
 //!
 //! The child stores the page before it reports (`crawler-child`'s
 //! `page_writer`), so the `pages` collection already records every URL
-//! that was fetched; marking its frontier entry `done` as well was a
-//! second write per page (an `update` that also moved the entry in the
-//! `{domain, seq, state}` index on mongod), and a dispatcher killed before
-//! its write-behind wrote the marks fetched every such page again. So
-//! fetched URLs are not marked: a frontier entry stays `queued` until its
-//! page is stored, and then says nothing more (failed, disallowed and
-//! deferred URLs are still marked, with why: no page says that).
+//! that was fetched, and the frontier (segments, written once) records
+//! nothing more for it: a page costs the store its own insert and its
+//! share of its new links' segments. URLs that finish without a page are
+//! recorded as outcomes, and each domain's progress says below which
+//! `seq` all of its URLs are finished (`frontier::progress`).
 //!
-//! What a reader of the frontier must do, then: treat an entry from
-//! before this run (`seq` up to the resumed frontier's last) as finished
-//! when its page is stored. The look-up is one `_id` query per batch of
-//! entries ([`stored_among`]), by the primary key of `pages`, on mongod
-//! and nx-27017 alike; entries admitted in this run are never looked up
-//! (the dispatcher knows which of those it leased).
+//! What a reader of the frontier must do, then: treat a URL from before
+//! this run (`seq` up to the resumed frontier's last) and past its
+//! domain's progress as finished when its page is stored or its outcome
+//! recorded. The page look-up is one `_id` query per batch of URLs
+//! ([`stored_among`]), by the primary key of `pages`, on mongod and
+//! nx-27017 alike; URLs admitted in this run are never looked up (the
+//! dispatcher knows which of those it leased).
 //!
 //! A page also carries the links it led to (`PageDoc::links`): the
 //! dispatcher may have been killed after the page was stored but before
 //! those links were in the frontier. A resumed dispatcher offers the links
-//! of every finished entry it finds again ([`links_of`]), once its
-//! seen-set is whole (so that known links cost no store write), and then
-//! marks those entries `done` ([`crate::state`]): a later restart does
-//! not read them again. That mark is written once per page at most, and
-//! only for pages found after a restart; a crawl that is not interrupted
-//! writes none.
+//! of every finished URL it finds this way again ([`links_of`], a
+//! [`Relink`] each), once its seen-set is whole (so that known links cost
+//! no store write); until then the URL holds its domain's progress back,
+//! so a later restart finds it again. A crawl that is not interrupted
+//! reads none.
 
 use std::collections::HashSet;
 
@@ -38,6 +35,17 @@ use store::docs::PageDoc;
 
 /// URLs per look-up: a few hundred KB of `_id`s in one query.
 pub(crate) const LOOK_UP_BATCH: usize = 1000;
+
+/// A URL found finished by its stored page, whose links are to be offered
+/// again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Relink {
+    pub(crate) url: String,
+    pub(crate) depth: u16,
+    pub(crate) domain: String,
+    /// Its place in the stored frontier (0: none, as a revisit's).
+    pub(crate) seq: i64,
+}
 
 /// Which of `urls` have a stored page, one `_id` query per
 /// [`LOOK_UP_BATCH`]. An error (or no answer in time) is for the caller

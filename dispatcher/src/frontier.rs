@@ -52,7 +52,7 @@
 
 use link::protocol::WorkItem;
 
-pub(crate) use adopt::Adoption;
+pub(crate) use adopt::{Adoption, LookUp};
 use blocks::Blocks;
 use domains::Domains;
 use leases::Leases;
@@ -60,6 +60,7 @@ pub(crate) use leases::{LeaseRefusal, Leased};
 use moves::Moves;
 use owners::Owners;
 use parking::Slots;
+pub(crate) use progress::PROGRESS_RESULTS;
 use servers::Servers;
 use window::Windows;
 pub(crate) use window::{ReadPage, Refill, Stored};
@@ -83,6 +84,9 @@ pub(crate) struct Frontier {
     /// The latest time (Unix ms) the frontier was told of, for holds that
     /// start where no time is passed in (a move's hand-over).
     clock_ms: u64,
+    /// Progress of domains forgotten since it was last asked for (see
+    /// `progress`).
+    progress_of_forgotten: Vec<(String, i64)>,
 }
 
 impl Frontier {
@@ -98,6 +102,7 @@ impl Frontier {
             moves: Moves::new(),
             max_inflight_per_domain: max_inflight_per_domain.max(1),
             clock_ms: 0,
+            progress_of_forgotten: Vec::new(),
         }
     }
 
@@ -184,49 +189,24 @@ impl Frontier {
         }
     }
 
-    /// A URL inserted with `seq` although its hash was seen before, so that
-    /// the store's unique index decides (see `crate::seen`). It waits for
-    /// the frontier writer's word ([`Frontier::confirmed`]) outside the
-    /// queue: a read that returns it meanwhile skips it.
+    /// A URL inserted with `seq` into the exact seen-set although its hash
+    /// was seen before, so that the store's unique index decides (see
+    /// `crate::seen`). It waits for the frontier writer's word
+    /// ([`Frontier::confirmed`]) outside the queue, holding its domain (and
+    /// the crawl's end, and the domain's progress) until then.
     pub(crate) fn admit_unverified(&mut self, domain: &str, seq: i64) {
         let id = self.domains.id(domain);
         self.windows.admit_unverified(&mut self.domains[id].window, seq);
     }
 
-    /// The writer's word on an unverified URL: `new` if the store took it
-    /// (a hash collision, or a URL judged while the seen-set is rebuilt),
-    /// else it was there already. A new one joins its domain's queue: in
-    /// memory if the reads have gone past its `seq`, or, as [`Frontier::admit`]
-    /// does, if no read of the domain is wanted or under way, none of its
-    /// URLs waits in the store and the window has room (the cursor moves
-    /// past it; unverified URLs it passes are placed by their own word);
-    /// else counted in the store, where a read finds it (a read under way
-    /// may cover it, and must then take it). Without the second case, every
-    /// URL judged while the seen-set is rebuilt after a restart cost a
-    /// window read: on nx-27017 a collection scan each, which held the
-    /// resumed crawl to a few hundred URLs a second.
-    pub(crate) fn confirmed(
-        &mut self,
-        url: String,
-        domain: &str,
-        depth: u16,
-        seq: i64,
-        new: bool,
-        now_ms: u64,
-    ) {
+    /// The writer's word on the unverified URL inserted with `seq`: it
+    /// waits no more. Whether it was waiting (a new one is then admitted
+    /// under a new `seq`, [`Frontier::admit`]: it is in no segment yet).
+    pub(crate) fn confirmed(&mut self, domain: &str, seq: i64) -> bool {
         let Some(id) = self.domains.find(domain) else {
-            return;
+            return false;
         };
-        let d = &mut self.domains[id];
-        if !self.windows.confirm(&mut d.window, seq) || !new {
-            return;
-        }
-        if d.window.behind_cursor(seq) {
-            self.queue_back(id, url, depth, now_ms);
-            return;
-        }
-        let in_memory = self.window_takes(id) && self.domains[id].window.read_idle();
-        self.place(id, url, depth, seq, now_ms, in_memory);
+        self.windows.confirm(&mut self.domains[id].window, seq)
     }
 
     /// Stops handing out `domain`'s URLs until `until_ms` (circuit breaker).
@@ -314,30 +294,36 @@ impl Frontier {
         (paused, halted)
     }
 
-    /// Queues a URL (already marked seen) at the back of its domain's queue.
+    /// Queues a URL (already marked seen) that is not in the stored
+    /// frontier at the back of its domain's queue (the frontier's tests).
+    #[cfg(test)]
     pub(crate) fn push(&mut self, url: String, domain: &str, depth: u16) {
-        self.push_at(url, domain, depth, 0);
+        self.push_at(url, domain, depth, 0, 0);
     }
 
     /// Queues a URL handed back unfetched (see `FailureKind::Fenced`) at
-    /// the front of its domain's queue, where its lease took it from.
-    pub(crate) fn push_front(&mut self, url: String, domain: &str, depth: u16) {
+    /// the front of its domain's queue, where its lease took it from;
+    /// `seq`: its place in the stored frontier (0: none).
+    pub(crate) fn push_front(&mut self, url: String, domain: &str, depth: u16, seq: i64) {
         let id = self.domains.id(domain);
-        self.windows.push_front(&mut self.domains[id].window, url, depth);
+        self.windows
+            .push_front(&mut self.domains[id].window, url, depth, seq);
         self.ensure_owner(id);
         self.window_changed(id);
     }
 
-    /// [`Frontier::push`], noting the time (Unix ms) for `queue_wait`.
-    pub(crate) fn push_at(&mut self, url: String, domain: &str, depth: u16, now_ms: u64) {
+    /// Queues a URL (a retry, a revisit) at the back of its domain's
+    /// queue, noting the time (Unix ms) for `queue_wait`; `seq`: its place
+    /// in the stored frontier (0: none).
+    pub(crate) fn push_at(&mut self, url: String, domain: &str, depth: u16, seq: i64, now_ms: u64) {
         let id = self.domains.id(domain);
-        self.queue_back(id, url, depth, now_ms);
+        self.queue_back(id, url, depth, seq, now_ms);
     }
 
     /// Queues a URL at the back of domain `id`'s window.
-    fn queue_back(&mut self, id: u32, url: String, depth: u16, now_ms: u64) {
+    fn queue_back(&mut self, id: u32, url: String, depth: u16, seq: i64, now_ms: u64) {
         self.windows
-            .push_back(&mut self.domains[id].window, url, depth, now_ms);
+            .push_back(&mut self.domains[id].window, url, depth, seq, now_ms);
         self.ensure_owner(id);
         self.window_changed(id);
     }
@@ -495,7 +481,7 @@ impl Frontier {
             };
             let (lease, expires_ms) =
                 self.leases
-                    .issue(sup, id, &mut d.in_flight, q.url.clone(), q.depth, now_ms);
+                    .issue(sup, id, &mut d.in_flight, (q.url.clone(), q.depth, q.seq), now_ms);
             if q.queued_ms != 0 {
                 waits.push(now_ms.saturating_sub(q.queued_ms));
             }
@@ -544,6 +530,7 @@ impl Frontier {
             url: l.url,
             domain,
             depth: l.depth,
+            seq: l.seq,
         })
     }
 
@@ -568,7 +555,7 @@ impl Frontier {
             return;
         };
         self.windows
-            .push_front(&mut self.domains[e.domain_id].window, e.url, e.depth);
+            .push_front(&mut self.domains[e.domain_id].window, e.url, e.depth, e.seq);
         self.window_changed(e.domain_id);
     }
 
@@ -589,17 +576,25 @@ impl Frontier {
     }
 
     /// The store's answer for an ended lease: with `stored`, its URL is
-    /// finished and returned (URL, depth) for its links to be offered
-    /// again; otherwise it is queued again. Nothing for a lease adopted
+    /// finished and returned for its links to be offered again;
+    /// otherwise it is queued again. Nothing for a lease adopted
     /// meanwhile.
-    pub(crate) fn checked(&mut self, lease: u64, stored: bool) -> Option<(String, u16)> {
+    pub(crate) fn checked(&mut self, lease: u64, stored: bool) -> Option<Leased> {
         let u = self.leases.checked(lease, &mut self.domains)?;
         if stored {
+            let d = &mut self.domains[u.domain_id];
+            d.note_result();
+            let domain = d.name().to_string();
             self.window_changed(u.domain_id);
-            return Some((u.url, u.depth));
+            return Some(Leased {
+                url: u.url,
+                domain,
+                depth: u.depth,
+                seq: u.seq,
+            });
         }
         self.windows
-            .push_front(&mut self.domains[u.domain_id].window, u.url, u.depth);
+            .push_front(&mut self.domains[u.domain_id].window, u.url, u.depth, u.seq);
         self.window_changed(u.domain_id);
         None
     }
@@ -620,6 +615,7 @@ mod memory;
 mod moves;
 mod owners;
 mod parking;
+mod progress;
 #[cfg(test)]
 mod properties;
 mod rebalance;

@@ -3,9 +3,12 @@
 //! sends [`Refill`]s and gets each one back with what the store holds, or
 //! with why it could not be read (the frontier then asks again later).
 //! Each refill is one query for one domain: a range of the `{domain, seq,
-//! state}` index, which on a sharded store goes to the one shard holding the
-//! domain. It also looks up the URLs a rejoining supervisor holds that may
-//! be queued only in the store ([`crate::frontier::Adoption::look_up`]).
+//! state}` index over the domain's queued segments
+//! (`store::docs::SegmentDoc`), which on a sharded store goes to the one
+//! shard holding the domain; a segment holds up to a few hundred URLs, so
+//! a window is one or two documents. It also looks up the URLs a
+//! rejoining supervisor holds that may be queued only in the store
+//! ([`crate::frontier::Adoption::look_up`]).
 //!
 //! Why not several domains in one query (`$in` on the domain): MongoDB
 //! answers that with one range per domain too, but nx-27017 tests `$in`
@@ -15,21 +18,20 @@
 //! costs one more round trip per domain, well under a millisecond on a
 //! local network.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use bson::{doc, RawDocument, RawDocumentBuf};
-use futures::TryStreamExt;
+use bson::{doc, RawDocumentBuf};
 use shared::timing::{Op, TimingLog};
-use store::docs::{FrontierDoc, PageDoc, UrlState};
+use store::docs::{PageDoc, SegmentDoc, SegmentState};
 use store::read::{find_all, Find};
 use store::{self, Stores};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use crate::frontier::{ReadPage, Refill, Stored, SupId};
+use crate::frontier::{LookUp, ReadPage, Refill, Stored, SupId};
 use crate::revisits::{Due, DueRead};
 
 /// Tasks reading at once, each reading the refills it took one by one.
@@ -61,9 +63,9 @@ pub(crate) enum Answer {
         asked: Vec<(u64, String)>,
         stored: Result<std::collections::HashSet<String>, String>,
     },
-    /// The links of the stored pages of `asked` (URL, depth): (URL, links).
+    /// The links of the stored pages of `asked`: (URL, links).
     Links {
-        asked: Vec<(String, u16)>,
+        asked: Vec<crate::finished::Relink>,
         found: Result<Vec<(String, Vec<String>)>, String>,
     },
     /// The pages due for a revisit (`crate::revisits`).
@@ -72,8 +74,8 @@ pub(crate) enum Answer {
 
 enum Request {
     Read(Refill),
-    Held(SupId, Vec<(u64, String)>),
-    Links(Vec<(String, u16)>),
+    Held(SupId, Vec<LookUp>),
+    Links(Vec<crate::finished::Relink>),
     Check(Vec<(u64, String)>),
     Due(DueRead),
 }
@@ -86,16 +88,21 @@ pub(crate) struct QueueReader {
 
 impl QueueReader {
     /// Starts the reader; answers arrive on the returned receiver.
+    /// `ended`: the `seq`s of stored URLs that finished without a page,
+    /// once start-up has read them (`crate::resume`): a read takes them
+    /// as finished.
     pub(crate) fn spawn(
         stores: &Stores,
+        ended: Arc<OnceLock<HashSet<i64>>>,
         timing: TimingLog,
     ) -> (QueueReader, mpsc::UnboundedReceiver<Answer>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let (answers_tx, answers) = mpsc::unbounded_channel();
         let pending = Arc::new(AtomicUsize::new(0));
         let colls = Colls {
-            frontier: stores.frontier(),
+            segments: stores.segments(),
             pages: stores.pages(),
+            ended,
         };
         tokio::spawn(run(colls, rx, answers_tx, timing, pending.clone()));
         (QueueReader { tx, pending }, answers)
@@ -111,8 +118,8 @@ impl QueueReader {
         self.pending.load(Ordering::Relaxed)
     }
 
-    /// Looks up `held` (lease id, URL) of supervisor `sup`.
-    pub(crate) fn look_up(&self, sup: SupId, held: Vec<(u64, String)>) {
+    /// Looks up what supervisor `sup` holds, domain by domain.
+    pub(crate) fn look_up(&self, sup: SupId, held: Vec<LookUp>) {
         let _ = self.tx.send(Request::Held(sup, held));
     }
 
@@ -126,8 +133,8 @@ impl QueueReader {
         let _ = self.tx.send(Request::Due(r));
     }
 
-    /// Reads the links of the stored pages of `urls` (URL, depth).
-    pub(crate) fn links(&self, urls: Vec<(String, u16)>) {
+    /// Reads the links of the stored pages of `urls`.
+    pub(crate) fn links(&self, urls: Vec<crate::finished::Relink>) {
         let _ = self.tx.send(Request::Links(urls));
     }
 }
@@ -135,8 +142,9 @@ impl QueueReader {
 /// The collections the reader reads.
 #[derive(Clone)]
 struct Colls {
-    frontier: mongodb::Collection<FrontierDoc>,
+    segments: mongodb::Collection<SegmentDoc>,
     pages: mongodb::Collection<PageDoc>,
+    ended: Arc<OnceLock<HashSet<i64>>>,
 }
 
 async fn run(
@@ -171,7 +179,7 @@ async fn run(
                 let (colls, timing) = (colls.clone(), timing.clone());
                 reads.spawn(async move {
                     for (sup, h) in held {
-                        out.send(look_up_answer(&colls.frontier, sup, h).await);
+                        out.send(look_up_answer(&colls, sup, h, &timing).await);
                     }
                     for asked in checks {
                         let urls: Vec<&str> = asked.iter().map(|(_, u)| u.as_str()).collect();
@@ -179,7 +187,7 @@ async fn run(
                         out.send(Answer::Checked { asked, stored });
                     }
                     for asked in links {
-                        let urls: Vec<&str> = asked.iter().map(|(u, _)| u.as_str()).collect();
+                        let urls: Vec<&str> = asked.iter().map(|r| r.url.as_str()).collect();
                         let found = crate::finished::links_of(&colls.pages, &urls, &timing).await;
                         out.send(Answer::Links { asked, found });
                     }
@@ -215,86 +223,194 @@ impl Answers {
     }
 }
 
-async fn look_up_answer(
-    frontier: &mongodb::Collection<FrontierDoc>,
-    sup: SupId,
-    held: Vec<(u64, String)>,
-) -> Answer {
+async fn look_up_answer(colls: &Colls, sup: SupId, held: Vec<LookUp>, timing: &TimingLog) -> Answer {
     Answer::Held {
         sup,
-        asked: held.len(),
-        found: look_up(frontier, held).await,
+        asked: held.iter().map(|l| l.held.len()).sum(),
+        found: look_up(colls, held, timing).await,
     }
 }
 
 /// The queued URLs of `r.domain` with a `seq` in `(r.after, r.upto]`,
-/// in `seq` order: one range of the `{domain, seq, state}` index, whose
-/// marked entries are passed over in the index, without reading their
-/// documents. The query carries the domain, so on a sharded store it goes
-/// to one shard. Those stored before this run (`r.finished_upto`) are
-/// looked up in `pages` too: a stored page finishes its URL
-/// (`crate::finished`).
+/// in `seq` order, at most `r.limit`: the domain's queued segments from
+/// the one holding the URL after `r.after`, read in pages of segments
+/// until the limit or `r.upto` is reached. Those stored before this run
+/// (`r.finished_upto`) may be finished: those that ended without a page
+/// are known (`ended`), and the others' pages are looked up in `pages`
+/// (a stored page finishes its URL, `crate::finished`).
 async fn read(colls: &Colls, r: &Refill, timing: &TimingLog) -> Result<ReadPage, String> {
-    let docs = find_sorted(&colls.frontier, one_domain(r), r.limit, timing).await?;
-    let mut page = page_of(docs.iter().map(|d| &**d), r.limit);
-    let earlier: Vec<&str> = page
-        .urls
-        .iter()
-        .filter(|u| u.seq <= r.finished_upto)
-        .map(|u| u.url.as_str())
-        .collect();
-    if !earlier.is_empty() {
-        let stored = crate::finished::stored_among(&colls.pages, &earlier, timing).await?;
-        page.finished = page
-            .urls
-            .iter()
-            .filter(|u| stored.contains(&u.url))
-            .map(|u| u.seq)
-            .collect();
+    let mut page = ReadPage {
+        urls: Vec::new(),
+        full: false,
+        last_seq: 0,
+        finished: Vec::new(),
+    };
+    let mut cursor = Cursor::new(r.after, r.upto, r.limit);
+    while let Some(after) = cursor.next_read() {
+        let docs = find_segments(
+            &colls.segments,
+            &r.domain,
+            after,
+            cursor.segments_wanted(),
+            timing,
+        )
+        .await?;
+        cursor.take(&docs, &mut page.urls);
+    }
+    page.full = cursor.full;
+    page.last_seq = cursor.last_seq;
+    if r.finished_upto > 0 {
+        let mut earlier = Vec::new();
+        for u in page.urls.iter().filter(|u| u.seq <= r.finished_upto) {
+            if colls.ended.get().is_some_and(|e| e.contains(&u.seq)) {
+                page.finished.push(u.seq);
+            } else {
+                earlier.push(u.url.as_str());
+            }
+        }
+        if !earlier.is_empty() {
+            let stored = crate::finished::stored_among(&colls.pages, &earlier, timing).await?;
+            page.finished.extend(
+                page.urls
+                    .iter()
+                    .filter(|u| stored.contains(&u.url))
+                    .map(|u| u.seq),
+            );
+            page.finished.sort_unstable();
+        }
     }
     Ok(page)
 }
 
-/// Decodes each document on its own: a malformed one is skipped with a
-/// warning, and still moves the queue past it (`last_seq`).
-fn page_of<'a>(docs: impl ExactSizeIterator<Item = &'a RawDocument>, limit: usize) -> ReadPage {
-    let mut page = ReadPage {
-        urls: Vec::with_capacity(docs.len()),
-        full: docs.len() >= limit,
-        last_seq: 0,
-        finished: Vec::new(),
-    };
-    for raw in docs {
-        let seq = FrontierDoc::raw_seq(raw).unwrap_or(0);
-        page.last_seq = page.last_seq.max(seq);
-        // Only the fields a window needs, read in place: decoding whole
-        // documents was about a quarter of the window reader's CPU.
-        let url = raw.get_str(FrontierDoc::URL).ok();
-        match (url, FrontierDoc::raw_int(raw, FrontierDoc::DEPTH)) {
-            (Some(url), Some(depth)) => page.urls.push(Stored {
-                url: url.to_string(),
-                depth: depth.clamp(0, i64::from(u16::MAX)) as u16,
-                seq,
-            }),
-            _ => {
-                tracing::warn!(document = ?raw, "skipping a malformed frontier entry (no string _id or integer depth)")
+/// Where a read of one domain's queue stands: what it has taken, and from
+/// which `seq` it reads on.
+struct Cursor {
+    /// URLs up to this `seq` are behind the read.
+    after: i64,
+    upto: i64,
+    limit: usize,
+    /// The queue may go on past what was taken (the limit was reached).
+    full: bool,
+    /// The highest `seq` the read went past, malformed segments included.
+    last_seq: i64,
+    /// Nothing more to read.
+    done: bool,
+    /// Segments asked for by the next read.
+    wanted: usize,
+}
+
+/// Segments a read asks for first: a window is a few hundred URLs at most,
+/// and a segment holds up to [`crate::persist::SEGMENT_URLS`], but a
+/// domain's segments written a few seconds apart may hold a few each.
+const FIRST_SEGMENTS: usize = 4;
+/// Most segments one query asks for.
+const MAX_SEGMENTS: usize = 64;
+
+impl Cursor {
+    fn new(after: i64, upto: i64, limit: usize) -> Cursor {
+        Cursor {
+            after,
+            upto,
+            limit,
+            full: false,
+            last_seq: 0,
+            done: upto <= after,
+            wanted: FIRST_SEGMENTS,
+        }
+    }
+
+    /// The `seq` the next query starts after, if one is wanted.
+    fn next_read(&self) -> Option<i64> {
+        (!self.done).then_some(self.after)
+    }
+
+    fn segments_wanted(&self) -> usize {
+        self.wanted
+    }
+
+    /// Takes the URLs of `docs` (segments in `seq` order, at most
+    /// [`Cursor::segments_wanted`]) that are after the cursor and up to
+    /// `upto`, into `urls`, until the limit. A malformed segment is skipped
+    /// with a warning, and the read goes on past it.
+    fn take(&mut self, docs: &[RawDocumentBuf], urls: &mut Vec<Stored>) {
+        // Fewer than asked for: the queue ends with them.
+        let last_page = docs.len() < self.wanted;
+        self.wanted = (self.wanted * 4).min(MAX_SEGMENTS);
+        self.take_each(docs, urls);
+        if last_page {
+            self.done = true;
+        }
+    }
+
+    fn take_each(&mut self, docs: &[RawDocumentBuf], urls: &mut Vec<Stored>) {
+        for raw in docs {
+            let Some(seg_seq) = SegmentDoc::raw_seq(raw) else {
+                tracing::warn!(document = ?raw, "skipping a frontier segment without a seq");
+                continue;
+            };
+            let entries = match SegmentDoc::entries(raw) {
+                Ok(entries) => entries,
+                Err(e) => {
+                    tracing::warn!(seq = seg_seq, error = %e, "skipping a malformed frontier segment; its URLs are not crawled");
+                    self.pass(seg_seq);
+                    if self.done {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            for e in entries {
+                if e.seq <= self.after {
+                    continue;
+                }
+                if e.seq > self.upto {
+                    self.done = true;
+                    return;
+                }
+                if urls.len() >= self.limit {
+                    self.full = true;
+                    self.done = true;
+                    return;
+                }
+                self.after = e.seq;
+                self.last_seq = self.last_seq.max(e.seq);
+                urls.push(Stored {
+                    url: e.url,
+                    depth: e.depth,
+                    seq: e.seq,
+                });
+            }
+            self.pass(seg_seq);
+            if self.done {
+                return;
             }
         }
     }
-    page
+
+    /// The read went past every URL of a segment whose highest `seq` is
+    /// `seq` (up to `upto`).
+    fn pass(&mut self, seq: i64) {
+        let past = seq.min(self.upto);
+        self.after = self.after.max(past);
+        self.last_seq = self.last_seq.max(past);
+        if seq >= self.upto {
+            self.done = true;
+        }
+    }
 }
 
-/// The filter of [`read`]. The domain is matched with `$eq`, not as a
-/// bare value: the same query and plan on MongoDB, but nx-27017 (on
-/// SQLite) reads a bare value with MongoDB's array semantics, as "equal,
-/// or an array holding it", which no index answers, and walks its whole
-/// queue index; with `$eq` it seeks the domain's range (29.6 ms
-/// against 0.7 ms at 20,000 stored URLs, and the gap grows with them).
-fn one_domain(r: &Refill) -> bson::Document {
+/// The filter of a read of one domain's queued segments after `after`.
+/// The domain is matched with `$eq`, not as a bare value: the same query
+/// and plan on MongoDB, but nx-27017 (on SQLite) reads a bare value with
+/// MongoDB's array semantics, as "equal, or an array holding it", which no
+/// index answers, and walks its whole queue index; with `$eq` it seeks the
+/// domain's range (29.6 ms against 0.7 ms at 20,000 stored URLs, and the
+/// gap grows with them).
+fn one_domain(domain: &str, after: i64) -> bson::Document {
     doc! {
-        FrontierDoc::DOMAIN: {"$eq": &r.domain},
-        FrontierDoc::SEQ: {"$gt": r.after, "$lte": r.upto},
-        FrontierDoc::STATE: UrlState::Queued.as_str(),
+        SegmentDoc::DOMAIN: {"$eq": domain},
+        SegmentDoc::SEQ: {"$gt": after},
+        SegmentDoc::STATE: SegmentState::Queued.as_str(),
     }
 }
 
@@ -307,77 +423,143 @@ fn one_domain(r: &Refill) -> bson::Document {
 /// million stored URLs, 500 queued a domain, a read of 32 took 1.72 ms,
 /// against 0.19 ms in `seq` order, which it reads off the index).
 pub(crate) fn by_seq() -> bson::Document {
-    doc! {FrontierDoc::SEQ: 1}
+    doc! {SegmentDoc::SEQ: 1}
 }
 
-/// The frontier documents `filter` (one domain's) matches, in `seq`
-/// order, at most `limit`; timed as one frontier read.
-async fn find_sorted(
-    frontier: &mongodb::Collection<FrontierDoc>,
-    filter: bson::Document,
+/// The queued segments of `domain` after `after`, in `seq` order, at most
+/// `limit`; timed as one frontier read.
+async fn find_segments(
+    segments: &mongodb::Collection<SegmentDoc>,
+    domain: &str,
+    after: i64,
     limit: usize,
     timing: &TimingLog,
 ) -> Result<Vec<RawDocumentBuf>, String> {
     let find = Find {
-        filter,
+        filter: one_domain(domain, after),
         sort: Some(by_seq()),
         limit: Some(limit),
         ..Find::default()
     };
-    find_all(frontier, find, READ_DEADLINE, timing, Op::FrontierRead).await
+    find_all(segments, find, READ_DEADLINE, timing, Op::FrontierRead).await
 }
 
-/// Which of `held` (lease id, URL) are queued in the store, with their
-/// `seq`. By `_id`: on a sharded store this one goes to every shard, and
-/// it is rare (a supervisor rejoining a restarted dispatcher).
-async fn look_up(
-    frontier: &mongodb::Collection<FrontierDoc>,
-    held: Vec<(u64, String)>,
-) -> Result<Vec<(u64, Stored)>, String> {
-    let mut leases: HashMap<String, u64> = held.into_iter().map(|(lease, url)| (url, lease)).collect();
-    let urls: Vec<&String> = leases.keys().collect();
-    let filter = doc! {"_id": {"$in": urls}, FrontierDoc::STATE: UrlState::Queued.as_str()};
-    let query = async {
-        let cursor = frontier.clone_with_type::<RawDocumentBuf>().find(filter).await?;
-        cursor.try_collect::<Vec<RawDocumentBuf>>().await
-    };
-    let docs = match store::deadline(query).await {
-        Some(Ok(docs)) => docs,
-        Some(Err(e)) => return Err(e.to_string()),
-        None => return Err("no answer in time".to_string()),
-    };
-    let page = page_of(docs.iter().map(|d| &**d), usize::MAX);
-    Ok(page
-        .urls
-        .into_iter()
-        .filter_map(|u| Some((leases.remove(&u.url)?, u)))
-        .collect())
+/// Most URLs a look-up reads of one domain's queue for the URLs a
+/// rejoining supervisor holds: they were leased from the front of the
+/// queue, so they are among its first URLs after the window.
+const LOOK_UP_URLS: usize = 20_000;
+
+/// Which URLs of `held` are queued in the store, with their `seq`, each
+/// domain's read from its window's cursor on.
+async fn look_up(colls: &Colls, held: Vec<LookUp>, timing: &TimingLog) -> Result<Vec<(u64, Stored)>, String> {
+    let mut found = Vec::new();
+    for l in held {
+        let mut leases: HashMap<String, u64> = l.held.into_iter().map(|(lease, url)| (url, lease)).collect();
+        let mut cursor = Cursor::new(l.after, l.upto, LOOK_UP_URLS);
+        let mut urls = Vec::new();
+        while let Some(after) = cursor.next_read() {
+            if leases.is_empty() {
+                break;
+            }
+            let docs = find_segments(
+                &colls.segments,
+                &l.domain,
+                after,
+                cursor.segments_wanted(),
+                timing,
+            )
+            .await?;
+            urls.clear();
+            cursor.take(&docs, &mut urls);
+            for u in urls.drain(..) {
+                if let Some(lease) = leases.remove(&u.url) {
+                    found.push((lease, u));
+                }
+            }
+        }
+    }
+    Ok(found)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use store::docs::SegmentEntry;
 
-    #[test]
-    fn a_single_domain_read_asks_for_its_domain_with_eq() {
-        let f = one_domain(&Refill::for_test("a.test", 3, 9, 5));
-        assert_eq!(
-            f.get_document(FrontierDoc::DOMAIN).ok(),
-            Some(&doc! {"$eq": "a.test"})
-        );
-        assert_eq!(
-            f.get_document(FrontierDoc::SEQ).ok(),
-            Some(&doc! {"$gt": 3i64, "$lte": 9i64})
-        );
+    fn segment(domain: &str, seqs: std::ops::RangeInclusive<i64>) -> RawDocumentBuf {
+        let entries: Vec<SegmentEntry> = seqs
+            .map(|s| SegmentEntry {
+                url: format!("http://{domain}/{s}"),
+                seq: s,
+                depth: 1,
+            })
+            .collect();
+        let d = SegmentDoc::new(domain.to_string(), SegmentState::Queued, None, &entries).unwrap();
+        RawDocumentBuf::from_document(&bson::to_document(&d).unwrap()).unwrap()
+    }
+
+    fn seqs(urls: &[Stored]) -> Vec<i64> {
+        urls.iter().map(|u| u.seq).collect()
     }
 
     #[test]
-    fn malformed_documents_are_skipped_but_move_the_queue_on() {
-        let good = bson::rawdoc! {"_id": "http://a.test/1", "domain": "a.test", "depth": 1, "state": "queued", "seq": 1_i64};
-        let bad = bson::rawdoc! {"_id": "http://a.test/4", "domain": "a.test", "depth": "deep", "seq": 4_i64};
-        let page = page_of([&*good, &*bad].into_iter(), 10);
-        let seqs: Vec<i64> = page.urls.iter().map(|u| u.seq).collect();
-        assert_eq!((seqs, page.full, page.last_seq), (vec![1], false, 4));
-        assert!(page_of([&*good, &*bad].into_iter(), 2).full);
+    fn a_single_domain_read_asks_for_its_domain_with_eq() {
+        let f = one_domain("a.test", 3);
+        assert_eq!(
+            f.get_document(SegmentDoc::DOMAIN).ok(),
+            Some(&doc! {"$eq": "a.test"})
+        );
+        assert_eq!(f.get_document(SegmentDoc::SEQ).ok(), Some(&doc! {"$gt": 3i64}));
+        assert_eq!(f.get_str(SegmentDoc::STATE), Ok("queued"));
+    }
+
+    #[test]
+    fn a_read_takes_the_urls_after_its_cursor_up_to_the_limit() {
+        // Segments 1..=3 and 4..=6; the read starts after 2, 3 at most.
+        let mut c = Cursor::new(2, 100, 3);
+        assert_eq!(c.next_read(), Some(2));
+        let mut urls = Vec::new();
+        c.take(&[segment("a", 1..=3), segment("a", 4..=6)], &mut urls);
+        assert_eq!(seqs(&urls), vec![3, 4, 5]);
+        assert!(c.full && c.next_read().is_none());
+        assert_eq!(c.last_seq, 5);
+    }
+
+    #[test]
+    fn a_read_stops_at_upto_and_goes_on_while_segments_fill_its_query() {
+        let mut c = Cursor::new(0, 5, 100);
+        let mut urls = Vec::new();
+        // A full query (4 segments): more may follow.
+        let four: Vec<_> = [1..=1, 2..=2, 3..=3, 4..=4]
+            .into_iter()
+            .map(|r| segment("a", r))
+            .collect();
+        c.take(&four, &mut urls);
+        assert_eq!(c.next_read(), Some(4));
+        assert_eq!(c.segments_wanted(), 16);
+        // Past `upto`: done, and not full (nothing more up to 5).
+        c.take(&[segment("a", 5..=9)], &mut urls);
+        assert_eq!(seqs(&urls), vec![1, 2, 3, 4, 5]);
+        assert!(!c.full && c.next_read().is_none());
+        assert_eq!(c.last_seq, 5);
+    }
+
+    #[test]
+    fn a_short_answer_ends_the_read() {
+        let mut c = Cursor::new(0, 50, 100);
+        let mut urls = Vec::new();
+        c.take(&[segment("a", 1..=3)], &mut urls);
+        assert_eq!(seqs(&urls), vec![1, 2, 3]);
+        assert!(!c.full && c.next_read().is_none());
+    }
+
+    #[test]
+    fn malformed_segments_are_skipped_but_move_the_queue_on() {
+        let good = segment("a", 1..=2);
+        let bad = bson::rawdoc! {"_id": 4_i64, "domain": "a", "seq": 4_i64, "first": 3_i64, "n": 2, "state": "queued", "urls": "not packed"};
+        let mut c = Cursor::new(0, 10, 2);
+        let mut urls = Vec::new();
+        c.take(&[good, bad], &mut urls);
+        assert_eq!((seqs(&urls), c.full, c.last_seq), (vec![1, 2], false, 4));
     }
 }

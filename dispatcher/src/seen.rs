@@ -8,16 +8,19 @@
 //! 3 crawls in 10,000 at 100 million URLs). With `SeenCheck::Store` such a
 //! URL is not dropped on the hash's word: if it is among the most recently
 //! admitted URLs, kept whole (`recent`), it is known; otherwise it is
-//! inserted anyway, and the frontier's unique `_id` index, the exact
-//! seen-set, keeps the first copy; the frontier writer then says whether
-//! the store took it (`persist::confirm`, one `_id` query a batch), and
-//! only then is it queued (`Frontier::admit_unverified`, `confirmed`). The
-//! check is batched with the frontier's other inserts, in the spirit of
-//! IRLbot's DRUM.
+//! inserted anyway into `<crawl>__urls` (where that mode writes every
+//! admitted URL), whose unique `_id` index, the exact seen-set, keeps the
+//! first copy; the frontier writer then says whether the store took it
+//! (`persist::confirm`, one `_id` query a batch), and only then is it
+//! queued (`Frontier::admit_unverified`, `confirmed`). The check is
+//! batched with the frontier's other inserts, in the spirit of IRLbot's
+//! DRUM.
 //!
 //! A restarted dispatcher reads the stored URLs' hashes in while it
-//! crawls (`crate::resume`): until then every URL whose hash it has not
-//! met is unsure, in either mode, and the store decides the same way.
+//! crawls (`crate::resume`): until then a URL whose hash it has not met
+//! is [`Seen::NotYet`], held back by the caller and judged again once the
+//! set is whole (the frontier's segments hold many URLs a document, so no
+//! store index can judge it instead).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -42,6 +45,10 @@ pub(crate) enum Seen {
     Known,
     /// Its hash was seen, but not the URL itself: only the store can tell.
     Unsure,
+    /// The stored URLs are still being read in, and its hash is not among
+    /// those read so far: ask again once [`SeenSet::rebuilt`]. Not counted
+    /// as admitted.
+    NotYet,
 }
 
 pub(crate) struct SeenSet {
@@ -76,8 +83,7 @@ impl SeenSet {
 
     /// The stored URLs (about `stored` of them) are read in after
     /// start-up with [`SeenSet::insert_stored`]: until [`SeenSet::rebuilt`],
-    /// a URL whose hash is not known yet is [`Seen::Unsure`], never new,
-    /// so the store's unique index decides.
+    /// a URL whose hash is not known yet is [`Seen::NotYet`], never new.
     pub(crate) fn rebuilding(&mut self, stored: u64) {
         self.complete = false;
         self.hashes.reserve(usize::try_from(stored).unwrap_or(0));
@@ -104,6 +110,11 @@ impl SeenSet {
         self.hasher.hash_one(url) & self.mask
     }
 
+    /// A key for `url` in sets of the caller's: its hash here.
+    pub(crate) fn key(&self, url: &str) -> u64 {
+        self.hash(url)
+    }
+
     /// A URL the store holds (read back at start-up).
     pub(crate) fn insert_stored(&mut self, url: &str) {
         self.hashes.insert(self.hash(url));
@@ -112,10 +123,11 @@ impl SeenSet {
     /// Whether `url` was admitted before; a [`Seen::New`] URL counts as
     /// admitted from now on.
     pub(crate) fn check(&mut self, url: &str) -> Seen {
-        if self.hashes.insert(self.hash(url)) {
-            if !self.complete {
-                return Seen::Unsure;
-            }
+        let hash = self.hash(url);
+        if !self.complete && !self.hashes.contains(hash) {
+            return Seen::NotYet;
+        }
+        if self.hashes.insert(hash) {
             self.remember(url);
             return Seen::New;
         }
@@ -178,7 +190,7 @@ mod tests {
             match s.check(u) {
                 Seen::New => new += 1,
                 Seen::Unsure => s.remember(u),
-                Seen::Known => panic!("{u} taken for known"),
+                Seen::Known | Seen::NotYet => panic!("{u} taken for known"),
             }
         }
         assert!(new <= 2);
@@ -193,7 +205,7 @@ mod tests {
     }
 
     #[test]
-    fn while_stored_urls_are_read_in_an_unknown_hash_is_unsure() {
+    fn while_stored_urls_are_read_in_an_unknown_hash_is_not_judged_yet() {
         for check in [SeenCheck::Hash, SeenCheck::Store] {
             let mut s = SeenSet::new(check, 10);
             s.rebuilding(2);
@@ -205,13 +217,13 @@ mod tests {
                 Seen::Unsure
             };
             assert_eq!(s.check("http://a/stored"), stored);
-            // Maybe stored, not read in yet: the store must say.
-            assert_eq!(s.check("http://a/1"), Seen::Unsure);
-            s.remember("http://a/1");
-            // Asked once: inserted, so known from now on.
-            assert_eq!(s.check("http://a/1"), Seen::Known, "{check:?}");
+            // Maybe stored, not read in yet: judged later, and not counted.
+            assert_eq!(s.check("http://a/1"), Seen::NotYet);
+            assert_eq!(s.check("http://a/1"), Seen::NotYet);
+            s.insert_stored("http://a/2");
             s.rebuilt();
-            assert_eq!(s.check("http://a/2"), Seen::New);
+            assert_eq!(s.check("http://a/1"), Seen::New, "{check:?}");
+            assert_eq!(s.check("http://a/2"), stored, "{check:?}");
         }
     }
 }

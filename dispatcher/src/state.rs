@@ -12,7 +12,7 @@
 //! of connections. Membership (joining, adoption, leaving, heartbeats) is
 //! in `state/members.rs`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use link::protocol::{CrawlResult, FailureKind, Outcome, ToSupervisor};
@@ -24,6 +24,7 @@ use store::docs::{ControlDoc, Deferral, UrlState};
 use crate::admission::{Admission, AdmissionSettings, Over, Refusal};
 use crate::breaker::{self, BreakerConfig, Breakers, Trip};
 use crate::control::Controls;
+use crate::finished::Relink;
 use crate::frontier::{Frontier, LeaseRefusal, Leased, Refill, SupId};
 use crate::queue_reader::{self, Answer};
 use crate::refusals::{Reason, Refusals};
@@ -54,6 +55,24 @@ const READS_PER_TICK: usize = 64;
 /// in the reader, be answered minutes later, and keep the store from the
 /// frontier writer's batches all that time.
 const MAX_PENDING_READS: usize = queue_reader::MAX_PENDING;
+
+/// How often domains' progress is recorded (see `frontier::progress`).
+const PROGRESS_EVERY_MS: u64 = 5_000;
+/// Links held back while the stored URLs are read in (see
+/// [`CrawlState::offer`]) past which no more URLs are leased: about 200
+/// bytes each. The read takes seconds (segments hold hundreds of URLs a
+/// document), so the crawl rarely meets it.
+const MAX_HELD_LINKS: usize = 500_000;
+
+/// A URL waiting for a retry.
+#[derive(Debug, Clone)]
+struct Retry {
+    due_ms: u64,
+    url: String,
+    domain: String,
+    depth: u16,
+    seq: i64,
+}
 
 /// What the crawl is allowed to do, from the command line.
 #[derive(Debug, Clone)]
@@ -91,6 +110,9 @@ pub(crate) struct Settings {
     /// Stored pages are fetched again when due (`--revisit-after`), and
     /// the crawl runs until stopped.
     pub(crate) revisit: bool,
+    /// Results a domain has before its progress is recorded again
+    /// (`frontier::progress`; tests: fewer).
+    pub(crate) progress_results: u32,
 }
 
 /// What the shell must do, in this order, after an event.
@@ -109,9 +131,11 @@ pub(crate) enum Effect {
         /// ([`CrawlState::confirmed`]).
         confirm: bool,
     },
-    /// A URL's final state for the stored frontier.
-    Mark {
+    /// A URL that finished without a page (failed, disallowed), for the
+    /// stored frontier's outcomes.
+    Ended {
         url: String,
+        seq: i64,
         state: UrlState,
         failure: Option<FailureKind>,
     },
@@ -124,23 +148,24 @@ pub(crate) enum Effect {
         seq: i64,
         why: Deferral,
     },
-    /// A deferred URL queued again under a new `seq`.
-    Requeue { url: String, seq: i64 },
+    /// Domains' progress for the stored frontier: (domain, the `seq`
+    /// below which every URL of it is finished; see `frontier::progress`).
+    Progress(Vec<(String, i64)>),
     /// Read the next URLs of a domain's queue from the store; the answer
     /// comes back as [`CrawlState::read_answered`].
     Read(Refill),
     /// A read of the pages due for a revisit (see `crate::revisits`).
     ReadDue(DueRead),
     /// Look up URLs a joining supervisor holds in the store: (lease, URL).
-    LookUp(SupId, Vec<(u64, String)>),
+    LookUp(SupId, Vec<crate::frontier::LookUp>),
     /// Ask the store which of these URLs, whose leases ended without a
     /// result, have a stored page: (lease, URL); the answer comes back as
     /// [`CrawlState::read_answered`] (`frontier/unanswered.rs`).
     CheckStored(Vec<(u64, String)>),
-    /// Read the links of these stored pages (URL, depth): entries found
-    /// finished after a restart (`crate::finished`); the answer comes back
-    /// as [`CrawlState::read_answered`].
-    ReadLinks(Vec<(String, u16)>),
+    /// Read the links of these stored pages: URLs found finished after a
+    /// restart (`crate::finished`); the answer comes back as
+    /// [`CrawlState::read_answered`].
+    ReadLinks(Vec<Relink>),
     /// Record a domain's halt (`Some(reason)`) or clear it, in the second
     /// store, so that a restarted dispatcher keeps it.
     RecordHalt { domain: String, reason: Option<String> },
@@ -212,8 +237,19 @@ pub(crate) struct CrawlState<C> {
     admitted: u64,
     /// Failed attempts so far, by URL, while retries are left.
     attempts: HashMap<String, u32>,
-    /// (due ms, url, domain, depth) waiting for a retry.
-    delayed: Vec<(u64, String, String, u16)>,
+    /// URLs waiting for a retry.
+    delayed: Vec<Retry>,
+    /// Links found while the stored URLs are read in that the seen-set
+    /// cannot judge yet ([`Seen::NotYet`]): (URL, depth), offered again
+    /// once it is whole.
+    held_links: Vec<(String, u16)>,
+    /// Keys (`SeenSet::key`) of the deferred URLs in `deferred_stored`,
+    /// and of those among them that the stored frontier also holds queued
+    /// (an earlier run took them up): those stay as they are.
+    deferred_keys: HashSet<u64>,
+    taken_up_before: HashSet<u64>,
+    /// When domains' progress is next recorded (Unix ms).
+    next_progress_ms: u64,
     started_dispatching: bool,
     /// The frontier writer was more than [`Settings::max_write_backlog`]
     /// writes behind at the last [`CrawlState::dispatch`]: no URL is
@@ -272,6 +308,10 @@ impl<C> CrawlState<C> {
             admitted: 0,
             attempts: HashMap::new(),
             delayed: Vec::new(),
+            held_links: Vec::new(),
+            deferred_keys: HashSet::new(),
+            taken_up_before: HashSet::new(),
+            next_progress_ms: now_ms.saturating_add(PROGRESS_EVERY_MS),
             started_dispatching: false,
             writer_behind: false,
             write_gate,
@@ -314,62 +354,53 @@ impl<C> CrawlState<C> {
         self.frontier.halt(domain);
     }
 
-    /// One entry of the stored frontier, read back at start-up. Queued URLs
-    /// beyond the memory budget are only counted: the windows read them.
-    /// `finished`: its page is stored (`crate::finished`), so it is not
-    /// queued, whatever its state says.
-    pub(crate) fn resume(&mut self, d: Resumed<'_>, finished: bool) {
-        self.seen.insert_stored(d.url);
-        self.admitted += 1;
-        self.next_seq = self.next_seq.max(d.seq.saturating_add(1));
-        let depth = d.depth.clamp(0, i32::from(u16::MAX)) as u16;
-        if d.state != UrlState::Queued {
-            self.resumed.0 += 1;
-            return;
-        }
+    /// One queued URL of the stored frontier, read back at start-up (when
+    /// they all fit in memory). `finished`: its page is stored or it ended
+    /// without one (`crate::finished`), so it is not queued; a stored
+    /// page's links are offered again.
+    pub(crate) fn resume(&mut self, d: Resumed, finished: bool) {
         if finished {
-            // Offered again (and marked) now, or when its window's read
-            // meets it (see `Frontier::resume_finished`).
-            if d.seq <= 0 || self.frontier.resume_finished(d.domain, d.seq) {
-                self.resumed.0 += 1;
-                self.relinks.found(d.url.to_string(), depth);
-            } else {
-                self.resumed.1 += 1;
+            // Placed as a queued one would be: behind its domain's cursor
+            // (done with: its links are offered again now), or counted in
+            // the store, where its window's read meets it again and finds
+            // it finished then.
+            if self.frontier.resume_finished(&d.domain, d.seq) {
+                self.relinks.found(Relink {
+                    url: d.url,
+                    depth: d.depth,
+                    domain: d.domain,
+                    seq: d.seq,
+                });
             }
             return;
         }
+        self.resumed.0 = self.resumed.0.saturating_sub(1);
         self.resumed.1 += 1;
-        if d.seq > 0 {
-            self.frontier
-                .resume_queued(d.url.to_string(), d.domain, depth, d.seq);
-        } else {
-            // Stored before queues lived in the store: it cannot be read
-            // by `seq`, so it is held in memory.
-            self.frontier.push(d.url.to_string(), d.domain, depth);
-        }
+        self.frontier.resume_queued(d.url, &d.domain, d.depth, d.seq);
     }
 
     /// Resumes from a summary of the stored frontier (`crate::resume`):
-    /// each domain's queue is read from the store window by window, and
-    /// the stored URLs' hashes arrive later ([`CrawlState::seen_stored`]);
-    /// until [`CrawlState::seen_rebuilt`] the store judges every URL whose
-    /// hash is not known yet. The entries the summary leaves to be read
-    /// back are not counted here: each comes through
-    /// [`CrawlState::resume`] as it is read (a malformed one, skipped, is
-    /// never counted).
-    pub(crate) fn resume_summary(&mut self, s: StoredFrontier) {
-        let queued = s.queued();
-        let stored = s.finished.saturating_add(queued);
-        self.admitted = self.admitted.saturating_add(stored);
+    /// each domain's queue is read from the store window by window (or
+    /// every queued URL read back at once, [`CrawlState::resume`], when
+    /// they fit in memory), and the stored URLs' hashes arrive later
+    /// ([`CrawlState::seen_stored`]); until [`CrawlState::seen_rebuilt`]
+    /// a link whose hash is not known yet is held back.
+    pub(crate) fn resume_summary(&mut self, s: &StoredFrontier) {
+        self.admitted = self.admitted.saturating_add(s.urls);
         self.next_seq = self.next_seq.max(s.last_seq.saturating_add(1));
-        self.resumed = (s.finished, queued);
         if !s.is_empty() {
-            self.seen.rebuilding(stored.saturating_add(s.read_back));
+            self.seen.rebuilding(s.urls);
         }
+        if s.whole {
+            // Counted as each is read back.
+            self.resumed = (s.urls, 0);
+            return;
+        }
+        self.resumed = (s.finished(), s.queued());
         // Each domain's reads go up to the frontier's highest `seq` (the
-        // summary does not give each domain's own): no entry of the domain
+        // summary does not give each domain's own): no URL of the domain
         // lies between the two, so the reads find the same URLs.
-        for q in s.queues {
+        for q in &s.queues {
             self.frontier
                 .resume_spilled(&q.domain, q.count, q.first_seq, s.last_seq);
         }
@@ -379,21 +410,32 @@ impl<C> CrawlState<C> {
     /// memory budget, so that start-up reads them all back at once
     /// ([`StoredFrontier::read_whole`]) rather than window by window.
     pub(crate) fn queues_fit(&self, s: &StoredFrontier) -> bool {
-        self.frontier.fits(s.all_queued())
+        self.frontier.fits(s.queued())
     }
 
     /// Stored URLs read in for the seen-set; each but the deferred ones
     /// counts against its budgets as when it was admitted. A deferred one
     /// that is not over its budget already is kept to be taken up once
     /// every stored URL is counted (counts only grow, so one over its
-    /// budget now stays over).
+    /// budget now stays over), unless the stored frontier also holds it
+    /// queued (an earlier run took it up: its queued copy comes later in
+    /// the scan's order, which is the order of admission).
     pub(crate) fn seen_stored(&mut self, urls: Vec<ScannedUrl>) {
         for u in urls {
             self.seen.insert_stored(&u.url);
             match u.deferred {
-                None => self.admission.count_stored(&u.url),
+                None => {
+                    self.admission.count_stored(&u.url);
+                    if !self.deferred_keys.is_empty() {
+                        let key = self.seen.key(&u.url);
+                        if self.deferred_keys.contains(&key) {
+                            self.taken_up_before.insert(key);
+                        }
+                    }
+                }
                 Some((domain, depth)) => {
                     if self.admission.over_budget(&u.url).is_none() {
+                        self.deferred_keys.insert(self.seen.key(&u.url));
                         self.deferred_stored.push((u.url, domain, depth));
                     }
                 }
@@ -402,10 +444,14 @@ impl<C> CrawlState<C> {
     }
 
     /// Every stored URL was read in: the seen-set judges alone again, the
-    /// seeds that waited for it are offered, and deferred URLs that the
-    /// budgets now let in are queued again.
+    /// links held back meanwhile and the seeds that waited for it are
+    /// offered, and deferred URLs that the budgets now let in are queued
+    /// again.
     pub(crate) fn seen_rebuilt(&mut self, now_ms: u64) {
         self.seen.rebuilt();
+        for (url, depth) in std::mem::take(&mut self.held_links) {
+            self.offer(&url, depth, now_ms);
+        }
         self.offer_waiting_seeds(now_ms);
         self.take_up_deferred(now_ms);
     }
@@ -414,7 +460,12 @@ impl<C> CrawlState<C> {
     /// is larger than the run's that deferred them), each under a new
     /// `seq`, in the order they were stored. The others stay deferred.
     fn take_up_deferred(&mut self, now_ms: u64) {
+        let before = std::mem::take(&mut self.taken_up_before);
+        self.deferred_keys.clear();
         for (url, domain, depth) in std::mem::take(&mut self.deferred_stored) {
+            if before.contains(&self.seen.key(&url)) {
+                continue;
+            }
             let Ok(parsed) = urls::parse(&url) else {
                 continue;
             };
@@ -424,18 +475,20 @@ impl<C> CrawlState<C> {
             self.admission.count(&key);
             self.admitted += 1;
             self.stats.counts.deferred_taken_up += 1;
-            let seq = self.take_seq();
-            self.frontier.admit(url.clone(), &domain, depth, seq, now_ms);
-            self.effects.push(Effect::Requeue { url, seq });
+            self.queue_new(url, domain, depth, now_ms);
         }
     }
 
-    /// The read of stored URLs ended early: the seen-set stays unsure of
-    /// every URL it has not met, so the store judges each, and the seeds
-    /// that waited are offered that way.
+    /// The read of stored URLs ended early (it retries every page until
+    /// the store answers, so only when its task died): the seen-set is
+    /// taken as whole, with an error in the log, so that the crawl goes on;
+    /// a stored URL it did not read may be crawled again (its page is
+    /// stored once all the same).
     pub(crate) fn seen_scan_failed(&mut self, now_ms: u64) {
         self.deferred_stored.clear();
-        self.offer_waiting_seeds(now_ms);
+        self.deferred_keys.clear();
+        self.taken_up_before.clear();
+        self.seen_rebuilt(now_ms);
     }
 
     fn offer_waiting_seeds(&mut self, now_ms: u64) {
@@ -453,11 +506,9 @@ impl<C> CrawlState<C> {
     /// (with `scope_to_seeds`), and those not seen before are admitted.
     ///
     /// While the stored URLs' hashes are still being read in, the seeds
-    /// wait for them ([`CrawlState::seen_rebuilt`]), or until there is
-    /// nothing else to crawl ([`CrawlState::dispatch`]); the crawl is not
-    /// done before. A resumed crawl's seeds are nearly all stored already, and
-    /// until then each would be unsure: one insert the store refuses per
-    /// seed, in the frontier writer's way just as the resumed crawl starts.
+    /// wait for them ([`CrawlState::seen_rebuilt`]); the crawl is not done
+    /// before. A resumed crawl's seeds are nearly all stored already, and
+    /// until then none can be judged.
     pub(crate) fn seed(&mut self, seeds: &[String], now_ms: u64) {
         for s in seeds {
             if let Ok(mut u) = urls::parse(s) {
@@ -482,7 +533,9 @@ impl<C> CrawlState<C> {
     /// Admits a discovered URL if it is new, in scope and within limits.
     /// One the seen-set is unsure of is inserted all the same and waits in
     /// the store, where the unique index keeps the first copy (see
-    /// `crate::seen` and `Frontier::admit_unverified`).
+    /// `crate::seen` and `Frontier::admit_unverified`); one it cannot
+    /// judge yet (the stored URLs are still being read in) is held back
+    /// until it can.
     fn offer(&mut self, url: &str, depth: u16, now_ms: u64) {
         if depth > self.settings.max_depth {
             self.stats.counts.too_deep += 1;
@@ -508,6 +561,12 @@ impl<C> CrawlState<C> {
             if seen == Seen::Known {
                 return;
             }
+        }
+        if seen == Seen::NotYet {
+            // Maybe stored: judged once the stored URLs are read in.
+            self.stats.counts.held_links += 1;
+            self.held_links.push((String::from(parsed), depth));
+            return;
         }
         let domain = urls::domain_of(&parsed);
         let key = match self.admission.judge(&parsed, &domain) {
@@ -577,6 +636,20 @@ impl<C> CrawlState<C> {
         });
     }
 
+    /// Queues a URL already counted as admitted under a new `seq`, in
+    /// memory and for the stored frontier.
+    fn queue_new(&mut self, url: String, domain: String, depth: u16, now_ms: u64) {
+        let seq = self.take_seq();
+        self.frontier.admit(url.clone(), &domain, depth, seq, now_ms);
+        self.effects.push(Effect::Insert {
+            url,
+            domain,
+            depth,
+            seq,
+            confirm: false,
+        });
+    }
+
     /// The `seq` of the next entry of the stored frontier (admitted,
     /// deferred or queued again): one counter over the whole crawl.
     fn take_seq(&mut self) -> i64 {
@@ -586,22 +659,26 @@ impl<C> CrawlState<C> {
     }
 
     /// The frontier writer's word on unsure URLs, by `seq`: taken by the
-    /// store (new: the seen-set's hash collided) or there before (known,
-    /// and no longer counted against `--max-pages`).
+    /// store (new: the seen-set's hash collided), and then admitted under
+    /// a new `seq` (the exact seen-set holds it, no segment does yet); or
+    /// there before (known, and no longer counted against `--max-pages`).
     pub(crate) fn confirmed(&mut self, answers: Vec<(i64, bool)>, now_ms: u64) {
         for (seq, new) in answers {
             let Some((url, domain, depth)) = self.unsure.remove(&seq) else {
                 continue;
             };
-            if new {
-                self.stats.counts.unsure_new += 1;
-                self.stats.counts.new_urls += 1;
-            } else {
+            if !self.frontier.confirmed(&domain, seq) {
+                continue;
+            }
+            if !new {
                 self.stats.counts.unsure_known += 1;
                 self.admitted = self.admitted.saturating_sub(1);
                 self.admission.uncount(&url);
+                continue;
             }
-            self.frontier.confirmed(url, &domain, depth, seq, new, now_ms);
+            self.stats.counts.unsure_new += 1;
+            self.stats.counts.new_urls += 1;
+            self.queue_new(url, domain, depth, now_ms);
         }
     }
 
@@ -655,7 +732,8 @@ impl<C> CrawlState<C> {
                     // resolved it (see `frontier::servers`).
                     self.frontier.learn_server(&leased.domain, addr);
                 }
-                self.frontier.push_front(leased.url, &leased.domain, leased.depth);
+                self.frontier
+                    .push_front(leased.url, &leased.domain, leased.depth, leased.seq);
                 continue;
             }
             self.members[s].results += 1;
@@ -666,13 +744,13 @@ impl<C> CrawlState<C> {
             if let Some(trip) = self.breakers.record(&leased.domain, &r.outcome, now_ms) {
                 self.trip(&leased.domain, trip, now_ms);
             }
-            // Links first: the writer stores in order, so a URL is marked
-            // finished only after its links are in the stored frontier, and
-            // a dispatcher killed in between re-crawls it rather than
-            // losing its links. A fetched URL is not marked at all: its
-            // stored page says it is finished, and carries its links for
-            // a dispatcher killed before they were written
-            // (`crate::finished`).
+            // Links first: the writer stores in order, so a URL's outcome
+            // (and its domain's progress past it) is written only after its
+            // links are in the stored frontier, and a dispatcher killed in
+            // between re-crawls it rather than losing its links. A fetched
+            // URL is not recorded at all: its stored page says it is
+            // finished, and carries its links for a dispatcher killed
+            // before they were written (`crate::finished`).
             for link in &r.outlinks {
                 self.offer(link.as_ref(), leased.depth.saturating_add(1), now_ms);
             }
@@ -685,14 +763,15 @@ impl<C> CrawlState<C> {
                 Outcome::Failed { kind, .. } => (self.retry_or_fail(&leased, *kind, now_ms), Some(*kind)),
             };
             let over = state.is_some() || matches!(r.outcome, Outcome::Fetched { .. });
-            // A revisit's frontier entry is not marked: it says the URL was
-            // crawled, and the page's due time says the rest.
+            // A revisit is not in the stored frontier: the page's due time
+            // says what comes of it.
             let revisit = over && self.revisit_over(&leased.url);
             if let Some(state) = state {
                 self.attempts.remove(&leased.url);
-                if !revisit {
-                    self.effects.push(Effect::Mark {
+                if !revisit && leased.seq > 0 {
+                    self.effects.push(Effect::Ended {
                         url: leased.url,
+                        seq: leased.seq,
                         state,
                         failure,
                     });
@@ -704,7 +783,7 @@ impl<C> CrawlState<C> {
             .filter(|e| {
                 matches!(
                     e,
-                    Effect::Insert { .. } | Effect::Mark { .. } | Effect::Defer { .. }
+                    Effect::Insert { .. } | Effect::Ended { .. } | Effect::Defer { .. }
                 )
             })
             .count();
@@ -712,12 +791,11 @@ impl<C> CrawlState<C> {
     }
 
     /// The links of stored pages found finished after a restart: offered
-    /// again (nearly all are known, and dropped in memory), then the
-    /// entries are marked `done`, after those links in the writer's
-    /// order, so that a later restart reads neither again.
+    /// again (nearly all are known, and dropped in memory); their URLs'
+    /// domains may then record progress past them.
     fn links_read(
         &mut self,
-        asked: Vec<(String, u16)>,
+        asked: Vec<Relink>,
         found: Result<Vec<(String, Vec<String>)>, String>,
         now_ms: u64,
     ) {
@@ -725,12 +803,12 @@ impl<C> CrawlState<C> {
             Ok(found) => found,
             Err(e) => {
                 tracing::warn!(urls = asked.len(), error = %e, "reading the links of finished pages failed; will retry");
-                self.relinks.answered(Some(asked));
+                self.relinks.answered(&asked, true);
                 return;
             }
         };
-        self.relinks.answered(None);
-        let depths: HashMap<&str, u16> = asked.iter().map(|(u, d)| (u.as_str(), *d)).collect();
+        self.relinks.answered(&asked, false);
+        let depths: HashMap<&str, u16> = asked.iter().map(|r| (r.url.as_str(), r.depth)).collect();
         for (url, links) in found {
             let Some(&depth) = depths.get(url.as_str()) else {
                 continue;
@@ -739,11 +817,6 @@ impl<C> CrawlState<C> {
                 self.offer(link, depth.saturating_add(1), now_ms);
             }
             self.stats.counts.relinked += 1;
-            self.effects.push(Effect::Mark {
-                url,
-                state: UrlState::Done,
-                failure: None,
-            });
         }
     }
 
@@ -754,8 +827,13 @@ impl<C> CrawlState<C> {
         if *attempts < kind.max_attempts() {
             self.stats.counts.retried += 1;
             let pause = (RETRY_AFTER.as_millis() as u64).saturating_mul(u64::from(*attempts));
-            let due = now_ms.saturating_add(pause);
-            self.delayed.push((due, r.url.clone(), r.domain.clone(), r.depth));
+            self.delayed.push(Retry {
+                due_ms: now_ms.saturating_add(pause),
+                url: r.url.clone(),
+                domain: r.domain.clone(),
+                depth: r.depth,
+                seq: r.seq,
+            });
             None
         } else {
             self.stats.failed_for_good(kind);
@@ -822,10 +900,10 @@ impl<C> CrawlState<C> {
         if !self.delayed.is_empty() {
             let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.delayed)
                 .into_iter()
-                .partition(|d| d.0 <= now_ms);
+                .partition(|r| r.due_ms <= now_ms);
             self.delayed = later;
-            for (_, url, domain, depth) in due {
-                self.frontier.push_at(url, &domain, depth, now_ms);
+            for r in due {
+                self.frontier.push_at(r.url, &r.domain, r.depth, r.seq, now_ms);
             }
         }
         self.frontier.release_blocked(now_ms);
@@ -867,13 +945,16 @@ impl<C> CrawlState<C> {
         match answer {
             Answer::Read(r, Ok(page)) => {
                 let missing = self.frontier.refilled(&r, page);
-                if missing > 0 {
+                // A resumed domain's count is an upper bound (see
+                // `crate::resume`): what a read of stored URLs does not
+                // find is finished. Past them, a URL not found was refused.
+                if missing > 0 && r.finished_upto == 0 {
                     tracing::warn!(domain = %r.domain, missing, "queued URLs not found in the store (refused when written); dropped from the queue");
                 }
-                for (url, depth) in self.frontier.take_finished() {
+                for relink in self.frontier.take_finished() {
                     self.resumed.0 += 1;
                     self.resumed.1 = self.resumed.1.saturating_sub(1);
-                    self.relinks.found(url, depth);
+                    self.relinks.found(relink);
                 }
             }
             Answer::Links { asked, found } => self.links_read(asked, found, now_ms),
@@ -881,9 +962,14 @@ impl<C> CrawlState<C> {
                 Ok(stored) => {
                     for (lease, url) in asked {
                         let finished = self.frontier.checked(lease, stored.contains(&url));
-                        if let Some((url, depth)) = finished {
+                        if let Some(l) = finished {
                             self.stats.counts.finished_unanswered += 1;
-                            self.relinks.found(url, depth);
+                            self.relinks.found(Relink {
+                                url: l.url,
+                                depth: l.depth,
+                                domain: l.domain,
+                                seq: l.seq,
+                            });
                         }
                     }
                 }
@@ -916,14 +1002,13 @@ impl<C> CrawlState<C> {
             self.started_dispatching = true;
             self.frontier.start_assigning();
         }
-        if !self.waiting_seeds.is_empty() && self.frontier.is_idle() && self.delayed.is_empty() {
-            // Nothing else to crawl: the seeds go now, judged by the store,
-            // rather than wait for a read of stored URLs that a store which
-            // keeps cutting it short may never finish.
-            self.offer_waiting_seeds(now_ms);
-        }
         if self.controls.paused {
             // Leases out finish; nothing new goes out until resumed.
+            return;
+        }
+        if self.held_links.len() >= MAX_HELD_LINKS {
+            // The stored URLs are still being read in: no more links to
+            // hold until they are (see `CrawlState::offer`).
             return;
         }
         let mut room = self.write_gate.room(write_backlog, self.frontier.in_flight());
@@ -987,19 +1072,48 @@ impl<C> CrawlState<C> {
             self.stats.counts.leases_expired += expired as u64;
             tracing::warn!(expired, "leases expired; URLs re-queued");
         }
+        if now_ms >= self.next_progress_ms {
+            self.next_progress_ms = now_ms.saturating_add(PROGRESS_EVERY_MS);
+            self.record_progress(false);
+        }
+    }
+
+    /// Domains' progress for the stored frontier (see
+    /// `frontier::progress`): of those with enough results since their
+    /// last record, or, with `all` (the crawl stops), of every one with a
+    /// result. Not while the stored URLs are being read in: a link held
+    /// back then is not in the stored frontier yet, and the page it came
+    /// from must stay open to find it again after a restart.
+    pub(crate) fn record_progress(&mut self, all: bool) {
+        if !self.seen.is_complete() || !self.held_links.is_empty() {
+            return;
+        }
+        let mut open: HashMap<String, i64> = HashMap::new();
+        for r in self.delayed.iter().filter(|r| r.seq > 0) {
+            let low = open.entry(r.domain.clone()).or_insert(r.seq);
+            *low = (*low).min(r.seq);
+        }
+        self.relinks.lowest_open(&mut open);
+        let enough = if all { 1 } else { self.settings.progress_results };
+        let progress = self.frontier.progress(&open, enough);
+        if !progress.is_empty() {
+            self.effects.push(Effect::Progress(progress));
+        }
     }
 
     // ---- the end ----
 
-    /// Nothing queued, out, waiting for a retry, or seeds waiting. Only once the expected
-    /// supervisors have joined, so each of them is told to stop, even when
-    /// a resumed crawl finds nothing left to do. (The shell also waits, for
-    /// a while, for the stored URLs to be read in: deferred URLs a larger
-    /// budget lets in are found there; see `crawl.rs`.)
+    /// Nothing queued, out, waiting for a retry, or seeds or links waiting
+    /// for the stored URLs to be read in (deferred URLs a larger budget
+    /// lets in are found there too). Only once the expected supervisors
+    /// have joined, so each of them is told to stop, even when a resumed
+    /// crawl finds nothing left to do.
     pub(crate) fn done(&self) -> bool {
         self.started_dispatching
             && self.frontier.is_idle()
             && self.delayed.is_empty()
+            && self.seen.is_complete()
+            && self.held_links.is_empty()
             && self.waiting_seeds.is_empty()
             && self.relinks.is_idle()
             && self.revisits.is_none()

@@ -34,6 +34,10 @@ pub(crate) struct Counts {
     /// links were offered again (`crate::finished`): each is a fetch a
     /// restart did not make again.
     pub relinked: u64,
+    /// Links found while the stored URLs were read in after a restart
+    /// whose hash was not read in yet: held back and judged once it was
+    /// (`crate::seen`).
+    pub held_links: u64,
     /// Leases that ended without their result (a supervisor left, a lease
     /// ran out) whose page the store already held: not fetched again.
     pub finished_unanswered: u64,

@@ -24,9 +24,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use crawl_tests::harness::{
-    all_docs, args, crawl_coll, free_port, random_secret, spawn_crawl, ClusterSpec, StoreServer,
-};
+use crawl_tests::harness::{args, free_port, random_secret, spawn_crawl, ClusterSpec, StoreServer};
 use crawl_tests::verify;
 use crawl_tests::web::{WebServer, WebSpec};
 use link::cluster_auth::{fresh_nonce, ClusterKey, Introduction, Proof, Refusal, Session};
@@ -487,8 +485,8 @@ async fn only_holders_of_the_secret_join_and_only_their_own_leases_count() {
     let db = store.client().await.unwrap().database("crawler");
     verify::assert_pages_match(&verify::stored_statuses(&db).await.unwrap(), &expected);
     verify::assert_frontier_finished(&db).await.unwrap();
-    for d in all_docs(&db, &crawl_coll(store::FRONTIER)).await.unwrap() {
-        let url = d.get_str("_id").unwrap();
+    for u in verify::frontier_urls(&db, &Default::default()).await.unwrap() {
+        let url = u.url.as_str();
         assert!(!url.contains("forged"), "forged URL in the frontier: {url}");
         let host = url::Url::parse(url).unwrap().host_str().unwrap().to_string();
         assert!(

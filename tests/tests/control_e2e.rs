@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use crawl_tests::harness::{
-    all_pages, bin, crawl_coll, flags, free_port, spawn_crawl, write_lines, ClusterSpec, RunningCrawl,
-    StoreServer,
+    all_pages, bin, flags, free_port, spawn_crawl, write_lines, ClusterSpec, RunningCrawl, StoreServer,
 };
 use crawl_tests::host_server::{self, Asked};
 use crawl_tests::verify;
@@ -234,20 +233,17 @@ async fn an_operator_steers_a_running_crawl_and_a_restart_keeps_it() {
     assert_eq!(busy_stored, requests_to(&log, "busy.test", None).len());
     assert!(busy_stored < PAGES / 2, "{busy_stored} busy.test pages stored");
     // The blocked domain's rest stays queued for a later run.
-    let frontier = crawl_tests::harness::all_docs(&db, &crawl_coll(store::FRONTIER))
+    let frontier = crawl_tests::verify::frontier_urls(&db, &Default::default())
         .await
         .unwrap();
     let queued_busy = frontier
         .iter()
-        .filter(|d| d.get_str("domain") == Ok(busy.as_str()) && d.get_str("state") == Ok("queued"))
+        .filter(|u| u.domain == busy && u.state == "queued")
         .count();
     assert!(queued_busy > 0, "busy.test's queued URLs were lost");
     let unreachable = frontier
         .iter()
-        .find(|d| {
-            d.get_str("_id")
-                .is_ok_and(|u| u.starts_with("http://unreachable.test:"))
-        })
+        .find(|u| u.url.starts_with("http://unreachable.test:"))
         .expect("the unreachable seed is in the frontier");
-    assert_eq!(unreachable.get_str("state"), Ok("failed"), "{unreachable}");
+    assert_eq!(unreachable.state, "failed", "{unreachable:?}");
 }

@@ -199,70 +199,64 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     assert_eq!(after_first, expected.pages.len());
     let requests_after_first = server.request_count();
 
-    // A malformed document (by hand, an older version, a store gone wrong)
-    // is skipped on resume, with a word, not the end of the crawl.
-    let malformed_frontier =
-        bson::doc! {"_id": "http://bad.test/", "domain": 5, "depth": "x", "state": "queued"};
-    // One with a `seq` but a domain that is not a string: in no stored
-    // queue, and read back (and skipped) with the others.
-    let malformed_with_seq =
-        bson::doc! {"_id": "http://bad2.test/", "domain": 9, "state": "queued", "seq": 3};
-    db.collection::<bson::Document>(&c1_coll(store::FRONTIER))
-        .insert_many([malformed_frontier.clone(), malformed_with_seq.clone()])
-        .await
-        .unwrap();
+    // A malformed segment (by hand, an older version, a store gone wrong)
+    // is skipped on resume, with a word, not the end of the crawl: one
+    // whose domain is not a string (in no queue), one whose URLs do not
+    // unpack (read with its domain's queue, and passed over).
+    let segments_of_c1 = db.collection::<bson::Document>(&c1_coll(store::SEGMENTS));
+    let malformed = [
+        bson::doc! {"_id": 1_000_000_i64, "domain": 5, "seq": 1_000_000_i64, "first": 999_999_i64, "n": 2, "state": "queued"},
+        bson::doc! {"_id": 1_000_002_i64, "domain": "bad.test", "seq": 1_000_002_i64, "first": 1_000_001_i64, "n": 2,
+        "state": "queued", "urls": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: b"not zstd".to_vec() },
+        "places": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![0, 0, 1, 0] }},
+    ];
+    segments_of_c1.insert_many(malformed.clone()).await.unwrap();
     db.collection::<bson::Document>(&c1_coll(store::SEEDS))
         .insert_one(bson::doc! {"_id": 42})
         .await
         .unwrap();
-    // A well-formed queued entry without a `seq` (written by hand, or by a
-    // version before queues lived in the store) and without a page is in
-    // no stored queue: it is read back on its own at start-up, and
-    // crawled once more.
-    let again = first_pages[0].get_str("_id").unwrap().to_string();
-    let frontier_coll = db.collection::<bson::Document>(&c1_coll(store::FRONTIER));
-    let flipped = frontier_coll
+    // A URL whose page is gone, in a domain whose recorded progress is
+    // moved back before it (as a dispatcher killed between records leaves
+    // it): the second run reads that domain's queue from its progress,
+    // finds every other page stored, and crawls this one once more.
+    let frontier = verify::frontier_urls(&db, &c1).await.unwrap();
+    assert!(frontier
+        .iter()
+        .all(|u| u.state == "done" || u.state == "failed" || u.state == "disallowed"));
+    let statuses = verify::stored_statuses_of(&db, &c1).await.unwrap();
+    let again = frontier
+        .iter()
+        .filter(|u| u.state == "done" && statuses.get(&u.url) == Some(&200))
+        .nth(frontier.len() / 3)
+        .unwrap()
+        .clone();
+    let progress_of_c1 = db.collection::<bson::Document>(&c1_coll(store::PROGRESS));
+    let recorded = progress_of_c1
+        .find_one(bson::doc! {"_id": &again.domain})
+        .await
+        .unwrap()
+        .expect("the first run recorded every domain's progress");
+    let below = match recorded.get("below") {
+        Some(bson::Bson::Int64(n)) => *n,
+        Some(bson::Bson::Int32(n)) => i64::from(*n),
+        _ => panic!("{recorded}"),
+    };
+    assert!(below > again.seq, "{recorded}");
+    progress_of_c1
         .update_one(
-            bson::doc! {"_id": &again},
-            bson::doc! {"$set": {"state": "queued"}, "$unset": {"seq": 1}},
+            bson::doc! {"_id": &again.domain},
+            bson::doc! {"$set": {"below": again.seq - 3}},
         )
         .await
         .unwrap();
-    assert_eq!(flipped.modified_count, 1);
-    // Without its page: a stored page would finish it (issue 45).
     let removed = db
         .collection::<bson::Document>(&c1_coll(store::PAGES))
-        .delete_one(bson::doc! {"_id": &again})
+        .delete_one(bson::doc! {"_id": &again.url})
         .await
         .unwrap();
     assert_eq!(removed.deleted_count, 1);
 
-    // The store as an earlier version left it: the queue index was
-    // `{domain, seq}`. The second run builds `{domain, seq, state}` and
-    // drops the old one, and resumes through the new one.
-    let old_index = bson::doc! {"domain": 1, "seq": 1};
-    let new_index = store::queue_index();
-    let index_keys = || async {
-        let mut keys = Vec::new();
-        let mut cursor = frontier_coll.list_indexes().await.unwrap();
-        while let Some(i) = futures::TryStreamExt::try_next(&mut cursor).await.unwrap() {
-            keys.push((i.keys.clone(), i.options.and_then(|o| o.name).unwrap_or_default()));
-        }
-        keys
-    };
-    let (_, new_name) = index_keys()
-        .await
-        .into_iter()
-        .find(|(k, _)| *k == new_index)
-        .expect("the first run made the queue index");
-    frontier_coll.drop_index(new_name).await.unwrap();
-    frontier_coll
-        .create_index(mongodb::IndexModel::builder().keys(old_index.clone()).build())
-        .await
-        .unwrap();
-
-    // A memory budget below the 3 queued entries: start-up reads back only
-    // those in no stored queue (here all three), not every queued URL.
+    // A memory budget of one URL: every queue is read window by window.
     let mut small = spec.clone();
     small.dispatcher_args.extend(flags("--frontier-memory-urls 1"));
     let second = run_crawl(&small, Duration::from_secs(300)).await.unwrap();
@@ -273,7 +267,7 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     let without = |pages: &[bson::Document]| -> Vec<bson::Document> {
         pages
             .iter()
-            .filter(|p| p.get_str("_id") != Ok(again.as_str()))
+            .filter(|p| p.get_str("_id") != Ok(again.url.as_str()))
             .cloned()
             .collect()
     };
@@ -281,29 +275,25 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     let requests = server.request_count() - requests_after_first;
     assert!(
         (1..=2).contains(&requests),
-        "the second run made {requests} requests for one URL (and perhaps its robots.txt)"
+        "the second run made {requests} requests for one URL (and perhaps its robots.txt): {:?}",
+        &server.requests()[requests_after_first..]
     );
-    let entry = frontier_coll
-        .find_one(bson::doc! {"_id": &again})
-        .await
-        .unwrap()
-        .unwrap();
-    let page_stored = second_pages
-        .iter()
-        .any(|p| p.get_str("_id") == Ok(again.as_str()));
-    assert_eq!(
-        verify::effective_state(entry.get_str("state").unwrap_or("?"), page_stored),
-        "done",
-        "{entry}"
-    );
-    let keys: Vec<bson::Document> = index_keys().await.into_iter().map(|(k, _)| k).collect();
-    assert!(keys.contains(&new_index), "indexes: {keys:?}");
-    assert!(!keys.contains(&old_index), "the old queue index stayed: {keys:?}");
-    let frontier_of_c1 = all_docs(&db, &c1_coll(store::FRONTIER)).await.unwrap();
-    for m in [&malformed_frontier, &malformed_with_seq] {
+    let frontier = verify::frontier_urls(&db, &c1).await.unwrap();
+    let entry = frontier.iter().find(|u| u.url == again.url).unwrap();
+    assert_eq!(entry.state, "done", "{entry:?}");
+    let segments_after = all_docs(&db, &c1_coll(store::SEGMENTS)).await.unwrap();
+    for m in &malformed {
+        // The store may hand small 64-bit numbers back as 32-bit ones.
+        let same = |d: &bson::Document| {
+            d.iter().count() == m.iter().count()
+                && m.iter().all(|(k, v)| match (v, d.get(k)) {
+                    (bson::Bson::Int64(a), Some(bson::Bson::Int32(b))) => *a == i64::from(*b),
+                    (a, b) => Some(a) == b,
+                })
+        };
         assert!(
-            frontier_of_c1.contains(m),
-            "the malformed entry {m} was changed or lost"
+            segments_after.iter().any(same),
+            "the malformed segment {m} was changed or lost"
         );
     }
 
@@ -331,8 +321,8 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
         "crawl c2 changed crawl c1's pages"
     );
     assert_eq!(
-        all_docs(&db, &c1_coll(store::FRONTIER)).await.unwrap(),
-        frontier_of_c1,
+        all_docs(&db, &c1_coll(store::SEGMENTS)).await.unwrap(),
+        segments_after,
         "crawl c2 changed crawl c1's frontier"
     );
     assert!(

@@ -130,15 +130,9 @@ async fn queued_in_store(store: &StoreServer) -> u64 {
     let Ok(client) = store.client().await else {
         return 0;
     };
-    let db = client.database("crawler");
-    let frontier = db.collection::<bson::Document>(&crawl_coll(store::FRONTIER));
-    let count = |state: &'static str| {
-        let frontier = frontier.clone();
-        async move { frontier.count_documents(doc! {"state": state}).await.unwrap_or(0) }
-    };
-    let (queued, done) = (count("queued").await, count("done").await);
-    let pages = pages_in_store(store).await;
-    queued.saturating_sub(pages.saturating_sub(done))
+    verify::queued_count(&client.database("crawler"), &Default::default())
+        .await
+        .unwrap_or(0)
 }
 
 async fn pages_in_store(store: &StoreServer) -> u64 {
@@ -279,7 +273,12 @@ async fn chaos_kills_lose_nothing_and_store_nothing_twice() {
     loop {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         most_parked = most_parked.max(parked_domains(&http, &crawl).await);
-        if crawl.dispatcher_exited() || queued_in_store(&s.store).await < KEEP_KILLING_WHILE_QUEUED {
+        // The store holds a domain's new URLs a couple of seconds after
+        // they are found (`dispatcher::persist::HOLD`): it is asked only
+        // once the crawl is under way.
+        let warm = started.elapsed() > Duration::from_secs(6);
+        if crawl.dispatcher_exited() || (warm && queued_in_store(&s.store).await < KEEP_KILLING_WHILE_QUEUED)
+        {
             break;
         }
         let victim = order[kills.len() % order.len()];

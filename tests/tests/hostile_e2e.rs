@@ -59,16 +59,11 @@ async fn stored(store: &StoreServer) -> Stored {
     let n = pages.len();
     let pages: BTreeMap<String, PageDoc> = pages.into_iter().map(|d| (d.url.clone(), d)).collect();
     assert_eq!(pages.len(), n, "a page was stored twice");
-    let frontier = all_docs(&db, &crawl_coll(store::FRONTIER))
+    let frontier = verify::frontier_urls(&db, &Default::default())
         .await
         .unwrap()
         .into_iter()
-        .map(|d| {
-            let url = d.get_str("_id").unwrap().to_string();
-            let state = verify::effective_state(d.get_str("state").unwrap_or("?"), pages.contains_key(&url));
-            let failure = d.get_str("failure").ok().map(str::to_string);
-            (url.clone(), (state.to_string(), failure))
-        })
+        .map(|u| (u.url, (u.state.to_string(), u.failure)))
         .collect();
     let dicts = Dictionaries::load(&db.collection(&crawl_coll(store::BODY_DICTS)))
         .await

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::hostile_e2e::one_node;
 use crawl_tests::check;
-use crawl_tests::harness::{all_docs, all_pages, crawl_coll, flags, run_crawl, StoreServer};
+use crawl_tests::harness::{all_pages, flags, run_crawl, StoreServer};
 use crawl_tests::verify::{self, Findings};
 use crawl_tests::web::traps::{Trap, BIG_SITE_PAGES};
 use crawl_tests::web::{RequestRecord, WebExtras, WebSpec};
@@ -55,14 +55,14 @@ const SESSION_MARKERS: [&str; 7] = [
     "gclid=",
 ];
 
-/// The stored pages' URLs and statuses, and the stored frontier's states.
-async fn stored(store: &StoreServer) -> (BTreeMap<String, i32>, Vec<bson::Document>) {
+/// The stored pages' URLs and statuses, and the stored frontier.
+async fn stored(store: &StoreServer) -> (BTreeMap<String, i32>, Vec<verify::FrontierUrl>) {
     let db = store.client().await.unwrap().database("crawler");
     let pages = all_pages(&db, &Default::default()).await.unwrap();
     let n = pages.len();
     let pages: BTreeMap<String, i32> = pages.into_iter().map(|d| (d.url, d.status)).collect();
     assert_eq!(pages.len(), n, "a page was stored twice");
-    let frontier = all_docs(&db, &crawl_coll(store::FRONTIER)).await.unwrap();
+    let frontier = verify::frontier_urls(&db, &Default::default()).await.unwrap();
     (pages, frontier)
 }
 
@@ -171,7 +171,7 @@ async fn a_web_of_traps_ends_by_itself_with_each_trap_bounded() {
     }
     let deferred_queries = frontier
         .iter()
-        .filter(|d| d.get_str("state") == Ok("deferred") && d.get_str("deferred") == Ok("query_budget"))
+        .filter(|d| d.state == "deferred" && d.deferred.as_deref() == Some("query_budget"))
         .count() as u64;
     let over = &refused["over_query_budget"];
     let what = "deferred entries for the query budget";
@@ -182,7 +182,7 @@ async fn a_web_of_traps_ends_by_itself_with_each_trap_bounded() {
     );
     // No stored URL carries a session id or a tracking parameter.
     for d in &frontier {
-        let u = d.get_str("_id").unwrap_or("");
+        let u = d.url.as_str();
         let marked = SESSION_MARKERS
             .iter()
             .any(|p| u.to_ascii_lowercase().contains(&p.to_ascii_lowercase()));
@@ -225,14 +225,11 @@ async fn a_site_over_the_default_budget_stops_at_it_and_a_larger_budget_resumes_
     let reqs = page_requests(&first, host);
     let distinct: BTreeSet<&str> = reqs.iter().copied().collect();
     assert_eq!((reqs.len(), distinct.len()), (budget, budget));
-    let deferred: Vec<&bson::Document> = frontier
-        .iter()
-        .filter(|d| d.get_str("state") == Ok("deferred"))
-        .collect();
+    let deferred: Vec<&verify::FrontierUrl> = frontier.iter().filter(|d| d.state == "deferred").collect();
     assert!(!deferred.is_empty());
     assert!(deferred
         .iter()
-        .all(|d| d.get_str("deferred") == Ok("domain_budget")));
+        .all(|d| d.deferred.as_deref() == Some("domain_budget")));
     assert_eq!(
         run.summary["refused"]["over_domain_budget"].as_u64(),
         Some(deferred.len() as u64)

@@ -46,6 +46,32 @@ async fn warn_of_unnamed_crawl(stores: &Stores) {
     }
 }
 
+/// Refuses a crawl whose frontier an earlier version stored, one document
+/// per URL (`<crawl>__frontier`), with no segments yet: resumed as a new
+/// crawl, it would fetch every URL again.
+async fn refuse_an_old_frontier(stores: &Stores) -> anyhow::Result<()> {
+    let one = |coll: mongodb::Collection<Document>| async move {
+        match store::deadline(coll.find_one(doc! {}).projection(doc! {"_id": 1})).await {
+            Some(Ok(d)) => Ok(d.is_some()),
+            Some(Err(e)) => Err(anyhow::Error::from(e)),
+            None => bail!("the store did not answer in time"),
+        }
+    };
+    let segments = stores.segments().clone_with_type::<Document>();
+    let old = stores
+        .primary
+        .collection::<Document>(&stores.crawl().collection(store::FRONTIER));
+    if !one(segments).await? && one(old.clone()).await? {
+        bail!(
+            "crawl {:?} keeps its frontier in {} with one document per URL, as versions before frontier segments did; this version keeps it in {} and cannot resume that crawl. Finish it with the version that started it, or start this one under another --crawl-id",
+            stores.crawl().as_str(),
+            old.name(),
+            stores.crawl().collection(store::SEGMENTS),
+        );
+    }
+    Ok(())
+}
+
 impl Dispatcher {
     /// Resumes from the stored frontier, then adds seeds not seen before.
     pub(super) async fn load(&mut self, args: &Flags) -> anyhow::Result<()> {
@@ -76,6 +102,7 @@ impl Dispatcher {
         }
         self.restore_controls().await?;
         warn_of_unnamed_crawl(&self.stores).await;
+        refuse_an_old_frontier(&self.stores).await?;
         // The crawl's own frontier (see `store::crawl_id`): another crawl
         // id on the same database starts from nothing.
         let scan = self.resume().await.context("reading the stored frontier")?;
@@ -112,7 +139,7 @@ impl Dispatcher {
         if let Some(stored) = scan {
             // Only now: not in the way of the seeds' reads and writes.
             self.seen_scan = Some(resume::scan_seen(
-                self.stores.frontier(),
+                self.stores.segments(),
                 stored,
                 self.timing.clone(),
             ));
@@ -120,41 +147,39 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// Resumes from a summary of the stored frontier, then reads back the
-    /// queued entries no queue holds, or all of them when they fit in
-    /// memory (see `crate::resume`). What the seen-set must still read in
-    /// from the store, if anything.
+    /// Resumes from a summary of the stored frontier, then reads back
+    /// every queued URL when they fit in memory (see `crate::resume`).
+    /// What the seen-set must still read in from the store, if anything.
     async fn resume(&mut self) -> anyhow::Result<Option<Stored>> {
-        let frontier = self.stores.frontier();
         let started = Instant::now();
-        // Said first: on a big frontier it takes minutes, with nothing else to show.
-        tracing::info!("summarising the stored frontier (scans of it inside the store)");
-        let mut stored = resume::summarize(&frontier).await?;
+        // Said first: on a big frontier it takes a while, with nothing else to show.
+        tracing::info!("summarising the stored frontier (inside the store)");
+        let mut stored = resume::summarize(&self.stores).await?;
         if self.state.queues_fit(&stored) {
             stored.read_whole();
         }
-        let urls = stored.finished.saturating_add(stored.all_queued());
-        let last_seq = stored.last_seq;
-        let back = (stored.read_back, stored.whole);
         tracing::info!(
             domains = stored.queues.len(),
+            urls = stored.urls,
+            progress = stored.progress.len(),
+            ended = stored.ended.len(),
             secs = started.elapsed().as_secs_f64(),
             "summarised the stored frontier"
         );
-        self.state.resume_summary(stored);
-        if back.0 > 0 {
+        self.state.resume_summary(&stored);
+        if stored.whole && stored.queued() > 0 {
             tracing::info!(
-                urls = back.0,
-                all = back.1,
-                "reading back queued URLs (all of them when they fit in memory; otherwise those without a seq, from an older version or written by hand)"
+                urls = stored.queued(),
+                "reading back the queued URLs (they fit in memory)"
             );
-            let pages = self.stores.pages();
             let timing = self.timing.clone();
-            resume::read_back(&frontier, &pages, back, &timing, |d, finished| {
+            resume::read_back(&self.stores, &stored, &timing, |d, finished| {
                 self.state.resume(d, finished)
             })
             .await?;
         }
+        let (urls, last_seq) = (stored.urls, stored.last_seq);
+        let _ = self.ended.set(stored.ended);
         Ok((urls > 0).then_some(Stored { urls, last_seq }))
     }
 
@@ -178,7 +203,7 @@ impl Dispatcher {
             }
             None => {
                 self.seen_scan = None;
-                tracing::error!("the read of stored URLs for the seen-set ended early; the store keeps judging every new URL");
+                tracing::error!("the read of stored URLs for the seen-set ended early; the links held back are judged without the URLs it did not read, which may be crawled again");
                 self.state.seen_scan_failed(now_ms());
             }
         }

@@ -1,6 +1,6 @@
 //! The stop: the summary, the supervisors' Byes (each waited for at most
-//! [`STOP_WAIT`]), and the last writes of the frontier while heartbeats go
-//! on.
+//! [`STOP_WAIT`]), and the last writes of the frontier (every domain's
+//! progress among them) while heartbeats go on.
 
 use std::time::Duration;
 
@@ -40,6 +40,12 @@ impl Dispatcher {
             "crawl finished; waiting for the supervisors to stop"
         );
         self.await_byes(&live, inbox).await;
+        // Every domain's progress, so that the next run reads each queue
+        // from where this one left it.
+        self.state.record_progress(true);
+        if let Err(e) = self.apply().await {
+            tracing::warn!(error = %e, "while stopping");
+        }
         // Results that arrived while supervisors drained are in the store too.
         self.writer.flush().await;
         self.control_writer.settle(Duration::from_secs(10)).await;

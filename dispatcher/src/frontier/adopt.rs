@@ -17,8 +17,26 @@ pub(crate) struct Adoption {
     /// Held URLs that may be queued in the store beyond their domain's
     /// window: the shell looks them up and hands what it finds to
     /// [`Frontier::adopt_stored`].
+    pub look_up: Vec<LookUp>,
+}
+
+impl Adoption {
+    /// Held URLs to look up in the store.
+    pub(crate) fn to_look_up(&self) -> usize {
+        self.look_up.iter().map(|l| l.held.len()).sum()
+    }
+}
+
+/// Held URLs of one domain to look up in its queue in the store: those
+/// with a `seq` in `(after, upto]` (past its window's cursor, up to its
+/// last admitted URL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LookUp {
+    pub domain: String,
+    pub after: i64,
+    pub upto: i64,
     /// (lease id, URL).
-    pub look_up: Vec<(u64, String)>,
+    pub held: Vec<(u64, String)>,
 }
 
 impl Frontier {
@@ -80,10 +98,14 @@ impl Frontier {
         for (id, mut urls) in wanted {
             let d = &mut self.domains[id];
             let found = self.windows.take_held(&mut d.window, &mut urls);
-            if d.window.has_stored() {
-                report
-                    .look_up
-                    .extend(urls.into_iter().map(|(url, lease)| (lease, url)));
+            if d.window.has_stored() && !urls.is_empty() {
+                let (after, upto) = d.window.stored_range();
+                report.look_up.push(LookUp {
+                    domain: d.name().to_string(),
+                    after,
+                    upto,
+                    held: urls.into_iter().map(|(url, lease)| (lease, url)).collect(),
+                });
             } else {
                 report.refused += urls.len();
             }
@@ -91,8 +113,8 @@ impl Frontier {
                 continue;
             }
             self.give_domain(id, sup);
-            for (lease, url, depth) in found {
-                self.lease_adopted(id, sup, lease, url, depth, expires_ms);
+            for (lease, url, depth, seq) in found {
+                self.lease_adopted(id, sup, lease, (url, depth, seq), expires_ms);
                 report.adopted += 1;
             }
             self.window_changed(id);
@@ -128,7 +150,7 @@ impl Frontier {
                 continue;
             };
             self.give_domain(id, sup);
-            self.lease_adopted(id, sup, lease, u.url, depth, expires_ms);
+            self.lease_adopted(id, sup, lease, (u.url, depth, u.seq), expires_ms);
             report.adopted += 1;
             self.window_changed(id);
         }
@@ -137,10 +159,9 @@ impl Frontier {
     }
 
     /// Records an adopted lease of domain `id` at `sup`.
-    fn lease_adopted(&mut self, id: u32, sup: SupId, lease: u64, url: String, depth: u16, expires_ms: u64) {
+    fn lease_adopted(&mut self, id: u32, sup: SupId, lease: u64, url: (String, u16, i64), expires_ms: u64) {
         let in_flight = &mut self.domains[id].in_flight;
-        self.leases
-            .adopt(sup, lease, id, in_flight, url, depth, expires_ms);
+        self.leases.adopt(sup, lease, id, in_flight, url, expires_ms);
     }
 
     /// Moves `lease` to `to` (the same supervisor on a new connection),

@@ -36,6 +36,9 @@ pub(super) struct DomainQ {
     /// A result arrived since the last sweep: the domain's owner may still
     /// be pacing it, so it is kept through the next sweep.
     recent: bool,
+    /// Results since the domain's progress was last recorded (see
+    /// `progress`), up to 255 (past the number that records it).
+    unrecorded: u8,
 }
 
 impl DomainQ {
@@ -49,6 +52,7 @@ impl DomainQ {
             slot: Slot::new(),
             server: ServerOf::new(),
             recent: false,
+            unrecorded: 0,
         }
     }
 
@@ -64,6 +68,17 @@ impl DomainQ {
     /// A result of the domain arrived (see `recent`).
     pub(super) fn note_result(&mut self) {
         self.recent = true;
+        self.unrecorded = self.unrecorded.saturating_add(1);
+    }
+
+    /// Results since its progress was last recorded.
+    pub(super) fn unrecorded(&self) -> u32 {
+        u32::from(self.unrecorded)
+    }
+
+    /// Its progress is being recorded.
+    pub(super) fn recorded(&mut self) {
+        self.unrecorded = 0;
     }
 }
 
@@ -141,6 +156,11 @@ impl Domains {
     /// Every record with its id, free ones included (they hold nothing).
     pub(super) fn iter(&self) -> impl Iterator<Item = (u32, &DomainQ)> {
         self.records.iter().enumerate().map(|(id, d)| (id as u32, d))
+    }
+
+    /// Every record with its id, to change, free ones included.
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut DomainQ)> {
+        self.records.iter_mut().enumerate().map(|(id, d)| (id as u32, d))
     }
 
     /// Sweeps every `every_ms`: a domain is forgotten between one and two

@@ -63,6 +63,7 @@ impl Frontier {
         for (_, d) in &mut gone {
             self.owners.forget(&d.owner);
             self.servers.leave(&mut d.server);
+            self.forgotten_progress(d);
         }
         let ids: Vec<u32> = gone.iter().map(|(id, _)| *id).collect();
         self.owners.forgotten(&ids);
@@ -154,7 +155,7 @@ mod tests {
         assert_eq!(f.domain_count(), 4);
         // Each, once settled, goes (a sweep after a result).
         assert!(f.complete(out[0].lease).is_some());
-        f.confirmed("http://unsure/5".into(), "unsure", 0, 5, false, 0);
+        assert!(f.confirmed("unsure", 5));
         f.release_blocked(u64::MAX - 1);
         let page = ReadPage::of(
             (10..14)

@@ -17,6 +17,8 @@ use super::SupId;
 pub(super) struct Lease {
     pub(super) url: String,
     pub(super) depth: u16,
+    /// Its place in the stored frontier (0: not in it).
+    pub(super) seq: i64,
     pub(super) sup: SupId,
     pub(super) expires_ms: u64,
     pub(super) domain_id: u32,
@@ -28,6 +30,8 @@ pub(crate) struct Leased {
     pub url: String,
     pub domain: String,
     pub depth: u16,
+    /// Its place in the stored frontier (0: not in it, as a revisit).
+    pub seq: i64,
 }
 
 /// Why a result's lease was not accepted.
@@ -119,13 +123,12 @@ impl Leases {
         sup: SupId,
         domain_id: u32,
         in_flight: &mut InFlight,
-        url: String,
-        depth: u16,
+        (url, depth, seq): (String, u16, i64),
         now_ms: u64,
     ) -> (u64, u64) {
         in_flight.start();
         let (lease, expires_ms) = (self.next, self.expiry(now_ms));
-        self.insert(sup, lease, domain_id, url, depth, expires_ms);
+        self.insert(sup, lease, domain_id, (url, depth, seq), expires_ms);
         (lease, expires_ms)
     }
 
@@ -138,17 +141,23 @@ impl Leases {
         lease: u64,
         domain_id: u32,
         in_flight: &mut InFlight,
-        url: String,
-        depth: u16,
+        (url, depth, seq): (String, u16, i64),
         expires_ms: u64,
     ) {
         in_flight.start();
-        self.insert(sup, lease, domain_id, url, depth, expires_ms);
+        self.insert(sup, lease, domain_id, (url, depth, seq), expires_ms);
     }
 
     /// Records a lease out at `sup`, issued here or adopted; the next id
     /// to issue stays above it.
-    fn insert(&mut self, sup: SupId, lease: u64, domain_id: u32, url: String, depth: u16, expires_ms: u64) {
+    fn insert(
+        &mut self,
+        sup: SupId,
+        lease: u64,
+        domain_id: u32,
+        (url, depth, seq): (String, u16, i64),
+        expires_ms: u64,
+    ) {
         self.held[sup] += 1;
         // New leases must not collide with adopted ones.
         self.next = self.next.max(lease.saturating_add(1));
@@ -157,6 +166,7 @@ impl Leases {
             Lease {
                 url,
                 depth,
+                seq,
                 sup,
                 expires_ms,
                 domain_id,
@@ -207,7 +217,9 @@ impl Leases {
         let l = self.out.remove(&lease)?;
         self.release_credit(l.sup);
         // Its page may be stored: asked of the store first.
-        let ended = self.unanswered.hold(lease, l.url, l.depth, l.domain_id)?;
+        let ended = self
+            .unanswered
+            .hold(lease, (l.url, l.depth, l.seq), l.domain_id)?;
         domains[ended.domain_id].in_flight.end();
         Some(ended)
     }
@@ -236,7 +248,7 @@ impl Leases {
     /// on its domain). Its domain, if it was.
     pub(super) fn readopt(&mut self, sup: SupId, lease: u64, url: &str, expires_ms: u64) -> Option<u32> {
         let u = self.unanswered.take_for(lease, url)?;
-        self.insert(sup, lease, u.domain_id, u.url, u.depth, expires_ms);
+        self.insert(sup, lease, u.domain_id, (u.url, u.depth, u.seq), expires_ms);
         Some(u.domain_id)
     }
 
@@ -297,6 +309,17 @@ impl Leases {
             .into_iter()
             .map(|(s, ids)| (s, ids.into_iter().collect()))
             .collect()
+    }
+
+    /// The lowest `seq` of each domain's URLs out or waiting for the
+    /// store's word (see `super::progress`), by domain id. Scans the leases.
+    pub(super) fn lowest_open(&self) -> std::collections::HashMap<u32, i64> {
+        let mut low: HashMap<u32, i64> = HashMap::new();
+        let out = self.out.values().map(|l| (l.domain_id, l.seq));
+        for (id, seq) in out.chain(self.unanswered.seqs()).filter(|(_, s)| *s > 0) {
+            low.entry(id).and_modify(|m| *m = (*m).min(seq)).or_insert(seq);
+        }
+        low
     }
 
     /// Leases `sup` holds now (its credit in use).

@@ -39,7 +39,7 @@ impl Frontier {
     pub(crate) fn resume_queued(&mut self, url: String, domain: &str, depth: u16, seq: i64) {
         let id = self.domains.id(domain);
         if self.resume_in_memory(id, seq) {
-            self.queue_back(id, url, depth, 0);
+            self.queue_back(id, url, depth, seq, 0);
         }
     }
 
@@ -187,9 +187,9 @@ impl Frontier {
         missing
     }
 
-    /// Stored entries the reads found finished by their page since the
-    /// last call: (URL, depth).
-    pub(crate) fn take_finished(&mut self) -> Vec<(String, u16)> {
+    /// Stored URLs the reads found finished since the last call, whose
+    /// links are to be offered again.
+    pub(crate) fn take_finished(&mut self) -> Vec<crate::finished::Relink> {
         self.windows.take_finished()
     }
 

@@ -147,7 +147,7 @@ impl Run {
                 let url = format!("http://{}/p{path}", domain(d));
                 // The seen-set (`crate::seen`) admits a URL once.
                 if !self.truth.admitted.contains_key(&url) {
-                    self.f.push_at(url.clone(), &domain(d), depth, self.now);
+                    self.f.push_at(url.clone(), &domain(d), depth, 0, self.now);
                     self.truth.admitted.insert(url, (domain(d), depth));
                 }
             }

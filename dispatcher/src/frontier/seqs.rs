@@ -48,6 +48,10 @@ impl Seqs {
     pub(super) fn is_empty(&self) -> bool {
         self.0.is_none()
     }
+
+    pub(super) fn min(&self) -> Option<i64> {
+        self.0.as_ref().and_then(|v| v.iter().copied().min())
+    }
 }
 
 #[cfg(test)]

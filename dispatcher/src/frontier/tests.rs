@@ -321,7 +321,8 @@ fn adoption_takes_only_queued_urls_with_their_own_domain_and_depth() {
         Leased {
             url: "http://a.test/0".into(),
             domain: "a.test".into(),
-            depth: 2
+            depth: 2,
+            seq: 0
         }
     );
     for (lease, url) in [
@@ -394,7 +395,7 @@ fn the_domains_of_one_server_are_owned_together() {
     f.learn_server("a", server);
     f.learn_server("b", server);
     f.complete(first[0].lease);
-    f.push_front(first[0].url.clone(), "b", 0);
+    f.push_front(first[0].url.clone(), "b", 0, 0);
     assert_eq!(f.shared_servers(), 1);
     // s1 may not lease b any more: it moves to a's owner, after the hold.
     assert!(f.take(s1, 10, 0).is_empty());

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 pub(super) struct Ended {
     pub(super) url: String,
     pub(super) depth: u16,
+    pub(super) seq: i64,
     pub(super) domain_id: u32,
 }
 
@@ -49,10 +50,16 @@ impl Unanswered {
 
     /// Holds back an ended lease's URL (see the module doc), or returns it
     /// to be queued again at once when not enabled.
-    pub(super) fn hold(&mut self, lease: u64, url: String, depth: u16, domain_id: u32) -> Option<Ended> {
+    pub(super) fn hold(
+        &mut self,
+        lease: u64,
+        (url, depth, seq): (String, u16, i64),
+        domain_id: u32,
+    ) -> Option<Ended> {
         let ended = Ended {
             url,
             depth,
+            seq,
             domain_id,
         };
         if !self.enabled {
@@ -95,6 +102,11 @@ impl Unanswered {
         self.waiting.len()
     }
 
+    /// (domain id, `seq`) of every URL waiting.
+    pub(super) fn seqs(&self) -> impl Iterator<Item = (u32, i64)> + '_ {
+        self.waiting.values().map(|e| (e.domain_id, e.seq))
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.waiting.is_empty()
     }
@@ -126,7 +138,7 @@ mod tests {
         assert_eq!(asked.len(), 2);
         let (first, second) = (asked[0].clone(), asked[1].clone());
         // The first one's page is stored: finished, not queued again.
-        assert_eq!(f.checked(first.0, true).map(|(u, _)| u), Some(first.1.clone()));
+        assert_eq!(f.checked(first.0, true).map(|l| l.url), Some(first.1.clone()));
         // The second one's is not: queued again, and leased again.
         assert_eq!(f.checked(second.0, false), None);
         let again = f.take(s, 2, 5000);

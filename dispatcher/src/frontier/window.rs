@@ -22,6 +22,8 @@ use super::seqs::Seqs;
 pub(super) struct Queued {
     pub(super) url: String,
     pub(super) depth: u16,
+    /// Its place in the stored frontier (0: not in it, as a revisit).
+    pub(super) seq: i64,
     /// Unix ms when it was queued (0 = unknown): for `queue_wait`.
     pub(super) queued_ms: u64,
 }
@@ -54,22 +56,6 @@ pub(crate) struct Refill {
     pub(super) id: u32,
 }
 
-impl Refill {
-    /// A refill as [`super::Frontier::refills`] would ask for it (the
-    /// domain's id is not looked at outside the frontier).
-    #[cfg(test)]
-    pub(crate) fn for_test(domain: &str, after: i64, upto: i64, limit: usize) -> Refill {
-        Refill {
-            domain: domain.to_string(),
-            after,
-            upto,
-            limit,
-            finished_upto: 0,
-            id: 0,
-        }
-    }
-}
-
 /// One URL of a refill's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Stored {
@@ -83,13 +69,14 @@ pub(crate) struct Stored {
 pub(crate) struct ReadPage {
     /// The URLs read, in `seq` order (malformed documents left out).
     pub urls: Vec<Stored>,
-    /// The store returned `limit` documents: more may follow.
+    /// The read reached its limit: more may follow.
     pub full: bool,
-    /// The highest `seq` among the documents returned, malformed ones
-    /// included: the queue goes on after it.
+    /// The highest `seq` the read went past, malformed segments included:
+    /// the queue goes on after it.
     pub last_seq: i64,
-    /// The `seq`s, in order, of those of `urls` whose page is stored:
-    /// finished in an earlier run (`crate::finished`), not to be queued.
+    /// The `seq`s, in order, of those of `urls` that are finished (their
+    /// page is stored, or they ended without one, in an earlier run:
+    /// `crate::finished`), not to be queued.
     pub finished: Vec<i64>,
 }
 
@@ -165,14 +152,28 @@ impl Window {
         self.spilled > 0
     }
 
-    /// No read of the domain is wanted or under way.
-    pub(super) fn read_idle(&self) -> bool {
-        self.refill == RefillState::Idle
+    /// The `seq`s of the domain's URLs only in the store: after the
+    /// cursor, up to its last admitted one.
+    pub(super) fn stored_range(&self) -> (i64, i64) {
+        (self.cursor, self.last_seq)
     }
 
-    /// `seq` is at or behind the cursor: a URL with it belongs in memory.
-    pub(super) fn behind_cursor(&self, seq: i64) -> bool {
-        seq <= self.cursor
+    /// The lowest `seq` of the domain's URLs that the window holds or
+    /// counts: queued in memory, only in the store (after the cursor),
+    /// adopted from the store or waiting for the writer's word. (Those
+    /// out on a lease are the leases'.) See `super::progress`.
+    pub(super) fn lowest_open(&self) -> Option<i64> {
+        let queued = self.queue.iter().map(|q| q.seq).filter(|&s| s > 0).min();
+        let stored = (self.spilled > 0).then(|| self.cursor.saturating_add(1));
+        [queued, stored, self.taken.min(), self.unverified.min()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The highest `seq` admitted to the domain (0: none).
+    pub(super) fn last_seq(&self) -> i64 {
+        self.last_seq
     }
 
     /// URLs are in the window, or a read of it is wanted or under way:
@@ -245,7 +246,7 @@ pub(super) struct Windows {
     resumed_upto: i64,
     /// Stored entries reads found finished by their page, not yet taken
     /// ([`Windows::take_finished`]).
-    finished: Vec<(String, u16)>,
+    finished: Vec<crate::finished::Relink>,
 }
 
 /// What [`Windows::start_read`] made of a wanted domain.
@@ -346,7 +347,7 @@ impl Windows {
     }
 
     /// Queues a URL at the back of `w`.
-    pub(super) fn push_back(&mut self, w: &mut Window, url: String, depth: u16, now_ms: u64) {
+    pub(super) fn push_back(&mut self, w: &mut Window, url: String, depth: u16, seq: i64, now_ms: u64) {
         if w.queue.capacity() == 0 {
             // Room for one: many domains never queue a second URL, and a
             // first push would make room for four (160 bytes).
@@ -355,16 +356,18 @@ impl Windows {
         w.queue.push_back(Queued {
             url,
             depth,
+            seq,
             queued_ms: now_ms,
         });
         self.queued += 1;
     }
 
     /// Queues a URL at the front of `w`, where a lease took it from.
-    pub(super) fn push_front(&mut self, w: &mut Window, url: String, depth: u16) {
+    pub(super) fn push_front(&mut self, w: &mut Window, url: String, depth: u16, seq: i64) {
         w.queue.push_front(Queued {
             url,
             depth,
+            seq,
             queued_ms: 0,
         });
         self.queued += 1;
@@ -392,7 +395,7 @@ impl Windows {
         w.last_seq = w.last_seq.max(seq);
         if in_memory {
             w.cursor = w.cursor.max(seq);
-            self.push_back(w, url, depth, now_ms);
+            self.push_back(w, url, depth, seq, now_ms);
             return;
         }
         w.spilled += 1;
@@ -506,8 +509,9 @@ impl Windows {
 
     /// The answer to `r`, a read of `w`, in `seq` order; `None` if `w` is
     /// not being read. Returns how many URLs the domain was thought to
-    /// hold in the store that are not there (a write the store refused):
-    /// they are no longer counted as queued. Those found finished by their
+    /// hold in the store that are not there (a write the store refused, or
+    /// a resumed queue counted whole): they are no longer counted as
+    /// queued. Those found finished by their
     /// stored page leave the queue too, for [`Windows::take_finished`].
     pub(super) fn refilled(&mut self, w: &mut Window, r: &Refill, page: ReadPage) -> Option<u64> {
         if w.refill != RefillState::Reading {
@@ -534,12 +538,18 @@ impl Windows {
             if page.finished.binary_search(&u.seq).is_ok() {
                 // Its page is stored: it leaves the queue, finished.
                 self.queued -= 1;
-                self.finished.push((u.url, u.depth));
+                self.finished.push(crate::finished::Relink {
+                    url: u.url,
+                    depth: u.depth,
+                    domain: r.domain.clone(),
+                    seq: u.seq,
+                });
                 continue;
             }
             w.queue.push_back(Queued {
                 url: u.url,
                 depth: u.depth,
+                seq: u.seq,
                 queued_ms: 0,
             });
         }
@@ -551,7 +561,10 @@ impl Windows {
             // Nothing more is queued up to `upto`.
             w.cursor = w.cursor.max(r.upto);
         }
-        if !page.full && r.upto >= w.last_seq {
+        // Past the domain's last URL, nothing of it is left in the store:
+        // what is still counted there is not there (a write the store
+        // refused, or a resumed queue's count, which is an upper bound).
+        if w.cursor >= w.last_seq {
             missing = std::mem::take(&mut w.spilled);
             self.queued -= missing as usize;
             self.spilled -= missing as usize;
@@ -573,7 +586,7 @@ impl Windows {
 
     /// Stored entries the reads found finished by their page since the
     /// last call: (URL, depth).
-    pub(super) fn take_finished(&mut self) -> Vec<(String, u16)> {
+    pub(super) fn take_finished(&mut self) -> Vec<crate::finished::Relink> {
         std::mem::take(&mut self.finished)
     }
 
@@ -588,17 +601,17 @@ impl Windows {
     }
 
     /// Takes the URLs of `held` (URL → lease id) out of `w`'s window:
-    /// those found, as (lease, URL, depth); the rest stay in `held`.
+    /// those found, as (lease, URL, depth, seq); the rest stay in `held`.
     pub(super) fn take_held(
         &mut self,
         w: &mut Window,
         held: &mut HashMap<String, u64>,
-    ) -> Vec<(u64, String, u16)> {
+    ) -> Vec<(u64, String, u16, i64)> {
         let mut found = Vec::new();
         let before = w.queue.len();
         w.queue.retain(|q| match held.remove(&q.url) {
             Some(lease) => {
-                found.push((lease, q.url.clone(), q.depth));
+                found.push((lease, q.url.clone(), q.depth, q.seq));
                 false
             }
             None => true,

@@ -442,7 +442,7 @@ fn a_restarted_dispatcher_adopts_held_urls_that_are_still_only_in_the_store() {
         })
         .collect();
     let first = f.adopt(s, held, 0, |_| false);
-    assert_eq!((first.adopted, first.refused, first.look_up.len()), (0, 0, 3));
+    assert_eq!((first.adopted, first.refused, first.to_look_up()), (0, 0, 3));
     // The window reads a/1..a/4 before the look-up's answer comes back.
     let r = f.refills(0, 8);
     let answer = store.read(&r[0]);
@@ -450,6 +450,7 @@ fn a_restarted_dispatcher_adopts_held_urls_that_are_still_only_in_the_store() {
     let found: Vec<(u64, Stored)> = first
         .look_up
         .iter()
+        .flat_map(|l| l.held.iter())
         .filter_map(|(lease, url)| {
             let (seq, _) = store.docs.iter().find(|(_, (u, _, _))| u == url)?;
             Some((
@@ -462,7 +463,7 @@ fn a_restarted_dispatcher_adopts_held_urls_that_are_still_only_in_the_store() {
             ))
         })
         .collect();
-    let second = f.adopt_stored(s, first.look_up.len(), found, 0);
+    let second = f.adopt_stored(s, first.to_look_up(), found, 0);
     assert_eq!((second.adopted, second.refused), (2, 1));
     assert_eq!(f.held(s), 2);
     assert_eq!(f.queued(), 8);

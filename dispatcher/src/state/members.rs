@@ -101,7 +101,7 @@ impl<C> CrawlState<C> {
             supervisor = %id,
             held,
             adopted = report.adopted,
-            looked_up = report.look_up.len(),
+            looked_up = report.to_look_up(),
             "supervisor holds URLs from before; adopted their leases"
         );
         let look_up = std::mem::take(&mut report.look_up);

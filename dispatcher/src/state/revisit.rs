@@ -23,7 +23,7 @@ impl<C> CrawlState<C> {
             return;
         };
         for due in revisits.answered(asked, found, now_ms) {
-            self.frontier.push_at(due.url, &due.domain, due.depth, now_ms);
+            self.frontier.push_at(due.url, &due.domain, due.depth, 0, now_ms);
         }
     }
 

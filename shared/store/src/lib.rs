@@ -41,12 +41,23 @@ use mongodb::{Client, Collection, Database, IndexModel};
 pub use crate::args::StoreArgs;
 pub use crate::crawl_id::CrawlId;
 use crate::docs::{
-    BodyDictDoc, CaptureDoc, ControlDoc, DomainDoc, FrontierDoc, PageDoc, RobotsDoc, RobotsTxtDoc, SeedDoc,
+    BodyDictDoc, CaptureDoc, ControlDoc, DomainDoc, FrontierDoc, OutcomeDoc, PageDoc, ProgressDoc, RobotsDoc,
+    RobotsTxtDoc, SeedDoc, SegmentDoc, UrlDoc,
 };
 
 // Kinds of a crawl's collections: the names are `CrawlId::collection(kind)`.
 pub const SEEDS: &str = "seeds";
+/// The frontier of earlier versions, one document per URL
+/// (`docs::FrontierDoc`): read only to convert it into segments.
 pub const FRONTIER: &str = "frontier";
+/// The frontier: each domain's admitted URLs in segments (`docs::SegmentDoc`).
+pub const SEGMENTS: &str = "segments";
+/// URLs that finished without a page, and why (`docs::OutcomeDoc`).
+pub const OUTCOMES: &str = "outcomes";
+/// Each domain's progress through its queue (`docs::ProgressDoc`).
+pub const PROGRESS: &str = "progress";
+/// With `--seen-check store`: every admitted URL by itself (`docs::UrlDoc`).
+pub const URLS: &str = "urls";
 pub const PAGES: &str = "pages";
 /// zstd dictionaries of page bodies (see `body_dict`).
 pub const BODY_DICTS: &str = "body_dicts";
@@ -121,30 +132,20 @@ impl Stores {
 
     /// Creates every secondary index the queries use, and no other: each
     /// one is written on every insert. Lookups by key go through `_id`;
-    /// the dispatcher reads a domain's next queued URLs by `{domain, seq,
-    /// state}` (its queue lives in the store), and halted domains at
+    /// the dispatcher reads a domain's next queued segments by `{domain,
+    /// seq, state}` (its queue lives in the store), and halted domains at
     /// start-up.
     ///
-    /// Why `state` is in the queue index although it changes when a URL is
-    /// finished: start-up groups the queued URLs by domain
-    /// (`dispatcher/src/resume.rs`), and only an index holding the state
-    /// answers that without reading every document (an order of magnitude
-    /// faster at 10 million stored URLs), and a window read skips the
-    /// finished entries in its range. The price is on mongod: a finished
-    /// URL moves its key in this index (a delete and an insert); nx-27017
-    /// rewrites every index of a document on any update anyway.
-    /// `{domain, seq}` stays a prefix, so the sort by it, the seen-set's
-    /// pages and the shard key use the same index.
-    ///
-    /// A store whose queue index is the older `{domain, seq}` has it
-    /// dropped here, once the new one is built (building it on a big
-    /// frontier takes a while, once). A refusal is logged and the crawl
-    /// goes on with both.
+    /// Why `state` is in the queue index: start-up groups the queued
+    /// segments by domain (`dispatcher/src/resume.rs`) and a queue read
+    /// passes over deferred ones, and an index holding the state answers
+    /// both without reading documents that are not wanted. Segments are
+    /// never updated, so no key ever moves. `{domain, seq}` stays a
+    /// prefix, so the sort by it and the shard key use the same index.
     ///
     /// No other index is made: an index no query uses costs a B-tree
-    /// insert per URL and per page and a delete and insert per state
-    /// change. Indexes an older store has (`{state, domain}` on the
-    /// frontier, `crawl_id` on pages) stay until dropped by hand.
+    /// insert per document. Indexes an older store has (on the per-URL
+    /// `frontier`, `crawl_id` on pages) stay until dropped by hand.
     pub async fn ensure_indexes(&self) -> anyhow::Result<()> {
         let idx = |keys: Document| {
             IndexModel::builder()
@@ -156,11 +157,10 @@ impl Stores {
             .create_index(idx(doc! {"halted": 1}))
             .await
             .context("creating domains index")?;
-        self.frontier()
+        self.segments()
             .create_index(idx(queue_index()))
             .await
             .context("creating the frontier's queue index")?;
-        self.drop_old_queue_index().await;
         Ok(())
     }
 
@@ -180,48 +180,6 @@ impl Stores {
         Ok(())
     }
 
-    /// Drops the frontier's queue index of earlier versions, `{domain,
-    /// seq}`, if the store has it. Found by its keys in the store's own
-    /// listing: nx-27017 names indexes its own way, and ignores a drop by
-    /// the name mongod would give.
-    async fn drop_old_queue_index(&self) {
-        use futures::TryStreamExt;
-        let old = queue_order();
-        let frontier = self.frontier();
-        let listed = async {
-            frontier
-                .list_indexes()
-                .await?
-                .try_collect::<Vec<IndexModel>>()
-                .await
-        };
-        let name = match deadline(listed).await {
-            Some(Ok(indexes)) => indexes
-                .into_iter()
-                .find(|i| same_keys(&i.keys, &old))
-                .and_then(|i| i.options.and_then(|o| o.name)),
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "could not list the frontier's indexes; an old queue index, if any, stays");
-                None
-            }
-            None => {
-                tracing::warn!("the store did not list the frontier's indexes in time; an old queue index, if any, stays");
-                None
-            }
-        };
-        let Some(name) = name else { return };
-        tracing::info!(index = %name, "dropping the frontier's old queue index {{domain, seq}}: {{domain, seq, state}} replaces it");
-        match deadline(frontier.drop_index(name.as_str())).await {
-            Some(Ok(())) => {}
-            Some(Err(e)) => {
-                tracing::warn!(index = %name, error = %e, "could not drop the frontier's old queue index; it stays, and costs a write per URL")
-            }
-            None => {
-                tracing::warn!(index = %name, "the store did not drop the frontier's old queue index in time")
-            }
-        }
-    }
-
     pub fn crawl(&self) -> &CrawlId {
         &self.crawl
     }
@@ -230,6 +188,18 @@ impl Stores {
     }
     pub fn frontier(&self) -> Collection<FrontierDoc> {
         self.primary.collection(&self.crawl.collection(FRONTIER))
+    }
+    pub fn segments(&self) -> Collection<SegmentDoc> {
+        self.primary.collection(&self.crawl.collection(SEGMENTS))
+    }
+    pub fn outcomes(&self) -> Collection<OutcomeDoc> {
+        self.primary.collection(&self.crawl.collection(OUTCOMES))
+    }
+    pub fn progress(&self) -> Collection<ProgressDoc> {
+        self.primary.collection(&self.crawl.collection(PROGRESS))
+    }
+    pub fn urls(&self) -> Collection<UrlDoc> {
+        self.primary.collection(&self.crawl.collection(URLS))
     }
     pub fn pages(&self) -> Collection<PageDoc> {
         self.primary.collection(&self.crawl.collection(PAGES))
@@ -285,34 +255,19 @@ pub async fn decode_each<T: serde::de::DeserializeOwned + Send + Sync>(
     Ok(())
 }
 
-/// A domain's queue in `seq` order, `{domain: 1, seq: 1}`: the frontier's
-/// shard key (see `sharding`), the prefix of [`queue_index`], and the
-/// whole queue index of earlier versions.
+/// A domain's queue in `seq` order, `{domain: 1, seq: 1}`: the
+/// frontier's shard key (see `sharding`) and the prefix of
+/// [`queue_index`].
 pub fn queue_order() -> Document {
-    doc! {FrontierDoc::DOMAIN: 1, FrontierDoc::SEQ: 1}
+    doc! {SegmentDoc::DOMAIN: 1, SegmentDoc::SEQ: 1}
 }
 
 /// The frontier's queue index, [`queue_order`] then `state`: a domain's
-/// queued URLs in `seq` order (see [`Stores::ensure_indexes`]).
+/// queued segments in `seq` order (see [`Stores::ensure_indexes`]).
 pub fn queue_index() -> Document {
     let mut keys = queue_order();
-    keys.insert(FrontierDoc::STATE, 1);
+    keys.insert(SegmentDoc::STATE, 1);
     keys
-}
-
-/// Whether two index key documents name the same fields in the same order
-/// and directions, whatever number type the store wrote them in.
-fn same_keys(a: &Document, b: &Document) -> bool {
-    let dir = |v: &bson::Bson| match v {
-        bson::Bson::Int32(n) => Some(f64::from(*n)),
-        bson::Bson::Int64(n) => Some(*n as f64),
-        bson::Bson::Double(f) => Some(*f),
-        _ => None,
-    };
-    a.len() == b.len()
-        && a.iter()
-            .zip(b.iter())
-            .all(|((ka, va), (kb, vb))| ka == kb && dir(va).is_some() && dir(va) == dir(vb))
 }
 
 async fn client(uri: &str, app_name: &str) -> anyhow::Result<Client> {
@@ -441,21 +396,5 @@ mod tests {
         let msg = format!("{err:#}");
         assert!(!msg.contains("hunter2"), "{msg}");
         assert!(msg.contains("u:***@"), "{msg}");
-    }
-
-    #[test]
-    fn the_old_queue_index_is_found_by_its_keys_whatever_their_number_type() {
-        let old = queue_order();
-        assert_eq!(old, doc! {"domain": 1, "seq": 1});
-        assert_eq!(queue_index(), doc! {"domain": 1, "seq": 1, "state": 1});
-        assert!(same_keys(&doc! {"domain": 1_i64, "seq": 1.0}, &old));
-        // The new index, another order, another direction: not the old one.
-        assert!(!same_keys(&queue_index(), &old));
-        assert!(!same_keys(&doc! {"seq": 1, "domain": 1}, &old));
-        assert!(!same_keys(&doc! {"domain": 1, "seq": -1}, &old));
-        assert!(!same_keys(
-            &doc! {"domain": "hashed", "seq": "hashed"},
-            &doc! {"domain": "hashed", "seq": "hashed"}
-        ));
     }
 }

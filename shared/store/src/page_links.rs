@@ -21,7 +21,7 @@ pub const MAX_UNPACKED_BYTES: usize = 4 * 1024 * 1024;
 
 /// `links` as one compressed field; `None` for none (or, which does not
 /// happen with an in-memory encoder, if compression fails).
-pub fn pack(links: &[String]) -> Option<Binary> {
+pub fn pack<S: AsRef<str>>(links: &[S]) -> Option<Binary> {
     if links.is_empty() {
         return None;
     }
@@ -32,7 +32,13 @@ pub fn pack(links: &[String]) -> Option<Binary> {
         static CONTEXT: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
             const { std::cell::RefCell::new(None) };
     }
-    let joined = links.join("\n");
+    let mut joined = String::with_capacity(links.iter().map(|l| l.as_ref().len() + 1).sum());
+    for (i, l) in links.iter().enumerate() {
+        if i > 0 {
+            joined.push('\n');
+        }
+        joined.push_str(l.as_ref());
+    }
     let bytes = CONTEXT.with(|c| {
         let mut c = c.try_borrow_mut().ok()?;
         if c.is_none() {
@@ -70,7 +76,7 @@ mod tests {
         let packed = pack(&links).unwrap();
         assert!(packed.bytes.len() < links.iter().map(String::len).sum::<usize>() / 3);
         assert_eq!(unpack(&packed.bytes).unwrap(), links);
-        assert!(pack(&[]).is_none());
+        assert!(pack::<String>(&[]).is_none());
     }
 
     #[test]

@@ -5,31 +5,29 @@
 //! - `<crawl>__pages` by hashed `_id` (the URL): page writes, the bulk of
 //!   the store's work, spread evenly over the shards, and a page read by
 //!   URL (`pages get`, the exchange's duplicate check) goes to one shard.
-//! - `<crawl>__frontier` by `{domain: 1, seq: 1}`: a domain's queue lives
-//!   in one range, and the dispatcher's window reads, which carry the
-//!   domain, go to one shard. The shard key is a prefix of the queue
-//!   index `{domain, seq, state}` that `Stores::ensure_indexes` makes
-//!   first, so no index of its own is built. `state` is not in the key: it
-//!   changes when a URL is finished, and a shard key's value should not.
+//! - `<crawl>__segments` (the frontier) by `{domain: 1, seq: 1}`: a
+//!   domain's queue lives in one range, and the dispatcher's window reads,
+//!   which carry the domain, go to one shard. The shard key is a prefix of
+//!   the queue index `{domain, seq, state}` that `Stores::ensure_indexes`
+//!   makes first, so no index of its own is built. Segments are never
+//!   updated, so no key changes.
 //!
-//! What is not targeted: frontier state changes are `update_many` by `_id`
-//! (the URL), so mongos sends each batch to every shard; the resume scan
-//! reads every shard (as it reads every document); seeds and body
-//! dictionaries are small and stay on the primary shard; the second
-//! store's robots and domains collections are keyed by origin and domain
-//! and small enough for one server. `_id` is unique per shard only when it
-//! is not the shard key's prefix; the frontier's inserts stay idempotent
-//! because a retried insert carries the same `{domain, seq}` and lands on
-//! the same shard.
+//! What is not targeted: the resume scans read every shard (as they read
+//! every segment); seeds, outcomes, progress, body dictionaries are small
+//! and stay on the primary shard; the second store's robots and domains
+//! collections are keyed by origin and domain and small enough for one
+//! server. `_id` is unique per shard only when it is not the shard key's
+//! prefix; segment inserts stay idempotent because a retried insert
+//! carries the same `{domain, seq}` and lands on the same shard.
 
 use bson::{doc, Document};
 
-use crate::{queue_order, Stores, FRONTIER, PAGES};
+use crate::{queue_order, Stores, PAGES, SEGMENTS};
 
 /// `(namespace, shard key)` of each collection the dispatcher shards.
 pub fn shard_keys(stores: &Stores) -> Vec<(String, Document)> {
     let ns = |kind: &str| format!("{}.{}", stores.primary.name(), stores.crawl().collection(kind));
-    vec![(ns(PAGES), doc! {"_id": "hashed"}), (ns(FRONTIER), queue_order())]
+    vec![(ns(PAGES), doc! {"_id": "hashed"}), (ns(SEGMENTS), queue_order())]
 }
 
 /// Shards the crawl's collections when the primary store is a `mongos`
@@ -78,7 +76,7 @@ mod tests {
             vec![
                 ("crawler.news_2d2026__pages".to_string(), doc! {"_id": "hashed"}),
                 (
-                    "crawler.news_2d2026__frontier".to_string(),
+                    "crawler.news_2d2026__segments".to_string(),
                     doc! {"domain": 1, "seq": 1}
                 ),
             ]

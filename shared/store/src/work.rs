@@ -31,8 +31,12 @@ use mongodb::event::EventHandler;
 
 /// Collection kinds: the crawl's own (`<crawl>__<kind>`), the second
 /// store's, anything else, and commands on no collection (handshakes).
-const COLLECTIONS: [&str; 11] = [
+const COLLECTIONS: [&str; 15] = [
     "pages",
+    "segments",
+    "outcomes",
+    "progress",
+    "urls",
     "frontier",
     "seeds",
     "body_dicts",
@@ -44,8 +48,8 @@ const COLLECTIONS: [&str; 11] = [
     "other",
     "none",
 ];
-const OTHER_COLLECTION: usize = 9;
-const NO_COLLECTION: usize = 10;
+const OTHER_COLLECTION: usize = 13;
+const NO_COLLECTION: usize = 14;
 
 const COMMANDS: [&str; 8] = [
     "insert",
