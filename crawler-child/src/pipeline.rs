@@ -83,10 +83,11 @@ pub(crate) fn canonicalizer(policy: &CrawlPolicy) -> Canonicalizer {
 /// due) has its pace read from the second store again before its next
 /// request: it may have been crawled by another node meanwhile (the
 /// dispatcher moved it, or gave it to another node while this one was cut
-/// off), and that node's last request is in the store. Shorter than the
-/// shortest time a domain can be away (two of the dispatcher's 2 s
-/// hand-over holds, `frontier::rebalance`), longer than the domain-time
-/// flush period (1 s).
+/// off), and that node's delay is in the store, and its last request too,
+/// or the next request waits a whole delay (`politeness::Pace::resume`).
+/// Shorter than the shortest time a domain can be away (two of the
+/// dispatcher's 2 s hand-over holds, `frontier::rebalance`), longer than
+/// the domain-time flush period (1 s).
 const PACE_RELOAD_AFTER: Duration = Duration::from_secs(3);
 
 /// What the child knows about one domain it owns.

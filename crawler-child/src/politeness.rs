@@ -2,9 +2,22 @@
 //!
 //! A domain is owned by exactly one child (the dispatcher gives it to one
 //! supervisor, the supervisor to one child), so the pace is decided here in
-//! memory. The last-crawled time is read once when the child first sees the
-//! domain (so a restarted child keeps the pace) and written back in batches,
-//! never once per request on the hot path.
+//! memory. The last-crawled time (and the delay in force) is read when the
+//! child takes the domain (first use, or after it was idle: another node
+//! may have crawled it meanwhile) and written back in batches, never once
+//! per request on the hot path.
+//!
+//! How often it is written: once soon after the child takes a domain or
+//! its delay changes (so the delay, a robots.txt `Crawl-delay` among them,
+//! is in the store for whoever takes the domain next), then at most every
+//! [`RECORD_EVERY`], and all of it when the child stops. Written every
+//! second, as it was, the record cost the store one statement per page at
+//! the default pace of one request a second, as much as the page itself.
+//! A stored time can then be up to [`RECORD_EVERY`] old, so a child that
+//! takes a domain with a stored record waits a whole delay from the moment
+//! it takes it, as well as from the stored time ([`Pace::resume`]): the
+//! node it took the domain from made its last request before that, so the
+//! gap holds however old the record is.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,6 +33,8 @@ use store::docs::DomainPace;
 use store::{self, Stores};
 
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// Longest a domain's written record may lag while the child crawls it.
+const RECORD_EVERY: Duration = Duration::from_secs(30);
 /// The longest any one wait may be: a delay from a flag, a stored
 /// last-crawled time in the future (a clock step, a bad record) or a rate
 /// ceiling near zero is clamped to it, so instant arithmetic cannot overflow.
@@ -58,15 +73,21 @@ impl Bucket {
 }
 
 impl Pace {
-    /// A pace that continues from a stored last-crawled time; `max_rps` > 0
-    /// also caps the domain's request rate.
+    /// A pace that continues from a stored last-crawled time: the next
+    /// request waits `delay` from it, and `delay` from now too (the stored
+    /// time may be up to [`RECORD_EVERY`] behind the last request the
+    /// domain's previous owner made; see the module doc). A domain with no
+    /// record was crawled by no one (or by a child that died within a
+    /// second of taking it): no wait. `max_rps` > 0 also caps the domain's
+    /// request rate.
     pub(crate) fn resume(last_crawled_ms: Option<u64>, delay: Duration, max_rps: f64) -> Pace {
         let now = Instant::now();
         let next_allowed = match last_crawled_ms {
             Some(last) => {
                 // From the store: clamped, a wild value must not overflow.
                 let due = last.saturating_add(delay.as_millis() as u64);
-                now + Duration::from_millis(due.saturating_sub(now_ms())).min(MAX_WAIT)
+                let stored = Duration::from_millis(due.saturating_sub(now_ms()));
+                now + stored.max(delay).min(MAX_WAIT)
             }
             None => now,
         };
@@ -127,14 +148,52 @@ impl Pace {
 #[derive(Clone)]
 pub(crate) struct DomainTimes {
     stores: Stores,
-    dirty: Arc<Mutex<HashMap<String, (u64, u64)>>>,
+    records: Arc<Mutex<Records>>,
+}
+
+/// The times not written yet, and when each domain's was last written.
+#[derive(Default)]
+struct Records {
+    /// Domain → (last crawled, Unix ms; delay, ms).
+    dirty: HashMap<String, (u64, u64)>,
+    /// Domain → (when written, the delay written), for the domains written
+    /// in the last [`RECORD_EVERY`] (older ones are dropped: a domain's
+    /// next record is due then anyway).
+    written: HashMap<String, (Instant, u64)>,
+}
+
+impl Records {
+    /// Takes the records to write now: every one with `all`; otherwise
+    /// those of domains not written in the last [`RECORD_EVERY`], or
+    /// whose delay changed since.
+    fn due(&mut self, now: Instant, all: bool) -> Vec<(String, (u64, u64))> {
+        self.written
+            .retain(|_, (at, _)| now.saturating_duration_since(*at) < RECORD_EVERY);
+        let written = &self.written;
+        let due: Vec<String> = self
+            .dirty
+            .iter()
+            .filter(|(domain, (_, delay))| all || written.get(*domain).is_none_or(|(_, d)| d != delay))
+            .map(|(domain, _)| domain.clone())
+            .collect();
+        due.into_iter()
+            .filter_map(|d| self.dirty.remove_entry(&d))
+            .collect()
+    }
+
+    /// `batch` was written at `now`.
+    fn wrote(&mut self, batch: &[(String, (u64, u64))], now: Instant) {
+        for (domain, (_, delay)) in batch {
+            self.written.insert(domain.clone(), (now, *delay));
+        }
+    }
 }
 
 impl DomainTimes {
     pub(crate) fn new(stores: Stores) -> Self {
         DomainTimes {
             stores,
-            dirty: Arc::default(),
+            records: Arc::default(),
         }
     }
 
@@ -153,25 +212,31 @@ impl DomainTimes {
     }
 
     pub(crate) fn touch(&self, domain: &str, delay: Duration) {
-        if let Ok(mut d) = self.dirty.lock() {
-            d.insert(domain.to_string(), (now_ms(), delay.as_millis() as u64));
+        if let Ok(mut r) = self.records.lock() {
+            r.dirty
+                .insert(domain.to_string(), (now_ms(), delay.as_millis() as u64));
         }
     }
 
-    /// Writes the dirty times every second until the process ends.
+    /// Writes the records due every second until the process ends.
     pub(crate) fn spawn_flusher(&self, timing: TimingLog) {
         let me = self.clone();
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(FLUSH_EVERY).await;
-                me.flush(&timing).await;
+                me.write_due(&timing, false).await;
             }
         });
     }
 
+    /// Writes every time not written yet (the child stops).
     pub(crate) async fn flush(&self, timing: &TimingLog) {
-        let batch: Vec<_> = match self.dirty.lock() {
-            Ok(mut d) => d.drain().collect(),
+        self.write_due(timing, true).await;
+    }
+
+    async fn write_due(&self, timing: &TimingLog, all: bool) {
+        let batch = match self.records.lock() {
+            Ok(mut r) => r.due(Instant::now(), all),
             Err(_) => return,
         };
         if batch.is_empty() {
@@ -180,13 +245,17 @@ impl DomainTimes {
         let (n, start) = (batch.len(), Instant::now());
         let mut failed = 0;
         for chunk in batch.chunks(MAX_UPDATES_PER_COMMAND) {
-            if !self.write(chunk).await {
+            let written = self.write(chunk).await;
+            let Ok(mut r) = self.records.lock() else {
+                continue;
+            };
+            if written {
+                r.wrote(chunk, Instant::now());
+            } else {
                 failed += chunk.len();
                 // Put them back (unless a newer time arrived) so the next flush retries.
-                if let Ok(mut d) = self.dirty.lock() {
-                    for (domain, time) in chunk {
-                        d.entry(domain.clone()).or_insert(*time);
-                    }
+                for (domain, time) in chunk {
+                    r.dirty.entry(domain.clone()).or_insert(*time);
                 }
             }
         }
@@ -229,13 +298,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn resumed_pace_honours_the_stored_time() {
+    fn resumed_pace_honours_the_stored_time_and_waits_a_delay_from_now() {
         let fresh = Pace::resume(None, Duration::from_secs(5), 0.0);
         assert!(fresh.next_allowed <= Instant::now());
-        let recent = Pace::resume(Some(now_ms()), Duration::from_secs(5), 0.0);
-        assert!(recent.next_allowed > Instant::now() + Duration::from_secs(4));
+        let recent = Pace::resume(Some(now_ms() + 3000), Duration::from_secs(5), 0.0);
+        assert!(recent.next_allowed > Instant::now() + Duration::from_secs(7));
+        // However old the record (it may lag the owner's last request).
         let old = Pace::resume(Some(now_ms() - 60_000), Duration::from_secs(5), 0.0);
-        assert!(old.next_allowed <= Instant::now());
+        assert!(old.next_allowed > Instant::now() + Duration::from_secs(4));
+        let none = Pace::resume(Some(now_ms() - 60_000), Duration::ZERO, 0.0);
+        assert!(none.next_allowed <= Instant::now());
+    }
+
+    #[test]
+    fn a_domain_is_written_soon_then_every_thirty_seconds_or_when_its_delay_changes() {
+        let t0 = Instant::now();
+        let mut r = Records::default();
+        let touch = |r: &mut Records, d: &str, delay: u64| {
+            r.dirty.insert(d.to_string(), (now_ms(), delay));
+        };
+        touch(&mut r, "a", 1000);
+        let first = r.due(t0, false);
+        assert_eq!(first.len(), 1);
+        r.wrote(&first, t0);
+        // Crawled again: not written again within the period...
+        touch(&mut r, "a", 1000);
+        assert!(r.due(t0 + Duration::from_secs(10), false).is_empty());
+        // ...unless its delay changed (a Crawl-delay learnt), or all is asked.
+        touch(&mut r, "a", 5000);
+        assert_eq!(r.due(t0 + Duration::from_secs(11), false).len(), 1);
+        touch(&mut r, "a", 1000);
+        assert_eq!(r.due(t0 + Duration::from_secs(12), true).len(), 1);
+        // And once the period is over.
+        r.wrote(&[("a".to_string(), (0, 1000))], t0 + Duration::from_secs(12));
+        touch(&mut r, "a", 1000);
+        assert!(r.due(t0 + Duration::from_secs(41), false).is_empty());
+        assert_eq!(r.due(t0 + Duration::from_secs(42), false).len(), 1);
+        assert!(r.dirty.is_empty());
     }
 
     #[tokio::test]
