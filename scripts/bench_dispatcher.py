@@ -8,8 +8,12 @@ scripts/bench-dispatcher.sh, which builds first.
     scripts/bench-dispatcher.sh --urls 200000 --dispatcher-arg=--frontier-memory-urls=20000
     scripts/bench-dispatcher.sh --stored-urls 10000000
 
-It runs one crawl of --urls URLs (the dispatcher's --max-pages), then
-starts the dispatcher again on the stored frontier and times its start-up.
+It runs one crawl of --urls URLs (the dispatcher's --max-pages), stops its
+dispatcher once --stop-at of them are fetched (half, by default, with
+SIGTERM: --stop-signal kill for kill -9; --stop-at 1 runs the crawl to its
+end), then starts the dispatcher again on the stored frontier, times its
+start-up and feeds it --after-restart results: a restart with the rest of
+the crawl still to do, as after an operator's stop or a crash.
 Prints a JSON object on stdout (a summary on stderr):
 - [urls_per_s]: leases out plus results in, per second of the crawl, as
   dispatcher_load counted them; [dispatcher_cpu_secs] and
@@ -33,9 +37,16 @@ Prints a JSON object on stdout (a summary on stderr):
 - [startup_rss_mib], [startup_bytes_per_known_url]: the restarted
   dispatcher's VmRSS once it accepts connections, and that over the URLs
   it read back.
+- [stopped_at_results]: the results fetched when the crawl was stopped.
+- [resumed_active_urls_per_s], [resumed_over_crawl]: the restarted
+  dispatcher's rate from the load generator's first lease to its last
+  result (without the joining and leaving around them, which weigh in a
+  short run), and that over the crawl's rate measured the same way.
 - [resumed_results_s], [resumed_urls_per_s]: the restarted dispatcher
   fed by the load generator until --after-restart results (its first
-  leases wait for the domains' windows to be read from the store).
+  leases wait for the domains' windows to be read from the store). The
+  load generator stores no pages, so only what the dispatcher recorded as
+  finished (its domains' progress) is not leased again.
 - [store]: which store server ran.
 
 With --stored-urls N there is no crawl: tests/src/bin/frontier_fill.rs
@@ -78,8 +89,10 @@ def gauges(debug, *names):
         with urllib.request.urlopen(f"http://{debug}/metrics", timeout=2) as r:
             for line in r.read().decode().splitlines():
                 name, _, value = line.partition(" ")
+                # A labelled family counts as the sum of its series.
+                name = name.split("{", 1)[0]
                 if name in found:
-                    found[name] = float(value.split()[0])
+                    found[name] = (found[name] or 0.0) + float(value.split()[0])
     except (OSError, ValueError, IndexError):
         pass
     return [found[n] for n in names]
@@ -113,6 +126,12 @@ def main():
                     help="stop waiting for the restarted dispatcher after this many seconds")
     ap.add_argument("--after-restart", type=int, default=20_000,
                     help="results the load generator sends the restarted dispatcher (0: none)")
+    ap.add_argument("--stop-at", type=float, default=0.5, metavar="SHARE",
+                    help="stop the crawl's dispatcher once this share of --urls is fetched, so that the "
+                         "restart has the rest to crawl (1: the crawl runs to its end)")
+    ap.add_argument("--stop-signal", choices=("term", "kill"), default="term",
+                    help="how the crawl's dispatcher is stopped at --stop-at: SIGTERM (it writes what it "
+                         "holds and every domain's progress) or SIGKILL")
     ap.add_argument("--keep", action="store_true", help="keep the work directory and print it")
     ap.add_argument("--store-dir", help="use the running store of `scripts/store.sh start DIR --persist`; "
                                         "with --stored-urls, fill it once and reuse the fill")
@@ -190,8 +209,14 @@ def main():
             marks, marginal, samples, peak, cpu, peak_domains = {}, {}, [], 0, 0.0, 0
             next_mark, last_mark = 10_000, None
             t0 = time.time()
+            stop_at, stopped = args.stop_at * args.urls, False
             while d.poll() is None:
-                seen, domains = gauges(debug, "crawler_frontier_seen", "crawler_frontier_domains")
+                seen, domains, fetched = gauges(debug, "crawler_frontier_seen", "crawler_frontier_domains",
+                                                "crawler_dispatcher_results_total")
+                if not stopped and args.stop_at < 1 and (fetched or 0) >= stop_at:
+                    d.send_signal(signal.SIGTERM if args.stop_signal == "term" else signal.SIGKILL)
+                    stopped = True
+                    result["stopped_at_results"] = int(fetched)
                 rss, c = rss_kib(d.pid), cpu_secs(d.pid)
                 if rss and seen:
                     peak = max(peak, rss)
@@ -282,6 +307,13 @@ def main():
             result["resumed_load"] = resumed
             result["resumed_results_s"] = round(time.time() - t1, 1)
             result["resumed_urls_per_s"] = resumed["urls_per_s"] if resumed else None
+            # From its first lease to its last result: a short run is
+            # otherwise mostly joining (the restarted dispatcher waits for
+            # every supervisor before it leases) and leaving.
+            result["resumed_active_urls_per_s"] = resumed.get("active_urls_per_s") if resumed else None
+            crawl_active = (result.get("load") or {}).get("active_urls_per_s")
+            if crawl_active and result["resumed_active_urls_per_s"]:
+                result["resumed_over_crawl"] = round(result["resumed_active_urls_per_s"] / crawl_active, 2)
         d.terminate()
         try:
             # It waits for its supervisors to leave; the fake ones may be gone.
@@ -306,7 +338,9 @@ def main():
           f"{result.get('startup_dispatcher_cpu_s')}, store {result.get('startup_store_cpu_s')}; "
           f"RSS {result.get('startup_rss_mib')} MiB, {result.get('startup_bytes_per_known_url')} B per URL); "
           f"then {args.after_restart} results in {result.get('resumed_results_s')} s "
-          f"({result.get('resumed_urls_per_s')} URLs/s)",
+          f"({result.get('resumed_urls_per_s')} URLs/s; from the first lease "
+          f"{result.get('resumed_active_urls_per_s')} URLs/s, {result.get('resumed_over_crawl')} of the crawl's "
+          f"{(result.get('load') or {}).get('active_urls_per_s')})",
           file=sys.stderr)
     if args.keep:
         print(f"kept {work}", file=sys.stderr)

@@ -12,9 +12,10 @@
 //! admitted; a domain whose progress is past its last segment has nothing
 //! left, and is not read at all.
 //!
-//! The counts are an upper bound where a domain's progress is inside its
-//! segments (the summary counts whole segments): the windows' reads find
-//! the URLs that are really left, and the rest leave the counts then.
+//! The counts are estimates where a domain's progress is inside its
+//! segments (the summary counts whole segments; the share of the
+//! domain's `seq`s past its progress is taken): the windows' reads find
+//! the URLs that are really left, and the counts follow them then.
 //!
 //! The seen-set still needs a hash of every stored URL. It is read in the
 //! background ([`scan_seen`], in pages of segments) while the crawl runs;
@@ -55,7 +56,7 @@ pub(crate) struct Resumed {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StoredQueue {
     pub(crate) domain: String,
-    /// Queued URLs (at most: see the module doc).
+    /// Queued URLs (an estimate: see the module doc).
     pub(crate) count: u64,
     /// Where its reads start: the lowest `seq` of its queued segments, or
     /// its progress if that is further on.
@@ -226,12 +227,27 @@ pub(crate) async fn summarize(stores: &Stores) -> anyhow::Result<StoredFrontier>
         }
         s.queues.push(StoredQueue {
             domain,
-            count,
+            count: left_of(count, (lo, hi), from),
             first_seq: from,
         });
     }
     s.progress = progress;
     Ok(s)
+}
+
+/// About how many of a domain's `count` queued URLs, with `seq`s from
+/// `lo` to `hi`, are at or past `from` (its progress): the share of its
+/// `seq` range past it, the crawl's `seq`s being shared by its domains
+/// about evenly over time; at least one. An estimate, and the windows'
+/// first reads find the URLs really left.
+fn left_of(count: u64, (lo, hi): (i64, i64), from: i64) -> u64 {
+    if from <= lo {
+        return count;
+    }
+    let span = u128::try_from(hi.saturating_sub(lo)).unwrap_or(0) + 1;
+    let past = u128::try_from(hi.saturating_sub(from)).unwrap_or(0) + 1;
+    let left = u128::from(count) * past.min(span) / span;
+    u64::try_from(left).unwrap_or(count).clamp(1, count.max(1))
 }
 
 /// Every domain's progress.
@@ -284,8 +300,7 @@ pub(crate) async fn read_back(
     timing: &TimingLog,
     mut each: impl FnMut(Resumed, bool),
 ) -> anyhow::Result<()> {
-    let filter =
-        doc! {SegmentDoc::STATE: SegmentState::Queued.as_str(), SegmentDoc::ID: {"$lte": s.last_seq}};
+    let filter = doc! {SegmentDoc::STATE: SegmentState::Queued.as_str()};
     let mut cursor = stores
         .segments()
         .clone_with_type::<RawDocumentBuf>()
@@ -374,6 +389,15 @@ mod tests {
         // A negative count is no count.
         assert_eq!(group(&bson::rawdoc! {"_id": "a", "n": -1}), None);
         assert_eq!(group(&bson::rawdoc! {"_id": "a"}), None);
+    }
+
+    #[test]
+    fn a_queue_past_its_progress_is_counted_by_the_share_of_its_seqs_left() {
+        assert_eq!(left_of(100, (1, 1000), 1), 100);
+        assert_eq!(left_of(100, (1, 1000), 501), 50);
+        assert_eq!(left_of(100, (1, 1000), 1000), 1);
+        assert_eq!(left_of(1, (5, 5), 5), 1);
+        assert_eq!(left_of(10, (1, i64::MAX), i64::MAX / 2 + 1), 5);
     }
 
     #[test]

@@ -14,8 +14,11 @@
 //! supervisor stops when the dispatcher says Stop, or (with `--urls N`)
 //! once N results have been sent, whichever comes first. The last line on
 //! stdout is one JSON object: leases received, results sent, seconds, and
-//! `urls_per_s` (leases out plus results in, per second). Used by
-//! `scripts/bench-dispatcher.sh`.
+//! `urls_per_s` (leases out plus results in, per second); and the same
+//! from the first lease to the last result (`active_seconds`,
+//! `active_urls_per_s`), without the joining and leaving around them,
+//! which weigh in a short run (the first results after a restart). Used
+//! by `scripts/bench-dispatcher.sh`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -75,17 +78,30 @@ struct Totals {
     results: AtomicU64,
     /// New URLs invented so far: the next one is `http://d<n % domains>.test/p<n>`.
     next_url: AtomicU64,
+    /// Microseconds from the start to the first lease (`u64::MAX`: none
+    /// yet) and to the last result sent.
+    first_lease_us: AtomicU64,
+    last_result_us: AtomicU64,
+}
+
+impl Totals {
+    fn new() -> Totals {
+        Totals {
+            first_lease_us: AtomicU64::new(u64::MAX),
+            ..Totals::default()
+        }
+    }
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Arc::new(Args::parse());
-    let totals = Arc::new(Totals::default());
+    let totals = Arc::new(Totals::new());
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..args.supervisors {
         let (args, totals) = (args.clone(), totals.clone());
-        tasks.spawn(async move { play(i, &args, &totals).await });
+        tasks.spawn(async move { play(i, &args, &totals, start).await });
     }
     let deadline = Duration::from_secs(args.max_secs);
     let mut failed = 0;
@@ -113,12 +129,19 @@ async fn main() -> anyhow::Result<()> {
         totals.leases.load(Ordering::Relaxed),
         totals.results.load(Ordering::Relaxed),
     );
+    let (first, last) = (
+        totals.first_lease_us.load(Ordering::Relaxed),
+        totals.last_result_us.load(Ordering::Relaxed),
+    );
+    let active = (last > first).then(|| (last - first) as f64 / 1e6);
     let line = serde_json::json!({
         "supervisors": args.supervisors,
         "leases_received": leases,
         "results_sent": results,
         "seconds": (secs * 100.0).round() / 100.0,
         "urls_per_s": ((leases + results) as f64 / secs.max(1e-9)).round(),
+        "active_seconds": active.map(|a| (a * 100.0).round() / 100.0),
+        "active_urls_per_s": active.map(|a| ((leases + results) as f64 / a.max(1e-9)).round()),
         "failed_supervisors": failed,
     });
     println!("{line}");
@@ -132,7 +155,8 @@ async fn main() -> anyhow::Result<()> {
 /// Stop (or past `--urls` results). Any trouble with the link (a refusal,
 /// a failed send, a lost connection) fails it: a benchmark must not hide
 /// reconnections, which a real supervisor would make.
-async fn play(i: usize, args: &Args, totals: &Totals) -> anyhow::Result<()> {
+async fn play(i: usize, args: &Args, totals: &Totals, start: Instant) -> anyhow::Result<()> {
+    let since = || u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
     let key = args.cluster.key(std::env::var_os(SECRET_ENV))?;
     let silence = Duration::from_secs(30);
     let mut link = DispatcherLink::connect(&args.dispatcher, key, Duration::from_secs(60), silence).await?;
@@ -156,6 +180,7 @@ async fn play(i: usize, args: &Args, totals: &Totals) -> anyhow::Result<()> {
             msg = link.recv() => match msg {
                 Some(Heard::Message(ToSupervisor::Work(items))) => {
                     totals.leases.fetch_add(items.len() as u64, Ordering::Relaxed);
+                    totals.first_lease_us.fetch_min(since(), Ordering::Relaxed);
                     let results: Vec<CrawlResult> = items.into_iter().map(|w| answer(w, args, totals, &mut rng)).collect();
                     // In messages of bounded size, as a supervisor sends them.
                     for batch in split_results(results) {
@@ -165,6 +190,7 @@ async fn play(i: usize, args: &Args, totals: &Totals) -> anyhow::Result<()> {
                         }
                         totals.results.fetch_add(n, Ordering::Relaxed);
                     }
+                    totals.last_result_us.fetch_max(since(), Ordering::Relaxed);
                 }
                 Some(Heard::Message(ToSupervisor::Stop)) => return leave(&mut link).await,
                 Some(Heard::Reintroduce) => link.reintroduce().await,
