@@ -746,7 +746,9 @@ def main():
         concurrency, capacity = wide_capacity(hosts, args.supervisors, args.children)
         dispatcher_flags = (without_flags(PROFILES[args.profile], POLITENESS_FLAGS + ("--child-concurrency",))
                             + ["--child-concurrency", str(concurrency)] + args.dispatcher_arg)
-        supervisor_flags = ["--child-capacity", str(capacity)] + supervisor_flags
+        if flag_value(supervisor_flags, "--child-capacity") is None:
+            # (The supervisor refuses a flag given twice: the user's wins.)
+            supervisor_flags = ["--child-capacity", str(capacity)] + supervisor_flags
         # A connection per host at the web and its own at each child, plus the store's and the logs.
         raise_fd_limit(2 * hosts + 4096)
         check_ports(2 * hosts)
