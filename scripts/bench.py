@@ -60,10 +60,33 @@ Figures (the JSON keys are in brackets):
   cpu.cfs_quota_us, or v2 cpu.max), to measure how the rate grows with
   nodes of equal size on one machine: `--supervisors 1`, 2, 4.
 
+Webs (--web):
+- synthweb (default): the profile's web, served by synthweb.
+- nginx: the same web (same URLs, bodies, links, statuses, robots.txt,
+  redirects, 404s) written to files by `synthweb --dump` and served by
+  Debian's nginx (installed if missing, as root; scripts/bench_nginx.py
+  says which settings and why), started on a free loopback port with its
+  config, pid file and logs in WORK/nginx/ and stopped on every exit.
+  `--nginx-gzip on` compresses HTML as Debian's stock config does,
+  `--nginx-gzip static` sends files compressed once when written;
+  `--nginx-workers N` (default auto: one per core). [web_server] then
+  also counts nginx's connections and requests per connection, from its
+  access log.
+- wide: the realistic profile's pages on many small slow sites (--hosts
+  2,000 x --pages-per-host 25 by default), every answer but robots.txt
+  after --response-delay-ms (300), crawled at the DEFAULT politeness (1 s
+  per domain: none of the profile's --min-delay-ms 0 and
+  --max-domain-connections 8), with enough fetch slots and credits per
+  child for every domain it owns (--child-concurrency, --child-capacity).
+  [politeness] gives the limit hosts / (gap + response time) and the
+  rates against it.
+
 Figures are indicative on a loaded machine: compare runs made under the same
 load.
 """
-import argparse, json, os, random, secrets, shutil, signal, socket, subprocess, sys, tempfile, time
+import argparse, json, math, os, random, resource, secrets, shutil, signal, socket, subprocess, sys, tempfile, time
+
+import bench_nginx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target", "release")
@@ -78,6 +101,14 @@ PROFILES = {
 }
 # synthweb counts when not given: the realistic profile's own; the old bench's for small.
 DEFAULT_COUNTS = {"realistic": (None, None), "small": (50, 400)}
+WEBS = ("synthweb", "nginx", "wide")
+# --web wide: many small sites (counts when not given), each answer paced.
+WIDE_COUNTS = (2000, 25)
+WIDE_RESPONSE_DELAY_MS = 300
+# The dispatcher's default gap between two requests to a domain (--min-delay-ms).
+DEFAULT_MIN_DELAY_MS = 1000
+# Dispatcher flags that set politeness: --web wide leaves the profile's out.
+POLITENESS_FLAGS = ("--min-delay-ms", "--max-domain-connections")
 
 
 def ephemeral_low():
@@ -278,6 +309,19 @@ from bson.raw_bson import RawBSONDocument
 raw = db.get_collection(pages.name, codec_options=CodecOptions(document_class=RawBSONDocument))
 sizes = [len(d.raw) for d in raw.find({}, **sample)]
 out["bson_bytes"] = sum(sizes) * out["documents"] / max(len(sizes), 1)
+# What each field of a page costs, as BSON elements (type, name, value),
+# on average over the first pages: what a lean document would drop.
+import bson
+fields, n = {}, 0
+for d in raw.find({}, limit=2000):
+    n += 1
+    for k, v in bson.decode(d.raw).items():
+        fields[k] = fields.get(k, 0) + len(bson.encode({k: v})) - 5
+out["field_bytes"] = {k: round(v / n, 1) for k, v in sorted(fields.items(), key=lambda kv: -kv[1])} if n else {}
+try:
+    out["by_status"] = {str(g["_id"]): g["n"] for g in pages.aggregate([{"$group": {"_id": "$status", "n": {"$sum": 1}}}])}
+except Exception as e:
+    out["by_status_error"] = str(e)[:200]
 out["method"] = "client-side BSON size" + (f" of {len(sizes)} pages" if sample else "")
 try:
     if sample:
@@ -311,6 +355,17 @@ print(json.dumps(out))
 """
 
 
+def ground_truth(info, st):
+    """The stored pages by status against synthweb's ground truth
+    (--write-info): every URL stored once, with its status."""
+    stored = st.get("by_status")
+    if stored is None:
+        return None
+    expected = info.get("expected_by_status") or {}
+    return {"expected_by_status": expected, "stored_by_status": stored,
+            "matches": stored == expected and st.get("documents") == info.get("expected_pages")}
+
+
 def store_python():
     venv = os.environ.get("CRAWLER_STORE_VENV", os.path.join(ROOT, ".venv-store"))
     for py in (os.path.join(venv, "bin", "python"), sys.executable):
@@ -337,7 +392,7 @@ def role_cpu(cpu_by_pid):
     return out
 
 
-def main_phase(times, t0, samples):
+def main_phase(times, t0, samples, web_role="synthweb"):
     """Per-second rates from `times` (seconds since the epoch), the main
     phase (first..last second at >= 50% of the peak second) and the
     machine's CPU use over it from the /proc/stat `samples`."""
@@ -360,10 +415,10 @@ def main_phase(times, t0, samples):
     dt, di = b[1] - a[1], b[2] - a[2]
     busy_share = (1 - di / dt) if dt > 0 else 0.0
     span = max(b[0] - a[0], 1e-9)
-    roles = {r: round((b[3].get(r, 0.0) - a[3].get(r, 0.0)) / span, 2) for r in ROLES + ("store", "synthweb")}
+    roles = {r: round((b[3].get(r, 0.0) - a[3].get(r, 0.0)) / span, 2) for r in ROLES + ("store", web_role)}
     web_share = None
     if dt > di:
-        web_share = round((b[3].get("synthweb", 0.0) - a[3].get("synthweb", 0.0)) * TICK / (dt - di) * 100, 1)
+        web_share = round((b[3].get(web_role, 0.0) - a[3].get(web_role, 0.0)) * TICK / (dt - di) * 100, 1)
     return {
         "definition": "first..last second whose page rate (stored fetched_at) >= 50% of the peak second",
         "start_secs": first,
@@ -377,7 +432,7 @@ def main_phase(times, t0, samples):
         "cores_by_role": roles,
         "cores_of_bench_processes": round(sum(roles.values()), 2),
         "cpu_ms_per_page": {r: round(c * span * 1000 / pages, 3) for r, c in roles.items()},
-        "synthweb_share_of_machine_cpu_percent": web_share,
+        f"{web_role}_share_of_machine_cpu_percent": web_share,
         "cpu_sampled_secs": round(b[0] - a[0], 1),
     }
 
@@ -412,21 +467,203 @@ def start_store(work, keep):
     return uri, kind, store_dir
 
 
-def start_web(args, work, hosts, pages_per_host):
-    """Starts synthweb for `args.profile` (and `args.web_arg`) with its
-    seeds, hosts, info and request log in WORK: (process, paths, info), the
-    paths a dict with keys seeds, hosts, info, request_log."""
-    paths = {k: os.path.join(work, f) for k, f in
-             (("seeds", "seeds.txt"), ("hosts", "hosts"), ("info", "web.json"), ("request_log", "requests.jsonl"))}
+def web_paths(work):
+    return {k: os.path.join(work, f) for k, f in
+            (("seeds", "seeds.txt"), ("hosts", "hosts"), ("info", "web.json"), ("request_log", "requests.jsonl"))}
+
+
+def synthweb_cmd(args, paths, hosts, pages_per_host):
+    """synthweb's command line for `args.profile` and the counts, writing
+    the seeds, hosts and info files (and `args.web_arg` after)."""
     cmd = [os.path.join(BIN, "synthweb"), "--profile", args.profile, "--write-seeds", paths["seeds"],
-           "--write-hosts", paths["hosts"], "--write-info", paths["info"], "--request-log", paths["request_log"]]
+           "--write-hosts", paths["hosts"], "--write-info", paths["info"]]
     if hosts is not None:
         cmd += ["--hosts", str(hosts)]
     if pages_per_host is not None:
         cmd += ["--pages-per-host", str(pages_per_host)]
-    web = subprocess.Popen(cmd + args.web_arg, stdout=subprocess.PIPE, text=True)
+    return cmd
+
+
+def start_web(args, work, hosts, pages_per_host, extra=()):
+    """Starts synthweb for `args.profile` (and `extra`, then `args.web_arg`)
+    with its seeds, hosts, info and request log in WORK: (process, paths,
+    info), the paths a dict with keys seeds, hosts, info, request_log."""
+    paths = web_paths(work)
+    cmd = synthweb_cmd(args, paths, hosts, pages_per_host) + ["--request-log", paths["request_log"]]
+    web = subprocess.Popen(cmd + list(extra) + args.web_arg, stdout=subprocess.PIPE, text=True)
     print(web.stdout.readline().strip(), file=sys.stderr)
     return web, paths, json.load(open(paths["info"]))
+
+
+def start_nginx(args, work, hosts, pages_per_host):
+    """The profile's web written to WORK/web by `synthweb --dump` for a
+    free port, served there by nginx (scripts/bench_nginx.py): (Nginx,
+    paths, info), the paths as start_web's, the request log nginx's access log."""
+    bench_nginx.ensure_installed()
+    paths = web_paths(work)
+    port = free_port()
+    web_dir = os.path.join(work, "web")
+    cmd = synthweb_cmd(args, paths, hosts, pages_per_host) + ["--bind", f"127.0.0.1:{port}", "--dump", web_dir]
+    t = time.time()
+    out = subprocess.run(cmd + args.web_arg, stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    if args.nginx_gzip == "static":
+        bench_nginx.precompress(web_dir)
+    dumped = time.time() - t
+    # The files stay in the page cache (about 1 GB for the realistic web);
+    # written back now, not during the crawl: the kernel would do it 30 s
+    # after the dump (vm.dirty_expire_centisecs), competing with the crawl
+    # for the CPU (ext4 allocates blocks at write-back) and the disk.
+    os.sync()
+    print(f"{out} ({dumped:.1f} s, then {time.time() - t - dumped:.1f} s to sync)", file=sys.stderr)
+    nginx = bench_nginx.Nginx(work, web_dir, port, workers=args.nginx_workers, gzip=args.nginx_gzip).start()
+    paths["request_log"] = nginx.access_log
+    print(f"nginx listening on 127.0.0.1:{port} (config {nginx.conf})", file=sys.stderr)
+    return nginx, paths, json.load(open(paths["info"]))
+
+
+def synthweb_connections(web):
+    """`synthweb served N requests on C connections`, its last line, read
+    after it exited: C, or None."""
+    try:
+        rest = web.stdout.read() if web.stdout else ""
+    except (OSError, ValueError):
+        return None
+    for line in rest.splitlines():
+        words = line.split()
+        if line.startswith("synthweb served ") and len(words) >= 6:
+            try:
+                return int(words[5])
+            except ValueError:
+                return None
+    return None
+
+
+def raise_fd_limit(need):
+    """Raises this process's open-file limit (inherited by everything the
+    bench starts) to the hard limit; warns when even that is below `need`."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, need)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if target < need:
+        print(f"bench.py: warning: open files limited to {target}, the web needs about {need} "
+              f"(raise the hard limit: ulimit -Hn / limits.conf)", file=sys.stderr)
+
+
+def check_ports(need):
+    """Warns when the ephemeral port range is smaller than `need` (every
+    connection to the web takes a port of it: one web address and port)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split()[:2])
+    except (OSError, ValueError):
+        return
+    if high - low + 1 < need:
+        print(f"bench.py: warning: {high - low + 1} ephemeral ports ({low}-{high}) for about {need} "
+              f"connections (sysctl net.ipv4.ip_local_port_range)", file=sys.stderr)
+
+
+def flag_value(flags, name):
+    """The value of `name` in a flag list (`--x v` or `--x=v`), the last one wins."""
+    value = None
+    for i, f in enumerate(flags):
+        if f == name and i + 1 < len(flags):
+            value = flags[i + 1]
+        elif f.startswith(name + "="):
+            value = f.split("=", 1)[1]
+    return value
+
+
+def without_flags(flags, names):
+    """`flags` without `names` and their values."""
+    out, skip = [], False
+    for f in flags:
+        if skip:
+            skip = False
+            continue
+        if f in names:
+            skip = True
+            continue
+        if any(f.startswith(n + "=") for n in names):
+            continue
+        out.append(f)
+    return out
+
+
+def wide_capacity(hosts, supervisors, children):
+    """(--child-concurrency, --child-capacity) for the wide web: a fetch
+    slot for every domain a child owns (a domain fetches one URL at a time,
+    so slots never hold it back) and two credits for each (the URL being
+    fetched or waited for, and the next one), never below the defaults."""
+    per_child = math.ceil(hosts / max(1, supervisors * children))
+    return max(64, per_child), max(256, 2 * per_child)
+
+
+def mid_rate(times, lo=0.1, hi=0.9):
+    """Events per second between the time the `lo` share of `times` had
+    happened and the time the `hi` share had: the steady rate, without the
+    start (robots.txt, home pages) and the end (hosts finishing)."""
+    t = sorted(times)
+    a, b = int(len(t) * lo), int(len(t) * hi) - 1
+    if len(t) < 20 or t[b] <= t[a]:
+        return None
+    return round((b - a) / (t[b] - t[a]), 1)
+
+
+def politeness(args, dispatcher_flags, hosts, request_log, fetched_times, started, last_page):
+    """The wide web's figures against its politeness limit."""
+    gap = float(flag_value(dispatcher_flags, "--min-delay-ms") or DEFAULT_MIN_DELAY_MS) / 1000
+    delay = args.response_delay_ms / 1000
+    limit = hosts / (gap + delay)
+    fetch_times, per_host, spans = [], {}, {}
+    try:
+        with open(request_log) as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if r["path"] == "/robots.txt":
+                    continue
+                at = r["at_ms"] / 1000
+                fetch_times.append(at)
+                per_host[r["host"]] = per_host.get(r["host"], 0) + 1
+                first, last = spans.get(r["host"], (at, at))
+                spans[r["host"]] = (min(first, at), max(last, at))
+    except OSError:
+        pass
+    pages_mid, fetches_mid = mid_rate(fetched_times), mid_rate(fetch_times)
+    # Each host's own pace while it had work: its fetches after the first
+    # over the time from its first to its last (a host that finished early
+    # does not count as slow), summed over the hosts.
+    steps = sum(n - 1 for n in per_host.values() if n > 1)
+    busy = sum(spans[h][1] - spans[h][0] for h, n in per_host.items() if n > 1)
+    cycle = busy / steps if steps else None
+    # The shortest crawl politeness allows: a host's robots.txt, then each
+    # of its fetches a gap after the last answer and `delay` long.
+    ideal = max(per_host.values(), default=0) * (gap + delay)
+    took = (last_page - started) if last_page else None
+    ratio = lambda x: round(x / limit, 3) if x else None
+    return {
+        "gap_secs": gap,
+        "response_delay_secs": delay,
+        "hosts": hosts,
+        "limit_per_sec": round(limit, 1),
+        "how": "limit = hosts / (gap + response delay); rates between 10% and 90% of the pages (stored fetched_at) "
+               "and of the page fetches (request log, robots.txt left out); host_cycle_secs: the mean time between "
+               "two fetches of a host, from its first to its last",
+        "pages_per_sec_mid80": pages_mid,
+        "pages_over_limit": ratio(pages_mid),
+        "fetches_per_sec_mid80": fetches_mid,
+        "fetches_over_limit": ratio(fetches_mid),
+        "host_cycle_secs": round(cycle, 3) if cycle else None,
+        "host_pace_over_limit": round((gap + delay) / cycle, 3) if cycle else None,
+        "fetches": len(fetch_times),
+        "most_fetches_per_host": max(per_host.values(), default=0),
+        "shortest_crawl_secs": round(ideal, 1),
+        "crawl_secs": round(took, 1) if took else None,
+        "shortest_over_crawl": round(ideal / took, 3) if took else None,
+    }
 
 
 def store_work(log_paths, pages):
@@ -473,8 +710,16 @@ def store_work(log_paths, pages):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", choices=sorted(PROFILES), default="realistic")
-    ap.add_argument("--hosts", type=int, help="default: the profile's (realistic 200, small 50)")
-    ap.add_argument("--pages-per-host", type=int, help="default: the profile's (realistic 250, small 400)")
+    ap.add_argument("--web", choices=WEBS, default="synthweb",
+                    help="synthweb (default); nginx: the same web from files; wide: many small slow sites at default politeness")
+    ap.add_argument("--hosts", type=int, help="default: the profile's (realistic 200, small 50; --web wide 2,000)")
+    ap.add_argument("--pages-per-host", type=int, help="default: the profile's (realistic 250, small 400; --web wide 25)")
+    ap.add_argument("--response-delay-ms", type=int, default=WIDE_RESPONSE_DELAY_MS,
+                    help="--web wide: every answer but robots.txt comes this late (default 300)")
+    ap.add_argument("--nginx-workers", default="auto", help="--web nginx: worker_processes (default auto: one per core)")
+    ap.add_argument("--nginx-gzip", choices=bench_nginx.GZIP_MODES, default="off",
+                    help="--web nginx: off (default); on: compress each answer, as Debian's stock nginx.conf; "
+                         "static: files compressed once, sent as they are (gzip_static)")
     ap.add_argument("--supervisors", type=int, default=2)
     ap.add_argument("--children", type=int, default=2)
     ap.add_argument("--timing-log", action="store_true", help="also write timing logs (to measure their cost)")
@@ -488,17 +733,38 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, request log, the store's data) and print it")
     args = ap.parse_args()
 
-    hosts, pages_per_host = DEFAULT_COUNTS[args.profile]
+    hosts, pages_per_host = WIDE_COUNTS if args.web == "wide" else DEFAULT_COUNTS[args.profile]
     hosts = args.hosts if args.hosts is not None else hosts
     pages_per_host = args.pages_per_host if args.pages_per_host is not None else pages_per_host
+    # SIGTERM ends the bench as Ctrl-C does: through the `finally` that stops what it started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    dispatcher_flags = PROFILES[args.profile] + args.dispatcher_arg
+    supervisor_flags = list(args.supervisor_arg)
+    web_role = "nginx" if args.web == "nginx" else "synthweb"
+    if args.web == "wide":
+        # Default politeness; slots and credits for every domain (wide_capacity).
+        concurrency, capacity = wide_capacity(hosts, args.supervisors, args.children)
+        dispatcher_flags = (without_flags(PROFILES[args.profile], POLITENESS_FLAGS + ("--child-concurrency",))
+                            + ["--child-concurrency", str(concurrency)] + args.dispatcher_arg)
+        if flag_value(supervisor_flags, "--child-capacity") is None:
+            # (The supervisor refuses a flag given twice: the user's wins.)
+            supervisor_flags = ["--child-capacity", str(capacity)] + supervisor_flags
+        # A connection per host at the web and its own at each child, plus the store's and the logs.
+        raise_fd_limit(2 * hosts + 4096)
+        check_ports(2 * hosts)
     work = tempfile.mkdtemp(prefix="crawler-bench-")
     uri, kind, store_dir = start_store(work, args.keep)
     store_pid = int(open(os.path.join(store_dir, "pid")).read())
     db = os.environ.get("CRAWLER_DB", "crawler")
-    procs, ok, cgroups = [], False, []
+    procs, ok, cgroups, nginx = [], False, [], None
     try:
-        web, paths, info = start_web(args, work, hosts, pages_per_host)
-        procs.append(web)
+        if args.web == "nginx":
+            nginx, paths, info = start_nginx(args, work, hosts, pages_per_host)
+            web = nginx.proc
+        else:
+            extra = ["--response-delay-ms", str(args.response_delay_ms)] if args.web == "wide" else []
+            web, paths, info = start_web(args, work, hosts, pages_per_host, extra)
+            procs.append(web)
         seeds, hosts_file, request_log = paths["seeds"], paths["hosts"], paths["request_log"]
         delay_hosts = set(info["crawl_delay_hosts"])
         endpoint = f"tcp://127.0.0.1:{free_port()}"
@@ -509,9 +775,10 @@ def main():
         if args.timing_log:
             common += ["--timing-log", os.path.join(work, "logs") + "/"]
         summary_file = os.path.join(work, "summary.json")
-        dispatcher_flags = PROFILES[args.profile] + args.dispatcher_arg
-        web_cpu0 = proc_sample(web.pid)[1]
-        web_w0 = wchar(web.pid)
+        # The web server's processes: synthweb, or nginx's master and workers.
+        web_pids = [web.pid] + children_of({web.pid})
+        web_cpu0 = {pid: s[1] for pid in web_pids if (s := proc_sample(pid))}
+        web_w0 = sum(wchar(pid) or 0 for pid in web_pids)
         store_cpu0 = {}
         for pid in [store_pid] + children_of({store_pid}):
             s = proc_sample(pid)
@@ -530,7 +797,7 @@ def main():
                        for i in range(args.supervisors)]
         sups = [subprocess.Popen(
             [os.path.join(args.crawler_bin_dir, "supervisor"), "--dispatcher", endpoint, "--id", f"sup{i}",
-             "--children", str(args.children), "--hosts-file", hosts_file] + common + args.supervisor_arg,
+             "--children", str(args.children), "--hosts-file", hosts_file] + common + supervisor_flags,
             stderr=open(os.path.join(work, f"supervisor{i}.log"), "w"), env=crawler_env,
             preexec_fn=cgroups[i].enter if cgroups else None) for i in range(args.supervisors)]
         procs += [dispatcher] + sups
@@ -548,6 +815,7 @@ def main():
                 pp = parents()
                 tracked = list(live) + [pid for pid, ppid in pp.items() if ppid in live]
                 store_pids = [store_pid] + [pid for pid, ppid in pp.items() if ppid == store_pid]
+                web_pids = [web.pid] + [pid for pid, ppid in pp.items() if ppid == web.pid]
                 next_scan = now + 1
             if now >= next_rss:
                 kib = rss_kib(dispatcher.pid)
@@ -567,11 +835,14 @@ def main():
                 if s:
                     peak["store"] = max(peak.get("store", 0), s[2])
                     cpu_by_pid[("store", pid)] = ("store", s[1] - store_cpu0.get(pid, 0))
-            s = proc_sample(web.pid)
-            if s:
-                peak["synthweb"] = max(peak.get("synthweb", 0), s[2])
-                cpu_by_pid[("web", web.pid)] = ("synthweb", s[1] - web_cpu0)
-                web_w1 = wchar(web.pid) or web_w1
+            w = 0
+            for pid in web_pids:
+                s = proc_sample(pid)
+                if s:
+                    peak[web_role] = max(peak.get(web_role, 0), s[2])
+                    cpu_by_pid[("web", pid)] = (web_role, s[1] - web_cpu0.get(pid, 0))
+                    w += wchar(pid) or 0
+            web_w1 = max(web_w1, w)
             for pid in list(live):
                 res = os.wait4(pid, os.WNOHANG)
                 if res[0] == pid:
@@ -581,8 +852,13 @@ def main():
         wall = time.time() - started
         samples.append((time.time(),) + cpu_times() + (role_cpu(cpu_by_pid), web_w1))
         bench_cpu = sum(os.times()[:2]) - bench_cpu0
-        web.send_signal(signal.SIGTERM)
-        web.wait(timeout=60)
+        web_connections = None
+        if nginx:
+            nginx.stop()
+        else:
+            web.send_signal(signal.SIGTERM)
+            web.wait(timeout=60)
+            web_connections = synthweb_connections(web)
 
         summary = json.load(open(summary_file))
         pages = summary["fetched"]
@@ -620,9 +896,12 @@ def main():
 
         swork = store_work([os.path.join(work, "dispatcher.log")]
                           + [os.path.join(work, f"supervisor{i}.log") for i in range(args.supervisors)], docs)
-        reqs = read_request_log(request_log, started) or {}
-        web_cpu = by_role.get("synthweb", 0.0)
-        served = (web_w1 - web_w0) if (web_w0 is not None and web_w1 is not None) else None
+        if nginx:
+            reqs = bench_nginx.read_access_log(request_log, started) or {}
+        else:
+            reqs = read_request_log(request_log, started) or {}
+        web_cpu = by_role.get(web_role, 0.0)
+        served = reqs["bytes_sent"] if "bytes_sent" in reqs else (web_w1 - web_w0)
         rates = [(y[4] - x[4]) / (y[0] - x[0]) for x, y in zip(samples, samples[1:])
                  if x[4] is not None and y[4] is not None and y[0] > x[0]]
         web_server = {
@@ -636,23 +915,34 @@ def main():
             "share_of_machine_cpu_used_percent": round(web_cpu / machine_busy_secs * 100, 1) if machine_busy_secs else None,
             "status": reqs.get("status"),
         }
+        if web_role != "synthweb":
+            web_server["server"] = web_role
+        if "connections" in reqs:
+            web_server["connections"] = reqs["connections"]
+        elif web_connections:
+            web_server["connections"] = {
+                "count": web_connections,
+                "requests_per_connection": round(reqs.get("requests", 0) / web_connections, 1),
+                "how": "connections synthweb accepted (its exit line)"}
         per_page = lambda secs: round(secs * 1000 / max(pages, 1), 3)
         result = {
             "profile": args.profile,
             "web": {k: info["spec"][k] for k in ("hosts", "pages_per_host", "page_bytes", "links_per_page")}
             | {"crawl_delay_hosts": sorted(delay_hosts), "expected_pages": info["expected_pages"]},
             "setup": {"supervisors": args.supervisors, "children": args.children,
-                      "dispatcher_flags": dispatcher_flags, "cpus": NCPU},
+                      "dispatcher_flags": dispatcher_flags, "cpus": NCPU}
+            | ({"web": args.web, "supervisor_flags": supervisor_flags} if args.web != "synthweb" else {})
+            | ({"nginx": {"workers": args.nginx_workers, "gzip": args.nginx_gzip}} if nginx else {}),
             "store": kind,
             "pages": pages,
             "stored_pages": docs,
             "wall_secs": round(wall, 2),
             "pages_per_sec": round(pages / wall, 1),
             "no_delay": no_delay,
-            "main_phase": main_phase([t for _, t in fetched], started, samples),
+            "main_phase": main_phase([t for _, t in fetched], started, samples, web_role),
             "machine_cpu_percent_whole_run": round(machine_busy / max(samples[-1][1] - samples[0][1], 1) * 100, 1),
-            "cpu_ms_per_page": {role: per_page(by_role.get(role, 0.0)) for role in ROLES + ("store", "synthweb")},
-            "cpu_secs": {role: round(by_role.get(role, 0.0), 2) for role in ROLES + ("store", "synthweb")}
+            "cpu_ms_per_page": {role: per_page(by_role.get(role, 0.0)) for role in ROLES + ("store", web_role)},
+            "cpu_secs": {role: round(by_role.get(role, 0.0), 2) for role in ROLES + ("store", web_role)}
             | {"bench.py": round(bench_cpu, 2)},
             "crawler_cpu_exact_secs": round(exact_cpu, 2),
             "web_server": web_server,
@@ -666,11 +956,21 @@ def main():
             "exit_codes": codes,
             "timing_log": args.timing_log,
         }
+        truth = ground_truth(info, st)
+        if truth:
+            result["ground_truth"] = truth
+        if st.get("field_bytes"):
+            stored["field_bytes_per_page"] = st["field_bytes"]
+        if args.web == "wide":
+            result["politeness"] = politeness(args, dispatcher_flags, info["spec"]["hosts"], request_log,
+                                              [t for _, t in fetched], started, max((t for _, t in fetched), default=None))
         human(result)
         print(json.dumps(result, indent=2))
         ok = all(c == 0 for c in codes)
         return 0 if ok else 1
     finally:
+        if nginx:
+            nginx.stop()
         for p in procs:
             if p.poll() is None:
                 p.terminate()
@@ -691,7 +991,8 @@ def main():
 def human(r):
     e = lambda *a: print(*a, file=sys.stderr)
     w = r["web"]
-    e(f"== {r['profile']} web: {w['hosts']} hosts x {w['pages_per_host']} pages, {w['expected_pages']} URLs to store; "
+    e(f"== {r['profile']} web{' (' + r['setup']['web'] + ')' if r['setup'].get('web') else ''}: "
+      f"{w['hosts']} hosts x {w['pages_per_host']} pages, {w['expected_pages']} URLs to store; "
       f"store {r['store']}; {r['setup']['supervisors']} supervisors x {r['setup']['children']} children")
     e(f"pages {r['pages']} in {r['wall_secs']} s: {r['pages_per_sec']} pages/s overall")
     nd = r["no_delay"]
@@ -707,10 +1008,26 @@ def human(r):
     if mp:
         e("CPU ms/page, main phase: " + ", ".join(f"{k} {v}" for k, v in mp["cpu_ms_per_page"].items()))
     ws = r["web_server"]
-    e(f"synthweb: {ws['requests_per_sec']} req/s ({ws['peak_requests_per_sec']} in its busiest second), "
+    name = ws.get("server", "synthweb")
+    e(f"{name}: {ws['requests_per_sec']} req/s ({ws['peak_requests_per_sec']} in its busiest second), "
       f"{ws['mb_per_sec']} MB/s ({ws['peak_mb_per_sec']} peak), {ws['cpu_percent_of_one_core']}% of a core, "
       f"{ws['share_of_machine_cpu_used_percent']}% of the CPU the machine used"
-      + (f" ({mp['synthweb_share_of_machine_cpu_percent']}% in the main phase)" if mp else ""))
+      + (f" ({mp[name + '_share_of_machine_cpu_percent']}% in the main phase)" if mp else ""))
+    conns = ws.get("connections")
+    if conns:
+        e(f"{name} connections: {conns['count']}, {conns['requests_per_connection']} requests each on average")
+    gt = r.get("ground_truth")
+    if gt and not gt["matches"]:
+        e(f"WARNING: stored pages differ from the ground truth: stored {gt['stored_by_status']}, "
+          f"expected {gt['expected_by_status']}")
+    pol = r.get("politeness")
+    if pol:
+        e(f"politeness limit {pol['hosts']} hosts / ({pol['gap_secs']} s gap + {pol['response_delay_secs']} s answer) = "
+          f"{pol['limit_per_sec']}/s: pages {pol['pages_per_sec_mid80']}/s ({pol['pages_over_limit']} of it), "
+          f"fetches {pol['fetches_per_sec_mid80']}/s ({pol['fetches_over_limit']} of it) between 10% and 90% done; "
+          f"a host every {pol['host_cycle_secs']} s ({pol['host_pace_over_limit']} of the limit's pace); "
+          f"crawl {pol['crawl_secs']} s against {pol['shortest_crawl_secs']} s at the limit "
+          f"({pol['shortest_over_crawl']})")
     sw = r.get("store_work")
     if sw:
         e(f"store work per stored page: {sw['commands_per_page']} commands ({sw['write_commands_per_page']} writes "

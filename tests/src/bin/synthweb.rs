@@ -1,15 +1,16 @@
 //! `synthweb`: runs the synthetic web as a standalone server for demos and
 //! benchmarks. Writes the seed list and an /etc/hosts-style file, prints one
 //! "listening" line, serves until SIGTERM/SIGINT, then optionally dumps the
-//! request log as JSON lines.
+//! request log as JSON lines. With `--dump DIR` it writes the web to files
+//! for nginx instead, and exits.
 
 use std::io::Write as _;
-use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 use clap::Parser;
-use crawl_tests::web::{Changing, Profile, SyntheticWeb, WebServer, WebSpec};
+use crawl_tests::web::{Changing, Profile, SyntheticWeb, WebExtras, WebServer, WebSpec};
 
 /// Every count is optional: unset ones take the `--profile`'s default.
 #[derive(Parser, Debug)]
@@ -84,6 +85,19 @@ struct Args {
         value_parser = clap::value_parser!(u8).range(0..=100)
     )]
     changing_share: Option<u8>,
+    /// Every answer but robots.txt (pages, 404s, redirects) comes after
+    /// this many milliseconds, as from a site whose pages are made per
+    /// request (`scripts/bench.py --web wide`).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    response_delay_ms: u64,
+    /// Write the web to files under DIR for nginx to serve, and exit
+    /// without serving: one folder per host, robots.txt, the 404 and
+    /// redirect bodies, and the nginx includes for the redirects
+    /// (`tests/src/web/dump.rs`). Links name the port of `--bind`, which
+    /// must not be 0: the port the server will listen on. The `--write-*`
+    /// files are written as when serving.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["hostile", "traps", "change_every_secs", "request_log", "response_delay_ms"])]
+    dump: Option<PathBuf>,
 }
 
 /// `--changing-share` when only `--change-every-secs` is given: enough
@@ -188,35 +202,66 @@ async fn wait_for_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let spec = args.spec();
-    let extras = crawl_tests::web::WebExtras {
-        hostile: args.hostile,
-        traps: args.traps,
-        changing: args.changing(),
-        ..crawl_tests::web::WebExtras::default()
-    };
-    let server = WebServer::start_with(spec, extras, args.bind).await?;
-    let web = server.web();
+/// Writes the `--write-seeds`, `--write-hosts` and `--write-info` files
+/// (the hosts at `ip`); returns the number of URLs a crawl stores.
+fn write_files(args: &Args, web: &SyntheticWeb, ip: IpAddr) -> anyhow::Result<usize> {
     if let Some(path) = &args.write_seeds {
         std::fs::write(path, lines(web.seed_urls()))?;
     }
     if let Some(path) = &args.write_hosts {
-        let ip = server.addr().ip();
         std::fs::write(
             path,
             lines(web.host_names().into_iter().map(|h| format!("{ip} {h}"))),
         )?;
     }
-    let pages = if let Some(path) = &args.write_info {
-        let info = info(&web);
+    Ok(if let Some(path) = &args.write_info {
+        let info = info(web);
         std::fs::write(path, serde_json::to_string_pretty(&info)? + "\n")?;
         info["expected_pages"].as_u64().unwrap_or(0) as usize
     } else {
         web.expected_crawl().pages.len()
+    })
+}
+
+/// `--dump DIR`: the web as files, for the port of `--bind`.
+fn dump(args: &Args, spec: WebSpec, extras: WebExtras, dir: &Path) -> anyhow::Result<()> {
+    let port = args.bind.port();
+    anyhow::ensure!(
+        port != 0,
+        "--dump needs the port the server will listen on: --bind 127.0.0.1:PORT"
+    );
+    let web = SyntheticWeb::with_extras(spec, extras, port);
+    let pages = write_files(args, &web, args.bind.ip())?;
+    let d = web.dump(dir)?;
+    println!(
+        "synthweb dumped {} hosts, {} files of {} bytes, {} redirects to {} for port {port} pages={pages} profile={}",
+        d.hosts,
+        d.files,
+        d.bytes,
+        d.redirects,
+        dir.display(),
+        web.spec().profile.name()
+    );
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let spec = args.spec();
+    let extras = WebExtras {
+        hostile: args.hostile,
+        traps: args.traps,
+        changing: args.changing(),
+        response_delay_ms: args.response_delay_ms,
+        ..WebExtras::default()
     };
+    if let Some(dir) = &args.dump {
+        return dump(&args, spec, extras, dir);
+    }
+    let server = WebServer::start_with(spec, extras, args.bind).await?;
+    let web = server.web();
+    let pages = write_files(&args, &web, server.addr().ip())?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(
@@ -230,6 +275,17 @@ async fn main() -> anyhow::Result<()> {
 
     wait_for_signal().await?;
     let log = server.requests();
+    {
+        // After the request log is complete: read by scripts/bench.py.
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "synthweb served {} requests on {} connections",
+            log.len(),
+            server.connections_accepted()
+        )?;
+        out.flush()?;
+    }
     server.stop(Duration::from_secs(2)).await;
     if let Some(path) = &args.request_log {
         let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);

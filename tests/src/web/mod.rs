@@ -10,7 +10,8 @@
 //! - `links`: the outlinks of each page and how their hrefs are spelled;
 //! - `html`: page rendering; `synthetic`: [`SyntheticWeb::respond`];
 //! - [`expected`]: [`Expected`], the ground truth;
-//! - [`server`]: [`WebServer`], the Host-routed HTTP server with a request log.
+//! - [`server`]: [`WebServer`], the Host-routed HTTP server with a request log;
+//! - `dump`: [`SyntheticWeb::dump`], the same web as files for nginx.
 //!
 //! Two shapes ([`Profile`]): `Small`, the default, built by the end-to-end
 //! tests to exercise edge cases, and `Realistic` ([`WebSpec::realistic`]),
@@ -36,6 +37,7 @@
 //! conditional revisits with 304.
 
 pub mod changing;
+mod dump;
 pub mod expected;
 pub mod family;
 pub mod hostile;
@@ -51,6 +53,7 @@ pub mod traps;
 mod tests;
 
 pub use changing::Conditions;
+pub use dump::{Dumped, HOSTS_DIR, HTTP_CONF, SERVER_CONF};
 pub use expected::Expected;
 pub use model::{Changing, Profile, WebExtras, WebSpec};
 pub use server::{RequestRecord, WebServer};

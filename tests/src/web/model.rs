@@ -169,6 +169,13 @@ pub struct WebExtras {
     /// Adds [`super::family`]'s hosts (after the others): one site of two
     /// host names, and a neighbour, for `--scope site` and URL rules.
     pub site_family: bool,
+    /// Every answer of the generated hosts but robots.txt (pages, 404s,
+    /// redirects) comes this long after the request, as from a site whose
+    /// pages are made per request while its robots.txt is a static file: a
+    /// wide web of slow sites (`scripts/bench.py --web wide`), whose crawl
+    /// is bound by politeness, not by the machine. Zero: at once. Slow
+    /// hosts (`slow_hosts`) keep their own latency.
+    pub response_delay_ms: u64,
     /// Pages that change between visits, and validators (`ETag`,
     /// `Last-Modified`) on every page of the generated web so that a
     /// crawler's revisits can be answered 304: see [`Changing`]. `None`

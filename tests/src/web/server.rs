@@ -11,6 +11,7 @@
 //! (streamed, dripping and never-answered bodies) and slow hosts.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -77,6 +78,9 @@ pub struct WebServer {
     addr: SocketAddr,
     web: Arc<SyntheticWeb>,
     log: Log,
+    /// Connections accepted on the main address: with the request
+    /// count, how well clients reuse them (`scripts/bench.py`).
+    accepted: Arc<AtomicU64>,
     stop: Option<oneshot::Sender<()>>,
     closing: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
@@ -138,7 +142,10 @@ impl WebServer {
                 });
             }
         }
-        let listener = listener.tap_io(|tcp| {
+        let accepted = Arc::new(AtomicU64::new(0));
+        let counter = accepted.clone();
+        let listener = listener.tap_io(move |tcp| {
+            counter.fetch_add(1, Ordering::Relaxed);
             let _ = tcp.set_nodelay(true);
         });
         let (stop, stopped) = oneshot::channel::<()>();
@@ -153,6 +160,7 @@ impl WebServer {
             addr,
             web,
             log,
+            accepted,
             stop: Some(stop),
             closing,
             task: Some(task),
@@ -175,6 +183,11 @@ impl WebServer {
     /// Number of requests answered so far (cheaper than `requests().len()`).
     pub fn request_count(&self) -> usize {
         lock(&self.log).len()
+    }
+
+    /// Connections accepted so far on the main address.
+    pub fn connections_accepted(&self) -> u64 {
+        self.accepted.load(Ordering::Relaxed)
     }
 
     /// Signals shutdown without waiting (same as dropping).

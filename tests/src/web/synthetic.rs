@@ -194,9 +194,12 @@ impl SyntheticWeb {
 
     /// How long the server sleeps before answering `GET path_and_query` on
     /// `host`: [`SyntheticWeb::slow_delay`], or with `extras.slow_varied` a
-    /// latency of its own for each path (see [`WebExtras::slow_varied`]).
+    /// latency of its own for each path (see [`WebExtras::slow_varied`]);
+    /// on other hosts, [`WebExtras::response_delay_ms`] for all but robots.txt.
     pub fn latency(&self, host: &str, path_and_query: &str) -> Option<Duration> {
-        let max = self.slow_delay(host)?;
+        let Some(max) = self.slow_delay(host) else {
+            return self.response_delay(host, path_and_query);
+        };
         if !self.extras.slow_varied {
             return Some(max);
         }
@@ -213,6 +216,18 @@ impl SyntheticWeb {
         Some(Duration::from_millis(
             (min_ms + rng.below(max_ms - min_ms + 1)) as u64,
         ))
+    }
+
+    /// [`WebExtras::response_delay_ms`] for a request to a generated host
+    /// (in scope or outside) other than its robots.txt.
+    fn response_delay(&self, host: &str, path_and_query: &str) -> Option<Duration> {
+        let ms = self.extras.response_delay_ms;
+        if ms == 0 {
+            return None;
+        }
+        let robots = path_and_query == "/robots.txt" || path_and_query.starts_with("/robots.txt?");
+        let generated = parse_host(host, self.spec.hosts, self.spec.outside_hosts).is_some();
+        (!robots && generated).then(|| Duration::from_millis(ms))
     }
 
     /// Pages `/p/0..` served by a host: fewer on slow hosts when

@@ -498,6 +498,30 @@ fn varied_latencies_are_per_path_and_bounded() {
     assert_eq!(web.slow_delay("site0.test"), Some(Duration::from_millis(400)));
 }
 
+/// `response_delay_ms`: every answer of the generated hosts but robots.txt
+/// waits (pages, 404s, redirects); other hosts and slow hosts keep theirs.
+#[test]
+fn response_delay_spares_robots_txt() {
+    let extras = WebExtras {
+        response_delay_ms: 300,
+        slow_hosts: 1,
+        slow_ms: 50,
+        ..WebExtras::default()
+    };
+    let web = SyntheticWeb::with_extras(small_spec(), extras, 4000);
+    let d = Some(Duration::from_millis(300));
+    for path in ["/", "/p/3", "/p/3?sort=new", "/missing/1", "/r/2"] {
+        assert_eq!(web.latency("site2.test:4000", path), d, "{path}");
+    }
+    assert_eq!(web.latency("out0.test", "/p/1"), d);
+    assert_eq!(web.latency("site2.test", "/robots.txt"), None);
+    assert_eq!(web.latency("elsewhere.example", "/p/1"), None);
+    assert_eq!(web.latency("site0.test", "/p/1"), Some(Duration::from_millis(50)));
+    assert_eq!(
+        SyntheticWeb::new(small_spec(), 4000).latency("site2.test", "/p/3"),
+        None
+    );
+}
 /// FNV-1a over every byte of a web's answers to a fixed set of requests and
 /// of its ground truth: pins down that a small-profile web (the default, and
 /// what the end-to-end tests build) serves exactly what it always served.
