@@ -246,16 +246,8 @@ async fn read(colls: &Colls, r: &Refill, timing: &TimingLog) -> Result<ReadPage,
         finished: Vec::new(),
     };
     let mut cursor = Cursor::new(r.after, r.upto, r.limit);
-    while let Some(after) = cursor.next_read() {
-        let docs = find_segments(
-            &colls.segments,
-            &r.domain,
-            after,
-            cursor.segments_wanted(),
-            timing,
-        )
-        .await?;
-        cursor.take(&docs, &mut page.urls);
+    while cursor.next_read().is_some() {
+        read_segments(&colls.segments, &r.domain, &mut cursor, &mut page.urls, timing).await?;
     }
     page.full = cursor.full;
     page.last_seq = cursor.last_seq;
@@ -426,22 +418,31 @@ pub(crate) fn by_seq() -> bson::Document {
     doc! {SegmentDoc::SEQ: 1}
 }
 
-/// The queued segments of `domain` after `after`, in `seq` order, at most
-/// `limit`; timed as one frontier read.
-async fn find_segments(
+/// The next of `domain`'s queued segments after `cursor`, in `seq` order,
+/// as many as it wants, taken into `urls`: one query, timed as one
+/// frontier read of the URLs it took.
+async fn read_segments(
     segments: &mongodb::Collection<SegmentDoc>,
     domain: &str,
-    after: i64,
-    limit: usize,
+    cursor: &mut Cursor,
+    urls: &mut Vec<Stored>,
     timing: &TimingLog,
-) -> Result<Vec<RawDocumentBuf>, String> {
+) -> Result<(), String> {
     let find = Find {
-        filter: one_domain(domain, after),
+        filter: one_domain(domain, cursor.after),
         sort: Some(by_seq()),
-        limit: Some(limit),
+        limit: Some(cursor.segments_wanted()),
         ..Find::default()
     };
-    find_all(segments, find, READ_DEADLINE, timing, Op::FrontierRead).await
+    let start = std::time::Instant::now();
+    let res = find_all(segments, find, READ_DEADLINE, &TimingLog::disabled(), Op::FrontierRead).await;
+    let before = urls.len();
+    if let Ok(docs) = &res {
+        cursor.take(docs, urls);
+    }
+    let outcome = if res.is_ok() { "ok" } else { "error" };
+    timing.record_batch(Op::FrontierRead, start.elapsed(), outcome, urls.len() - before);
+    res.map(|_| ())
 }
 
 /// Most URLs a look-up reads of one domain's queue for the URLs a
@@ -457,20 +458,8 @@ async fn look_up(colls: &Colls, held: Vec<LookUp>, timing: &TimingLog) -> Result
         let mut leases: HashMap<String, u64> = l.held.into_iter().map(|(lease, url)| (url, lease)).collect();
         let mut cursor = Cursor::new(l.after, l.upto, LOOK_UP_URLS);
         let mut urls = Vec::new();
-        while let Some(after) = cursor.next_read() {
-            if leases.is_empty() {
-                break;
-            }
-            let docs = find_segments(
-                &colls.segments,
-                &l.domain,
-                after,
-                cursor.segments_wanted(),
-                timing,
-            )
-            .await?;
-            urls.clear();
-            cursor.take(&docs, &mut urls);
+        while cursor.next_read().is_some() && !leases.is_empty() {
+            read_segments(&colls.segments, &l.domain, &mut cursor, &mut urls, timing).await?;
             for u in urls.drain(..) {
                 if let Some(lease) = leases.remove(&u.url) {
                     found.push((lease, u));
