@@ -33,7 +33,9 @@ use bson::{doc, RawDocumentBuf};
 use futures::TryStreamExt;
 use link::failure::FailureKind;
 use shared::timing::{Op, TimingLog};
-use store::docs::{Deferral, Outcome, OutcomeDoc, SegmentDoc, SegmentEntry, SegmentState, UrlDoc, UrlState};
+use store::docs::{
+    Deferral, Outcome, OutcomeDoc, SegmentBuilder, SegmentDoc, SegmentState, UrlDoc, UrlState,
+};
 use store::write;
 use store::{self, Backoff, Stores};
 use tokio::sync::{mpsc, oneshot};
@@ -57,8 +59,11 @@ const SEGMENT_BYTES: usize = 64 * 1024;
 /// from the stored pages' links, see `crate::finished`).
 pub(crate) const HOLD: Duration = Duration::from_secs(2);
 /// Most URLs held in segments not yet written, over all domains: past it
-/// the oldest are written at once.
-const MAX_HELD: usize = 200_000;
+/// the oldest are written at once. About 6 MB of URLs; reached only when
+/// tens of thousands of URLs a second are admitted across thousands of
+/// domains (the dispatcher bench), whose segments are then a little
+/// smaller.
+const MAX_HELD: usize = 100_000;
 /// Most outcomes in one document (URLs are up to 2 KiB: 4 MiB at most).
 const OUTCOMES_PER_DOC: usize = 2000;
 
@@ -186,8 +191,7 @@ impl FrontierWriter {
 /// A domain's URLs waiting for more before they are written as one
 /// segment.
 struct Pending {
-    entries: Vec<SegmentEntry>,
-    bytes: usize,
+    segment: SegmentBuilder,
     /// When its first URL arrived.
     since: Instant,
     /// Which of [`Held::order`]'s entries is this one's.
@@ -212,39 +216,51 @@ struct Held {
 }
 
 impl Held {
-    /// Adds `e` to its segment; returns the segment if it is now full.
-    fn add(&mut self, key: Key, e: SegmentEntry, now: Instant) -> Option<(Key, Pending)> {
-        let bytes = e.url.len() + 1;
+    /// Adds a URL to its segment; returns the segment if it is now full.
+    fn add(&mut self, key: Key, (url, seq, depth): (&str, i64, u16), now: Instant) -> Option<SegmentBuilder> {
         let generation = self.next_generation;
-        let p = self.pending.entry(key.clone()).or_insert_with(|| Pending {
-            entries: Vec::new(),
-            bytes: 0,
-            since: now,
-            generation,
+        let p = self.pending.entry(key.clone()).or_insert_with(|| {
+            let state = match key.1 {
+                Some(_) => SegmentState::Deferred,
+                None => SegmentState::Queued,
+            };
+            Pending {
+                segment: SegmentBuilder::new(key.0.clone(), state, key.1),
+                since: now,
+                generation,
+            }
         });
         if p.generation == generation {
             self.next_generation += 1;
             self.order.push_back((key.clone(), generation));
         }
-        p.entries.push(e);
-        p.bytes += bytes;
-        self.urls += 1;
-        let full = p.entries.len() >= SEGMENT_URLS || p.bytes >= SEGMENT_BYTES;
+        if p.segment.push(url, seq, depth) {
+            self.urls += 1;
+        } else {
+            // Cannot happen: the state machine hands `seq`s out in order.
+            crate::metric::FRONTIER_REJECTED.get().increment(1);
+            tracing::error!(
+                url,
+                seq,
+                "a frontier URL out of its domain's seq order; it will not be resumed"
+            );
+        }
+        let full = p.segment.len() >= SEGMENT_URLS || p.segment.bytes() >= SEGMENT_BYTES;
         if full {
             return self.take(&key);
         }
         None
     }
 
-    fn take(&mut self, key: &Key) -> Option<(Key, Pending)> {
+    fn take(&mut self, key: &Key) -> Option<SegmentBuilder> {
         let p = self.pending.remove(key)?;
-        self.urls -= p.entries.len();
-        Some((key.clone(), p))
+        self.urls -= p.segment.len();
+        Some(p.segment)
     }
 
     /// The oldest segment still held, if it started by `before` (any with
     /// `None`), or the held URLs are past [`MAX_HELD`].
-    fn take_oldest(&mut self, before: Option<Instant>) -> Option<(Key, Pending)> {
+    fn take_oldest(&mut self, before: Option<Instant>) -> Option<SegmentBuilder> {
         loop {
             let (key, generation) = self.order.front()?;
             let live = self.pending.get(key).filter(|p| p.generation == *generation);
@@ -266,7 +282,7 @@ impl Held {
         loop {
             let (key, generation) = self.order.front()?;
             match self.pending.get(key).filter(|p| p.generation == *generation) {
-                Some(p) => return Some((p.entries.first().map_or(i64::MAX, |e| e.seq), p.since + HOLD)),
+                Some(p) => return Some((p.segment.first(), p.since + HOLD)),
                 None => {
                     self.order.pop_front();
                 }
@@ -344,8 +360,8 @@ impl Writer {
             } else {
                 Instant::now().checked_sub(HOLD).map(Some)
             };
-            while let Some((key, p)) = due.and_then(|due| self.held.take_oldest(due)) {
-                self.segment(key, p);
+            while let Some(segment) = due.and_then(|due| self.held.take_oldest(due)) {
+                self.segment(segment);
             }
             self.write().await;
             backlog.fetch_sub(taken, Ordering::Relaxed);
@@ -374,31 +390,23 @@ impl Writer {
             self.unsure.push((u.url, u.seq));
             return;
         }
-        let entry = SegmentEntry {
-            url: u.url,
-            seq: u.seq,
-            depth: u.depth,
-        };
-        if let Some((key, p)) = self.held.add((u.domain, u.deferred), entry, Instant::now()) {
-            self.segment(key, p);
+        let url = (u.url.as_str(), u.seq, u.depth);
+        if let Some(segment) = self.held.add((u.domain, u.deferred), url, Instant::now()) {
+            self.segment(segment);
         }
     }
 
     /// A held segment, made a document to write this round.
-    fn segment(&mut self, (domain, deferred): Key, p: Pending) {
-        let state = match deferred {
-            Some(_) => SegmentState::Deferred,
-            None => SegmentState::Queued,
-        };
-        match SegmentDoc::new(domain, state, deferred, &p.entries) {
+    fn segment(&mut self, segment: SegmentBuilder) {
+        let n = segment.len();
+        match segment.build() {
             Some(doc) => self.ready.push(doc),
+            None if n == 0 => {}
             None => {
-                // Cannot happen: `seq`s are taken in increasing order.
-                crate::metric::FRONTIER_REJECTED
-                    .get()
-                    .increment(p.entries.len() as u64);
+                // Cannot happen: compression in memory does not fail.
+                crate::metric::FRONTIER_REJECTED.get().increment(n as u64);
                 tracing::error!(
-                    urls = p.entries.len(),
+                    urls = n,
                     "a frontier segment could not be packed; its URLs will not be resumed"
                 );
             }
@@ -550,12 +558,17 @@ async fn slow_flush() {
 mod tests {
     use super::*;
 
-    fn e(seq: i64) -> SegmentEntry {
-        SegmentEntry {
-            url: format!("http://a.test/{seq}"),
-            seq,
-            depth: 0,
-        }
+    fn e(seq: i64) -> (String, i64, u16) {
+        (format!("http://a.test/{seq}"), seq, 0)
+    }
+
+    fn add(
+        h: &mut Held,
+        key: Key,
+        (url, seq, depth): (String, i64, u16),
+        now: Instant,
+    ) -> Option<SegmentBuilder> {
+        h.add(key, (&url, seq, depth), now)
     }
 
     fn key(d: &str) -> Key {
@@ -567,20 +580,20 @@ mod tests {
         let t0 = Instant::now();
         let mut h = Held::default();
         for s in 1..SEGMENT_URLS as i64 {
-            assert!(h.add(key("a"), e(s), t0).is_none());
+            assert!(add(&mut h, key("a"), e(s), t0).is_none());
         }
-        assert!(h.add(key("b"), e(1000), t0 + Duration::from_millis(10)).is_none());
-        let (k, full) = h.add(key("a"), e(SEGMENT_URLS as i64), t0).unwrap();
-        assert_eq!((k, full.entries.len()), (key("a"), SEGMENT_URLS));
+        assert!(add(&mut h, key("b"), e(1000), t0 + Duration::from_millis(10)).is_none());
+        let full = add(&mut h, key("a"), e(SEGMENT_URLS as i64), t0).unwrap();
+        assert_eq!(full.len(), SEGMENT_URLS);
         // "a" was written: "b" is the oldest now, and its seq the lowest held.
         assert_eq!(h.oldest().map(|o| o.0), Some(1000));
-        assert!(h.add(key("a"), e(1001), t0 + Duration::from_millis(20)).is_none());
+        assert!(add(&mut h, key("a"), e(1001), t0 + Duration::from_millis(20)).is_none());
         assert!(h.take_oldest(Some(t0)).is_none());
-        let (k, _) = h.take_oldest(Some(t0 + Duration::from_millis(15))).unwrap();
-        assert_eq!(k, key("b"));
+        let b = h.take_oldest(Some(t0 + Duration::from_millis(15))).unwrap();
+        assert_eq!(b.first(), 1000);
         assert_eq!(h.oldest().map(|o| o.0), Some(1001));
-        let (k, p) = h.take_oldest(None).unwrap();
-        assert_eq!((k, p.entries.len()), (key("a"), 1));
+        let a = h.take_oldest(None).unwrap();
+        assert_eq!((a.first(), a.len()), (1001, 1));
         assert!(h.oldest().is_none());
         assert_eq!(h.urls, 0);
     }
@@ -589,16 +602,17 @@ mod tests {
     fn deferred_urls_of_a_domain_are_held_apart_from_its_queue() {
         let t0 = Instant::now();
         let mut h = Held::default();
-        h.add(key("a"), e(1), t0);
-        h.add(("a".into(), Some(Deferral::DomainBudget)), e(2), t0);
-        h.add(key("a"), e(3), t0);
+        add(&mut h, key("a"), e(1), t0);
+        add(&mut h, ("a".into(), Some(Deferral::DomainBudget)), e(2), t0);
+        add(&mut h, key("a"), e(3), t0);
         let mut got = Vec::new();
-        while let Some((k, p)) = h.take_oldest(None) {
-            got.push((k.1, p.entries.iter().map(|e| e.seq).collect::<Vec<_>>()));
+        while let Some(b) = h.take_oldest(None) {
+            let doc = b.build().unwrap();
+            got.push((doc.deferred, doc.first, doc.seq, doc.n));
         }
         assert_eq!(
             got,
-            vec![(None, vec![1, 3]), (Some(Deferral::DomainBudget), vec![2])]
+            vec![(None, 1, 3, 2), (Some(Deferral::DomainBudget), 2, 2, 1)]
         );
     }
 }

@@ -435,7 +435,14 @@ async fn read_segments(
         ..Find::default()
     };
     let start = std::time::Instant::now();
-    let res = find_all(segments, find, READ_DEADLINE, &TimingLog::disabled(), Op::FrontierRead).await;
+    let res = find_all(
+        segments,
+        find,
+        READ_DEADLINE,
+        &TimingLog::disabled(),
+        Op::FrontierRead,
+    )
+    .await;
     let before = urls.len();
     if let Ok(docs) = &res {
         cursor.take(docs, urls);

@@ -22,7 +22,20 @@ pub const MAX_UNPACKED_BYTES: usize = 4 * 1024 * 1024;
 /// `links` as one compressed field; `None` for none (or, which does not
 /// happen with an in-memory encoder, if compression fails).
 pub fn pack<S: AsRef<str>>(links: &[S]) -> Option<Binary> {
-    if links.is_empty() {
+    let mut joined = String::with_capacity(links.iter().map(|l| l.as_ref().len() + 1).sum());
+    for (i, l) in links.iter().enumerate() {
+        if i > 0 {
+            joined.push('\n');
+        }
+        joined.push_str(l.as_ref());
+    }
+    pack_joined(joined.as_bytes())
+}
+
+/// Links already joined by newlines (as [`pack`] joins them), as one
+/// compressed field; `None` for none.
+pub fn pack_joined(joined: &[u8]) -> Option<Binary> {
+    if joined.is_empty() {
         return None;
     }
     thread_local! {
@@ -32,19 +45,12 @@ pub fn pack<S: AsRef<str>>(links: &[S]) -> Option<Binary> {
         static CONTEXT: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
             const { std::cell::RefCell::new(None) };
     }
-    let mut joined = String::with_capacity(links.iter().map(|l| l.as_ref().len() + 1).sum());
-    for (i, l) in links.iter().enumerate() {
-        if i > 0 {
-            joined.push('\n');
-        }
-        joined.push_str(l.as_ref());
-    }
     let bytes = CONTEXT.with(|c| {
         let mut c = c.try_borrow_mut().ok()?;
         if c.is_none() {
             *c = zstd::bulk::Compressor::new(LEVEL).ok();
         }
-        c.as_mut()?.compress(joined.as_bytes()).ok()
+        c.as_mut()?.compress(joined).ok()
     })?;
     Some(Binary {
         subtype: BinarySubtype::Generic,

@@ -35,5 +35,5 @@ pub use progress::ProgressDoc;
 pub use robots::RobotsDoc;
 pub use robots_txt::{RobotsTxtDoc, RobotsTxtId};
 pub use seed::SeedDoc;
-pub use segment::{SegmentDoc, SegmentEntry, SegmentState, MAX_READ_URLS};
+pub use segment::{SegmentBuilder, SegmentDoc, SegmentEntry, SegmentState, MAX_READ_URLS};
 pub use url::UrlDoc;

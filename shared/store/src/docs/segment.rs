@@ -106,34 +106,13 @@ impl SegmentDoc {
         deferred: Option<Deferral>,
         entries: &[SegmentEntry],
     ) -> Option<SegmentDoc> {
-        let first = entries.first()?.seq;
-        let last = entries.last()?.seq;
-        let mut places = Vec::with_capacity(entries.len() * 3);
-        let mut prev = first;
+        let mut b = SegmentBuilder::new(domain, state, deferred);
         for e in entries {
-            let gap = u64::try_from(e.seq.checked_sub(prev)?).ok()?;
-            if gap == 0 && e.seq != first {
+            if !b.push(&e.url, e.seq, e.depth) {
                 return None;
             }
-            put_varint(&mut places, gap);
-            put_varint(&mut places, u64::from(e.depth));
-            prev = e.seq;
         }
-        let urls: Vec<&str> = entries.iter().map(|e| e.url.as_str()).collect();
-        Some(SegmentDoc {
-            id: last,
-            domain,
-            seq: last,
-            first,
-            n: i32::try_from(entries.len()).ok()?,
-            state,
-            deferred,
-            urls: crate::page_links::pack(&urls)?,
-            places: Binary {
-                subtype: BinarySubtype::Generic,
-                bytes: places,
-            },
-        })
+        b.build()
     }
 
     /// The URLs of a stored segment, read in place from its raw document
@@ -189,6 +168,102 @@ impl SegmentDoc {
             bson::RawBsonRef::Int32(n) => Some(i64::from(n)),
             _ => None,
         }
+    }
+}
+
+/// A segment being filled, its URLs packed as they come (joined, with
+/// their places), so that one waiting to be written holds about the bytes
+/// of its URLs and no more (the dispatcher holds a domain's newest URLs
+/// for a while, many thousands at once).
+#[derive(Debug)]
+pub struct SegmentBuilder {
+    domain: String,
+    state: SegmentState,
+    deferred: Option<Deferral>,
+    /// The URLs so far, newline-joined.
+    urls: Vec<u8>,
+    /// Their places, as [`SegmentDoc::places`] holds them.
+    places: Vec<u8>,
+    first: i64,
+    last: i64,
+    n: u32,
+}
+
+impl SegmentBuilder {
+    pub fn new(domain: String, state: SegmentState, deferred: Option<Deferral>) -> SegmentBuilder {
+        SegmentBuilder {
+            domain,
+            state,
+            deferred,
+            urls: Vec::new(),
+            places: Vec::new(),
+            first: 0,
+            last: 0,
+            n: 0,
+        }
+    }
+
+    /// Adds a URL; false (and nothing added) if its `seq` is not above the
+    /// last one's.
+    pub fn push(&mut self, url: &str, seq: i64, depth: u16) -> bool {
+        let gap = if self.n == 0 {
+            self.first = seq;
+            0
+        } else {
+            match seq.checked_sub(self.last).and_then(|g| u64::try_from(g).ok()) {
+                Some(g) if g > 0 => g,
+                _ => return false,
+            }
+        };
+        if self.n > 0 {
+            self.urls.push(b'\n');
+        }
+        self.urls.extend_from_slice(url.as_bytes());
+        put_varint(&mut self.places, gap);
+        put_varint(&mut self.places, u64::from(depth));
+        self.last = seq;
+        self.n = self.n.saturating_add(1);
+        true
+    }
+
+    /// URLs in it.
+    pub fn len(&self) -> usize {
+        self.n as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Bytes of URLs in it.
+    pub fn bytes(&self) -> usize {
+        self.urls.len()
+    }
+
+    /// The lowest `seq` in it (0 while empty).
+    pub fn first(&self) -> i64 {
+        self.first
+    }
+
+    /// The document; `None` for an empty segment.
+    pub fn build(self) -> Option<SegmentDoc> {
+        if self.n == 0 {
+            return None;
+        }
+        Some(SegmentDoc {
+            id: self.last,
+            domain: self.domain,
+            seq: self.last,
+            first: self.first,
+            n: i32::try_from(self.n).ok()?,
+            state: self.state,
+            deferred: self.deferred,
+            urls: crate::page_links::pack_joined(&self.urls)?,
+            places: Binary {
+                subtype: BinarySubtype::Generic,
+                bytes: self.places,
+            },
+        })
     }
 }
 
