@@ -94,7 +94,10 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     timing.spawn_flusher();
     // The name comes from the dispatcher: checked before it names collections.
     let crawl = store::CrawlId::parse(&policy.crawl_id)?;
-    let stores = Stores::connect(&store, ROLE, crawl).await?;
+    let stores = Stores::connect(&store, ROLE, crawl)
+        .await?
+        .with_bulk_client(&store, ROLE)
+        .await?;
 
     // Closed until the supervisor opens it (its first `Fence` comes right
     // after `Configure`, before any work).

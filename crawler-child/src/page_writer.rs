@@ -159,7 +159,9 @@ async fn run(
     timing: TimingLog,
     queued: Arc<AtomicUsize>,
 ) {
-    let pages = stores.pages();
+    // Off the driver's command monitoring (the child asked for a bulk
+    // client), so the writer counts them.
+    let (pages, counted) = stores.pages_for_inserts();
     let mut batch = Vec::with_capacity(BATCH_DOCS);
     while let Some(first) = rx.recv().await {
         // Group commit: write what is queued now, without waiting for more.
@@ -206,7 +208,8 @@ async fn run(
         #[cfg(feature = "fault-injection")]
         crate::fault::slow_store(docs.len()).await;
         if !docs.is_empty() {
-            let refused = write::insert_unordered(&pages, &docs, &timing, Op::Store, "storing pages").await;
+            let refused =
+                write::insert_counted(&pages, counted, &docs, &timing, Op::Store, "storing pages").await;
             metric::PAGES_STORED
                 .get()
                 .increment((docs.len() - refused.len()) as u64);

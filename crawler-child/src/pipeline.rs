@@ -693,7 +693,6 @@ fn base_page(item: &WorkItem, ctx: &Ctx, final_url: &Url, resp: &Fetched) -> Pag
         item.domain.clone(),
         i32::from(item.depth),
         i32::from(resp.status),
-        ctx.policy.crawl_id.clone(),
         i64::try_from(resp.body.len()).unwrap_or(i64::MAX),
     );
     d.payload_sha1 = Some(PayloadDigest::of(&resp.body));
@@ -701,7 +700,6 @@ fn base_page(item: &WorkItem, ctx: &Ctx, final_url: &Url, resp: &Fetched) -> Pag
     if final_url.as_str() != item.url {
         d.final_url = Some(final_url.to_string());
     }
-    d.content_type = resp.content_type.clone();
     resp.record_exchange(&mut d, ctx.http.request_head());
     // After the exchange: the schedule names the response's capture time.
     if let Some(policy) = &ctx.policy.revisit {

@@ -100,7 +100,7 @@ fn due(from: DateTime, interval_ms: u64) -> i64 {
 /// When a visit's response was captured as its WARC record says (the
 /// request's start): what a later `revisit` record refers to.
 fn response_date(page: &PageDoc) -> DateTime {
-    page.fetch_started_at.unwrap_or(page.fetched_at)
+    store::exchange::fetch_started(page).unwrap_or(page.fetched_at)
 }
 
 /// Gives a page of a first visit its schedule.
@@ -209,7 +209,7 @@ mod tests {
     }
 
     fn page(status: i32, body: &[u8]) -> PageDoc {
-        let mut p = PageDoc::new("http://a.test/".into(), "a.test".into(), 0, status, "c".into(), 0);
+        let mut p = PageDoc::new("http://a.test/".into(), "a.test".into(), 0, status, 0);
         p.payload_sha1 = Some(PayloadDigest::of(body));
         p
     }

@@ -198,7 +198,7 @@ impl RobotsSource {
             expires_at_ms: Some(entry.expires_ms as i64),
         };
         self.persist(origin, record);
-        let archived = answer.archived(domain, &self.policy.crawl_id, http.request_head());
+        let archived = answer.archived(domain, http.request_head());
         (entry, archived)
     }
 
@@ -247,7 +247,7 @@ impl Answer {
 
     /// The responses as the crawl's archive keeps them, keyed by the URL
     /// first asked for, when that request went out, and the hop.
-    fn archived(&self, domain: &str, crawl_id: &str, request_head: &Head) -> Vec<RobotsTxtDoc> {
+    fn archived(&self, domain: &str, request_head: &Head) -> Vec<RobotsTxtDoc> {
         let Some((first, first_response)) = self.responses.first() else {
             return Vec::new();
         };
@@ -261,13 +261,11 @@ impl Answer {
                     domain.to_string(),
                     0,
                     i32::from(resp.status),
-                    crawl_id.to_string(),
                     i64::try_from(resp.body.len()).unwrap_or(i64::MAX),
                 );
                 if url != first {
                     page.final_url = Some(url.to_string());
                 }
-                page.content_type = resp.content_type.clone();
                 page.payload_sha1 = Some(PayloadDigest::of(&resp.body));
                 page.truncated = resp.truncated;
                 resp.record_exchange(&mut page, request_head);

@@ -419,6 +419,9 @@ struct Output {
     format: Format,
     bytes: u64,
     warcinfo_id: String,
+    /// The crawl exported, for its rows (pages do not repeat it: their
+    /// collection names it).
+    crawl_id: String,
 }
 
 impl Output {
@@ -444,6 +447,7 @@ impl Output {
                 Some(id) if state.file_bytes > 0 => id.clone(),
                 _ => warc::record_id(),
             },
+            crawl_id: state.crawl_id.clone(),
         };
         if out.bytes == 0 {
             out.start(state)?;
@@ -492,7 +496,7 @@ impl Output {
         body: Option<&[u8]>,
         capture: Option<&CaptureDoc>,
     ) -> anyhow::Result<()> {
-        let mut row = Row::of(page);
+        let mut row = Row::of(page, &self.crawl_id);
         row.capture = capture.map(|c| captures::kind_str(c.kind).to_string());
         match self.format {
             Format::Warc => {
@@ -582,19 +586,19 @@ impl Row {
         "capture",
     ];
 
-    fn of(d: &PageDoc) -> Row {
+    fn of(d: &PageDoc, crawl_id: &str) -> Row {
         Row {
             url: d.url.clone(),
             final_url: d.final_url.clone(),
             status: d.status,
-            content_type: d.content_type.clone(),
+            content_type: store::exchange::content_type(d),
             fetched_at: d.fetched_at.try_to_rfc3339_string().ok(),
             ip: d.ip.clone(),
             bytes: d.bytes,
             truncated: d.truncated,
             domain: d.domain.clone(),
             depth: d.depth,
-            crawl_id: d.crawl_id.clone(),
+            crawl_id: crawl_id.to_string(),
             title: d.title.clone(),
             description: d.description.clone(),
             canonical: d.canonical.clone(),

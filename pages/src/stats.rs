@@ -59,9 +59,10 @@ impl Tally {
             self.bodies.insert(u64::from_le_bytes(first));
         }
         *self.by_status.entry(d.status).or_default() += 1;
-        *self.by_domain.entry(d.domain).or_default() += 1;
         // The media type without its parameters (`text/html; charset=...`).
-        let ct = d.content_type.as_deref().unwrap_or("(none)");
+        let ct = store::exchange::content_type(&d);
+        *self.by_domain.entry(d.domain).or_default() += 1;
+        let ct = ct.as_deref().unwrap_or("(none)");
         let ct = ct.split(';').next().unwrap_or(ct).trim().to_ascii_lowercase();
         *self.by_type.entry(ct).or_default() += 1;
         let day = d
@@ -140,14 +141,7 @@ mod tests {
     use super::*;
 
     fn page(url: &str, status: i32, body: &[u8]) -> RawDocumentBuf {
-        let mut p = PageDoc::new(
-            url.into(),
-            "a.test".into(),
-            0,
-            status,
-            "c".into(),
-            body.len() as i64,
-        );
+        let mut p = PageDoc::new(url.into(), "a.test".into(), 0, status, body.len() as i64);
         p.payload_sha1 = Some(PayloadDigest::of(body));
         RawDocumentBuf::from_document(&bson::to_document(&p).expect("a page")).expect("raw")
     }

@@ -129,7 +129,7 @@ async fn a_revisit_asks_conditionally_and_stores_only_what_changed() {
             );
             assert_eq!(c.page.status, 304);
             assert!(c.page.body.is_none());
-            let first = page.fetch_started_at.unwrap_or(page.fetched_at);
+            let first = store::exchange::fetch_started(page).unwrap_or(page.fetched_at);
             assert_eq!(c.refers_to, Some(first), "refers to the first capture's response");
         }
     }

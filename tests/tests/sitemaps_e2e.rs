@@ -426,7 +426,7 @@ async fn a_sitemap_lastmod_makes_a_changed_page_due_at_once() {
         })
         .collect();
     assert_eq!(revisited, newer.iter().cloned().collect(), "captures");
-    let now_ms = store::docs::PageDoc::new(String::new(), String::new(), 0, 0, String::new(), 0)
+    let now_ms = store::docs::PageDoc::new(String::new(), String::new(), 0, 0, 0)
         .fetched_at
         .timestamp_millis();
     for p in all_pages(&db, &Default::default()).await.unwrap() {

@@ -97,7 +97,7 @@ mod tests {
     use store::payload_digest::PayloadDigest;
 
     fn capture(kind: CaptureKind) -> CaptureDoc {
-        let mut page = PageDoc::new("http://a.test/".into(), "a.test".into(), 0, 200, "c".into(), 3);
+        let mut page = PageDoc::new("http://a.test/".into(), "a.test".into(), 0, 200, 3);
         page.payload_sha1 = (kind != CaptureKind::NotModified).then(|| PayloadDigest::of(b"abc"));
         CaptureDoc {
             id: CaptureId {

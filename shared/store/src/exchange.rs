@@ -5,8 +5,9 @@
 //! read back by `pages export`; this file is the one place that knows the
 //! fields:
 //!
-//! `fetch_started_at`, `ip`, `response_head` and `request_head` of
-//! [`PageDoc`].
+//! `fetch_ms`, `ip`, `response_head` and `request_head` of [`PageDoc`];
+//! [`content_type`] and [`fetch_started`] read what earlier versions also
+//! stored apart (`content_type`, `fetch_started_at`).
 //!
 //! A head is one string (binary when a header value is not UTF-8, see
 //! [`Head`]) rather than an array of pairs: the same bytes, but two
@@ -71,7 +72,11 @@ pub fn store<'a, H>(page: &mut PageDoc, response: ResponseParts<'a, H>, request_
 where
     H: IntoIterator<Item = (&'a str, &'a [u8])>,
 {
-    page.fetch_started_at = Some(response.started);
+    let took = page
+        .fetched_at
+        .timestamp_millis()
+        .saturating_sub(response.started.timestamp_millis());
+    page.fetch_ms = Some(i32::try_from(took.max(0)).unwrap_or(i32::MAX));
     page.ip = response.ip.map(|ip| ip.to_string());
     page.response_head = Some(head(Some(response.status_line), response.headers));
     page.request_head = Some(request_head.clone());
@@ -107,7 +112,7 @@ impl Exchange {
             .map(|head| head.split(|&b| b == b'\n').filter_map(header).collect())
             .unwrap_or_default();
         Exchange {
-            started: page.fetch_started_at,
+            started: fetch_started(page),
             ip: page.ip.clone(),
             status_line,
             headers,
@@ -123,6 +128,39 @@ impl Exchange {
             .filter(|v| v.starts_with("HTTP/"))
             .unwrap_or("HTTP/1.1")
     }
+}
+
+/// When the request went out: `fetch_ms` before `fetched_at`, or as pages
+/// of earlier versions stored it; `None` for pages from before either.
+pub fn fetch_started(page: &PageDoc) -> Option<DateTime> {
+    let took = page.fetch_ms.map(|ms| {
+        DateTime::from_millis(
+            page.fetched_at
+                .timestamp_millis()
+                .saturating_sub(i64::from(ms.max(0))),
+        )
+    });
+    took.or(page.fetch_started_at)
+}
+
+/// The response's Content-Type, as the child read it: the first
+/// `content-type` header of `response_head` whose value is visible ASCII
+/// (what an HTTP client hands over as text), or the field pages of earlier
+/// versions stored besides the head.
+pub fn content_type(page: &PageDoc) -> Option<String> {
+    let Some(head) = &page.response_head else {
+        return page.content_type.clone();
+    };
+    head.0
+        .split(|&b| b == b'\n')
+        .skip(1)
+        .filter_map(header)
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+        .and_then(|(_, value)| {
+            let text = value.iter().all(|&b| b == b'\t' || (b' '..=b'~').contains(&b));
+            text.then(|| String::from_utf8(value).ok()).flatten()
+        })
+        .or_else(|| page.content_type.clone())
 }
 
 fn trim_cr(line: &[u8]) -> &[u8] {
@@ -146,7 +184,8 @@ mod tests {
 
     #[test]
     fn an_exchange_reads_back_as_stored_including_binary_header_values() {
-        let mut page = PageDoc::new("http://a.test/".into(), "a.test".into(), 0, 200, "c".into(), 0);
+        let mut page = PageDoc::new("http://a.test/".into(), "a.test".into(), 0, 200, 0);
+        page.fetched_at = DateTime::from_millis(1_700_000_000_120);
         let request = head(None, [("user-agent", &b"bot/1"[..]), ("accept", b"*/*")]);
         assert_eq!(request.0, b"user-agent: bot/1\r\naccept: */*");
         let started = DateTime::from_millis(1_700_000_000_000);
@@ -163,6 +202,7 @@ mod tests {
         store(&mut page, response, &request);
         let back = Exchange::of(&page);
         assert_eq!(back.started, Some(started));
+        assert_eq!(content_type(&page).as_deref(), Some("text/html"));
         assert_eq!(back.status_line.as_deref(), Some("HTTP/1.1 200 OK"));
         assert_eq!(back.http_version(), "HTTP/1.1");
         assert_eq!(back.ip.as_deref(), Some("127.0.0.9"));
@@ -181,7 +221,42 @@ mod tests {
                 ("accept".to_string(), b"*/*".to_vec())
             ]
         );
-        let old = PageDoc::new("http://a.test/".into(), "a.test".into(), 0, 200, "c".into(), 0);
+        let old = PageDoc::new("http://a.test/".into(), "a.test".into(), 0, 200, 0);
         assert_eq!(Exchange::of(&old), Exchange::default());
+    }
+
+    #[test]
+    fn what_earlier_versions_stored_apart_still_reads_and_is_no_longer_written() {
+        let fetched = DateTime::from_millis(1_700_000_000_250);
+        let old = bson::doc! {
+            "_id": "http://a.test/", "domain": "a.test", "depth": 0, "status": 200,
+            "fetched_at": fetched, "crawl_id": "c", "bytes": 0i64,
+            "content_type": "text/plain", "fetch_started_at": DateTime::from_millis(1_700_000_000_000),
+            "response_head": "HTTP/1.1 200 OK\r\ndate: x", "body_encoding": "zstd",
+        };
+        let page: PageDoc = bson::from_document(old).unwrap();
+        assert_eq!(content_type(&page).as_deref(), Some("text/plain"));
+        let started = Some(DateTime::from_millis(1_700_000_000_000));
+        assert_eq!(fetch_started(&page), started);
+        assert_eq!(Exchange::of(&page).started, started);
+
+        let mut new = PageDoc::new("http://a.test/".into(), "a.test".into(), 0, 200, 0);
+        new.fetched_at = fetched;
+        let response = ResponseParts {
+            status_line: "HTTP/1.1 200 OK",
+            // Not visible ASCII: no content type, as the client gave none.
+            headers: [("content-type", &b"text/html; x=\xe9"[..])],
+            ip: None,
+            started: DateTime::from_millis(1_700_000_000_000),
+        };
+        store(&mut new, response, &Head::default());
+        let stored = bson::to_document(&new).unwrap();
+        for gone in ["crawl_id", "content_type", "fetch_started_at", "body_encoding"] {
+            assert!(stored.get(gone).is_none(), "{gone} is stored");
+        }
+        assert_eq!(stored.get_i32("fetch_ms"), Ok(250));
+        let back: PageDoc = bson::from_document(stored).unwrap();
+        assert_eq!(fetch_started(&back), started);
+        assert_eq!(content_type(&back), None);
     }
 }

@@ -79,6 +79,10 @@ pub struct Stores {
     crawl: CrawlId,
     /// The second store has a client of its own (`--robots-uri` differs).
     separate_second: bool,
+    /// The primary store through a client without command monitoring,
+    /// for bulk inserts on a process's hot path (see
+    /// [`Stores::with_bulk_client`]).
+    bulk: Option<Database>,
 }
 
 impl Stores {
@@ -93,7 +97,20 @@ impl Stores {
             second: second_client.database(&args.robots_db),
             crawl,
             separate_second,
+            bulk: None,
         })
+    }
+
+    /// Adds a second client of the primary store, one the driver does not
+    /// monitor, for the page inserts of a crawler child
+    /// ([`Stores::pages_for_inserts`]): with command monitoring on, the
+    /// driver copies every command, page bodies and all, for its event
+    /// (see `work`). Its inserts are counted by `write` instead. One more
+    /// connection pool to the primary store per process that asks.
+    pub async fn with_bulk_client(mut self, args: &StoreArgs, app_name: &str) -> anyhow::Result<Stores> {
+        let bulk = unmonitored_client(&args.mongo_uri, app_name).await?;
+        self.bulk = Some(bulk.database(&args.db));
+        Ok(self)
     }
 
     /// Ends the clients' sessions and stops their background workers, at
@@ -107,6 +124,7 @@ impl Stores {
         if self.separate_second {
             clients.push(self.second.client().clone());
         }
+        clients.extend(self.bulk.as_ref().map(|b| b.client().clone()));
         for c in clients {
             if tokio::time::timeout(SHUTDOWN, c.shutdown().immediate(true))
                 .await
@@ -204,6 +222,18 @@ impl Stores {
     pub fn pages(&self) -> Collection<PageDoc> {
         self.primary.collection(&self.crawl.collection(PAGES))
     }
+    /// `pages` for batches of page inserts, and who counts them in the
+    /// store's work: through the bulk client when there is one
+    /// ([`Stores::with_bulk_client`]), counted by the writer.
+    pub fn pages_for_inserts(&self) -> (Collection<PageDoc>, write::CountedBy) {
+        match &self.bulk {
+            Some(bulk) => (
+                bulk.collection(&self.crawl.collection(PAGES)),
+                write::CountedBy::Writer,
+            ),
+            None => (self.pages(), write::CountedBy::Driver),
+        }
+    }
     pub fn body_dicts(&self) -> Collection<BodyDictDoc> {
         self.primary.collection(&self.crawl.collection(BODY_DICTS))
     }
@@ -271,14 +301,25 @@ pub fn queue_index() -> Document {
 }
 
 async fn client(uri: &str, app_name: &str) -> anyhow::Result<Client> {
+    let mut opts = client_options(uri, app_name).await?;
+    opts.command_event_handler = crate::work::handler();
+    Client::with_options(opts).context("creating MongoDB client")
+}
+
+/// A client whose commands the driver does not report (see `work::Sent`).
+async fn unmonitored_client(uri: &str, app_name: &str) -> anyhow::Result<Client> {
+    let opts = client_options(uri, app_name).await?;
+    Client::with_options(opts).context("creating MongoDB client")
+}
+
+async fn client_options(uri: &str, app_name: &str) -> anyhow::Result<ClientOptions> {
     let mut opts = ClientOptions::parse(uri)
         .await
         .with_context(|| format!("bad MongoDB URI {:?}", redact_uri(uri)))?;
     opts.app_name = Some(app_name.to_string());
     opts.server_selection_timeout = Some(Duration::from_secs(10));
     opts.connect_timeout = Some(Duration::from_secs(5));
-    opts.command_event_handler = crate::work::handler();
-    Client::with_options(opts).context("creating MongoDB client")
+    Ok(opts)
 }
 
 /// `uri` with the password of its user info (`user:password@`) replaced

@@ -174,12 +174,44 @@ pub async fn insert_unordered<T: Serialize + Send + Sync>(
     op: Op,
     what: &str,
 ) -> Vec<(usize, String)> {
-    let insert = || coll.insert_many(docs).ordered(false);
+    insert_counted(coll, CountedBy::Driver, docs, timing, op, what).await
+}
+
+/// Who counts a collection's commands in the store's work (`crate::work`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountedBy {
+    /// The driver's command monitoring (a client made with `work::handler`).
+    Driver,
+    /// The writer, for a collection of a client without it
+    /// (`Stores::pages_for_inserts`): one insert command per attempt,
+    /// with every document it carries.
+    Writer,
+}
+
+/// [`insert_unordered`] on a collection whose commands are counted by
+/// `counted`.
+pub async fn insert_counted<T: Serialize + Send + Sync>(
+    coll: &mongodb::Collection<T>,
+    counted: CountedBy,
+    docs: &[T],
+    timing: &TimingLog,
+    op: Op,
+    what: &str,
+) -> Vec<(usize, String)> {
+    let insert = || async move {
+        let sent = (counted == CountedBy::Writer)
+            .then(|| crate::work::Sent::command(coll.name(), "insert", docs.len() as u64));
+        let answer = coll.insert_many(docs).ordered(false).await;
+        if let Some(sent) = sent {
+            sent.answered();
+        }
+        answer
+    };
     match until_stored(timing, op, Some(docs.len()), what, insert, |_| Verdict::Stored).await {
         Ok(_) => Vec::new(),
         Err(GaveUp::Refused(refused)) => refused,
         Err(GaveUp::Split(_) | GaveUp::Unclear(_)) if docs.len() > 1 => {
-            one_by_one(coll, docs, timing, op, what).await
+            one_by_one(coll, counted, docs, timing, op, what).await
         }
         Err(GaveUp::Split(why) | GaveUp::Unclear(why)) => vec![(0, why)],
     }
@@ -288,6 +320,7 @@ fn reply_verdict(reply: &bson::Document) -> Verdict {
 /// others are stored.
 async fn one_by_one<T: Serialize + Send + Sync>(
     coll: &mongodb::Collection<T>,
+    counted: CountedBy,
     docs: &[T],
     timing: &TimingLog,
     op: Op,
@@ -296,8 +329,9 @@ async fn one_by_one<T: Serialize + Send + Sync>(
     let mut refused = Vec::new();
     for (i, doc) in docs.iter().enumerate() {
         // A batch of one cannot be split again: its refusal is final.
-        for (_, why) in Box::pin(insert_unordered(
+        for (_, why) in Box::pin(insert_counted(
             coll,
+            counted,
             std::slice::from_ref(doc),
             timing,
             op,

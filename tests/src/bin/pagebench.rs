@@ -103,7 +103,7 @@ fn main() {
         let us = best(args.rounds, || {
             stored = 0;
             for (_, body) in &pages {
-                let mut d = PageDoc::new(String::new(), String::new(), 0, 200, String::new(), 0);
+                let mut d = PageDoc::new(String::new(), String::new(), 0, 200, 0);
                 store::page_body::store(&mut d, body, Some("UTF-8"), dict);
                 stored += d.body.map_or(0, |b| b.bytes.len());
             }

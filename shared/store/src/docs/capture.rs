@@ -98,7 +98,7 @@ mod tests {
 
     #[test]
     fn a_capture_round_trips_with_its_page_nested() {
-        let page = PageDoc::new("http://a.test/".into(), "a.test".into(), 0, 304, "c".into(), 0);
+        let page = PageDoc::new("http://a.test/".into(), "a.test".into(), 0, 304, 0);
         let c = CaptureDoc {
             id: CaptureId {
                 url: page.url.clone(),

@@ -51,14 +51,7 @@ mod tests {
 
     #[test]
     fn a_robots_response_round_trips_with_its_key_nested() {
-        let page = PageDoc::new(
-            "http://a.test/robots.txt".into(),
-            "a.test".into(),
-            0,
-            200,
-            "c".into(),
-            9,
-        );
+        let page = PageDoc::new("http://a.test/robots.txt".into(), "a.test".into(), 0, 200, 9);
         let d = RobotsTxtDoc {
             id: RobotsTxtId {
                 url: page.url.clone(),
