@@ -945,10 +945,10 @@ impl<C> CrawlState<C> {
         match answer {
             Answer::Read(r, Ok(page)) => {
                 let missing = self.frontier.refilled(&r, page);
-                // A resumed domain's count is an upper bound (see
-                // `crate::resume`): what a read of stored URLs does not
-                // find is finished. Past them, a URL not found was refused.
-                if missing > 0 && r.finished_upto == 0 {
+                // A resumed queue's estimate is settled by the windows
+                // (`Window::resumed_left`): a URL counted and not found
+                // was refused by the store when written.
+                if missing > 0 {
                     tracing::warn!(domain = %r.domain, missing, "queued URLs not found in the store (refused when written); dropped from the queue");
                 }
                 for relink in self.frontier.take_finished() {

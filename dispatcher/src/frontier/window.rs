@@ -121,6 +121,16 @@ pub(super) struct Window {
     /// [`super::Frontier::admit_unverified`]): a read that returns one
     /// skips it.
     unverified: Seqs,
+    /// Of a resumed queue (start-up's summary, `crate::resume`), the
+    /// URLs counted in `spilled`: an estimate. While the reads are in the
+    /// URLs stored before this run (up to [`Windows::resumed_upto`]) it
+    /// never drops under one (a read that finds more URLs than counted
+    /// counts them in as it finds them), and what is left of it once they
+    /// are past is dropped (finished URLs the estimate counted). Without
+    /// this, a low estimate ran out before the reads reached the queue's
+    /// last URLs, and they were never crawled. (32 bits, beside `refill`:
+    /// no bigger a record.)
+    resumed_left: u32,
     refill: RefillState,
 }
 
@@ -133,6 +143,7 @@ impl Window {
             last_seq: 0,
             taken: Seqs::default(),
             unverified: Seqs::default(),
+            resumed_left: 0,
             refill: RefillState::Idle,
         }
     }
@@ -454,6 +465,39 @@ impl Windows {
             w.cursor = w.cursor.max(first_seq.saturating_sub(1));
         }
         self.spill(w, count, last_seq);
+        let estimate = u32::try_from(count).unwrap_or(u32::MAX);
+        w.resumed_left = w.resumed_left.saturating_add(estimate);
+    }
+
+    /// Stored URL `seq` of `w`, read into the window, adopted or found
+    /// finished: no longer counted in the store. A URL of a resumed queue
+    /// the estimate did not count is counted in instead (see
+    /// [`Window::resumed_left`]).
+    fn unspill(&mut self, w: &mut Window, seq: i64) {
+        if seq <= self.resumed_upto && w.resumed_left > 0 {
+            let last_counted = w.resumed_left == 1 && seq < w.last_seq.min(self.resumed_upto);
+            if last_counted {
+                // More may follow: one stays counted for them.
+                self.queued += 1;
+                return;
+            }
+            w.resumed_left -= 1;
+        }
+        w.spilled -= 1;
+        self.spilled -= 1;
+    }
+
+    /// Once the reads of `w` are past the URLs stored before this run, or
+    /// past all of its URLs, what is left of its resumed queue's estimate
+    /// was not there (those URLs were finished).
+    fn settle_resumed(&mut self, w: &mut Window) {
+        let past = w.cursor >= self.resumed_upto || w.cursor >= w.last_seq;
+        if past && w.resumed_left > 0 {
+            let excess = std::mem::take(&mut w.resumed_left);
+            w.spilled -= u64::from(excess);
+            self.spilled -= excess as usize;
+            self.queued -= excess as usize;
+        }
     }
 
     /// A read of domain `id`'s window is wanted.
@@ -509,10 +553,10 @@ impl Windows {
 
     /// The answer to `r`, a read of `w`, in `seq` order; `None` if `w` is
     /// not being read. Returns how many URLs the domain was thought to
-    /// hold in the store that are not there (a write the store refused, or
-    /// a resumed queue counted whole): they are no longer counted as
-    /// queued. Those found finished by their
-    /// stored page leave the queue too, for [`Windows::take_finished`].
+    /// hold in the store that are not there (a write the store refused;
+    /// a resumed queue's estimate is settled apart): they are no longer
+    /// counted as queued. Those found finished by their stored page leave
+    /// the queue too, for [`Windows::take_finished`].
     pub(super) fn refilled(&mut self, w: &mut Window, r: &Refill, page: ReadPage) -> Option<u64> {
         if w.refill != RefillState::Reading {
             return None;
@@ -533,8 +577,7 @@ impl Windows {
                 continue;
             }
             w.cursor = u.seq;
-            w.spilled -= 1;
-            self.spilled -= 1;
+            self.unspill(w, u.seq);
             if page.finished.binary_search(&u.seq).is_ok() {
                 // Its page is stored: it leaves the queue, finished.
                 self.queued -= 1;
@@ -561,9 +604,10 @@ impl Windows {
             // Nothing more is queued up to `upto`.
             w.cursor = w.cursor.max(r.upto);
         }
+        self.settle_resumed(w);
         // Past the domain's last URL, nothing of it is left in the store:
         // what is still counted there is not there (a write the store
-        // refused, or a resumed queue's count, which is an upper bound).
+        // refused).
         if w.cursor >= w.last_seq {
             missing = std::mem::take(&mut w.spilled);
             self.queued -= missing as usize;
@@ -627,8 +671,7 @@ impl Windows {
         let depth = if u.seq > w.cursor && w.spilled > 0 && !w.taken.contains(u.seq) {
             // Still only in the store: a later read skips it.
             w.taken.push(u.seq);
-            w.spilled -= 1;
-            self.spilled -= 1;
+            self.unspill(w, u.seq);
             u.depth
         } else if let Some(i) = w.queue.iter().position(|q| q.url == u.url) {
             // Read into the window meanwhile.

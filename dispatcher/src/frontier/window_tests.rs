@@ -283,6 +283,36 @@ fn a_resumed_crawl_reads_its_windows_from_the_store() {
     assert!(leased.values().all(|n| *n == 1));
 }
 
+/// A resumed queue is counted by an estimate (`crate::resume`): one too
+/// low, with URLs admitted after the restart queued behind it, and one
+/// too high. Every stored URL is leased once, the new ones too, and
+/// nothing stays counted.
+#[test]
+fn a_resumed_queue_counted_too_low_or_too_high_is_read_whole() {
+    for estimate in [3, 40] {
+        let mut store = FakeStore::default();
+        let mut f = Frontier::new(2, 1000, 1).with_window(4, 0);
+        for seq in 11..=30 {
+            let url = format!("http://a/{seq}");
+            store.write(seq, &url, "a");
+        }
+        store.flush();
+        f.resume_spilled("a", estimate, 11, 30);
+        f.start_assigning();
+        let s = f.add_supervisor();
+        // Admitted after the restart, before the first read.
+        for seq in 31..=40 {
+            let url = format!("http://a/{seq}");
+            store.write(seq, &url, "a");
+            f.admit(url, "a", 0, seq, 0);
+        }
+        let leased = crawl(&mut f, &mut store, &[s]);
+        assert_eq!(leased.len(), 30, "estimate {estimate}");
+        assert!(leased.values().all(|n| *n == 1));
+        assert_eq!((f.queued(), f.spilled()), (0, 0), "estimate {estimate}");
+    }
+}
+
 /// Many domains, random admissions (some while reads are under way,
 /// some not yet written), expiries and a supervisor leaving: every URL
 /// is leased, and none is leased twice unless its lease ended without a
