@@ -1,6 +1,7 @@
 use crate::async_rt;
 use crate::codec::{FramedIo, Message, ZmqFramedRead};
 use crate::fair_queue::QueueInner;
+use crate::peer_limits::{ConnState, PeerLimits};
 use crate::util::PeerIdentity;
 use crate::write_queue::write_message_queue;
 use crate::{
@@ -19,10 +20,11 @@ use std::sync::Arc;
 
 /// Sender for notifying reconnection tasks when a peer disconnects.
 pub(crate) type DisconnectNotifier = mpsc::Sender<PeerIdentity>;
-const PEER_SEND_QUEUE_CAPACITY: usize = 100_000;
 
 pub(crate) struct Peer {
     pub(crate) send_queue: mpsc::Sender<Message>,
+    /// The connection's limits and standing (patch: see `PATCH.md`).
+    pub(crate) conn: Arc<ConnState>,
 }
 
 #[derive(Clone)]
@@ -175,6 +177,62 @@ impl GenericSocketBackend {
         }
     }
 
+    /// Queues `message` for `peer_id` without waiting (patch: see
+    /// `PATCH.md`): `BufferFull` when its queue is full (the peer is kept:
+    /// the caller decides), an error too when the peer is gone.
+    pub(crate) fn try_send_to_peer(
+        &self,
+        peer_id: &PeerIdentity,
+        message: Message,
+    ) -> ZmqResult<()> {
+        let result = match self.peers.get_sync(peer_id) {
+            Some(mut peer) => peer.send_queue.try_send(message),
+            None => return Err(ZmqError::Other("Destination client not found by identity")),
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(error) if error.is_full() => {
+                Err(ZmqError::BufferFull("The peer's send queue is full"))
+            }
+            Err(_) => {
+                self.peer_disconnected(peer_id);
+                Err(ZmqError::Other("Destination client not found by identity"))
+            }
+        }
+    }
+
+    /// The application vouches for `peer_id` (patch: see `PATCH.md`): its
+    /// connection takes `limits`, loses its deadline and stops counting
+    /// among the untrusted ones. False when there is no such peer.
+    pub(crate) fn trust_peer(&self, peer_id: &PeerIdentity, limits: PeerLimits) -> bool {
+        self.peers
+            .read_sync(peer_id, |_, peer| peer.conn.trust(limits))
+            .is_some()
+    }
+
+    /// Whether `peer_id` is connected and trusted.
+    pub(crate) fn is_trusted(&self, peer_id: &PeerIdentity) -> bool {
+        self.peers
+            .read_sync(peer_id, |_, peer| peer.conn.is_trusted())
+            .unwrap_or(false)
+    }
+
+    /// Closes the connection of `peer_id`; false when there was none.
+    pub(crate) fn disconnect_peer(&self, peer_id: &PeerIdentity) -> bool {
+        let known = self.peers.read_sync(peer_id, |_, _| ()).is_some();
+        if known {
+            self.peer_disconnected(peer_id);
+        }
+        known
+    }
+
+    /// The address a TCP peer connected from.
+    pub(crate) fn peer_address(&self, peer_id: &PeerIdentity) -> Option<std::net::SocketAddr> {
+        self.peers
+            .read_sync(peer_id, |_, peer| peer.conn.remote())
+            .flatten()
+    }
+
     fn try_send_cached_single_peer(
         &self,
         message: Message,
@@ -286,21 +344,36 @@ impl SocketBackend for GenericSocketBackend {
 #[async_trait]
 impl MultiPeerBackend for GenericSocketBackend {
     async fn peer_connected(self: Arc<Self>, peer_id: &PeerIdentity, io: FramedIo) {
+        let conn = Arc::clone(io.read_half.conn());
+        let io_conn = &conn;
         let (recv_queue, send_queue) = io.into_parts();
-        let (queue_sender, queue_receiver) = mpsc::channel(PEER_SEND_QUEUE_CAPACITY);
+        let (queue_sender, queue_receiver) = mpsc::channel(self.socket_options.send_queue_capacity);
         self.peers
             .upsert_async(
                 peer_id.clone(),
                 Peer {
                     send_queue: queue_sender,
+                    conn: Arc::clone(&conn),
                 },
             )
             .await;
         self.refresh_single_peer_cache();
         let writer_backend = self.clone();
         let writer_peer_id = peer_id.clone();
+        let writer_conn = Arc::clone(io_conn);
         async_rt::task::spawn(async move {
-            if let Err(error) = write_message_queue(queue_receiver, send_queue).await {
+            // Patch (PATCH.md): a writer blocked on a peer that stopped
+            // reading ends when the peer is disconnected, so its buffer and
+            // socket are freed then rather than whenever TCP gives up.
+            let write = write_message_queue(queue_receiver, send_queue);
+            futures::pin_mut!(write);
+            let closed = writer_conn.closed();
+            futures::pin_mut!(closed);
+            let written = match futures::future::select(write, closed).await {
+                futures::future::Either::Left((written, _)) => written,
+                futures::future::Either::Right(((), _)) => Ok(()),
+            };
+            if let Err(error) = written {
                 log::debug!(
                     "Error sending message to peer {:?}: {:?}",
                     writer_peer_id,
@@ -319,7 +392,11 @@ impl MultiPeerBackend for GenericSocketBackend {
     }
 
     fn peer_disconnected(&self, peer_id: &PeerIdentity) {
-        let peer_removed = self.peers.remove_sync(peer_id).is_some();
+        let removed = self.peers.remove_sync(peer_id);
+        let peer_removed = removed.is_some();
+        if let Some((_, peer)) = removed {
+            peer.conn.close();
+        }
         self.refresh_single_peer_cache();
         match &self.fair_queue_inner {
             None => {}
@@ -369,7 +446,13 @@ mod tests {
         let (send_queue, recv_queue) = mpsc::channel(8);
         backend
             .peers
-            .upsert_async(peer_id.clone(), Peer { send_queue })
+            .upsert_async(
+                peer_id.clone(),
+                Peer {
+                    send_queue,
+                    conn: ConnState::new(PeerLimits::UNLIMITED, None, None),
+                },
+            )
             .await;
         backend.refresh_single_peer_cache();
         backend.round_robin.push(peer_id.clone());
@@ -453,7 +536,13 @@ mod tests {
             .expect("prefill peer queue");
         backend
             .peers
-            .upsert_async(peer_id.clone(), Peer { send_queue })
+            .upsert_async(
+                peer_id.clone(),
+                Peer {
+                    send_queue,
+                    conn: ConnState::new(PeerLimits::UNLIMITED, None, None),
+                },
+            )
             .await;
         backend.refresh_single_peer_cache();
         backend.round_robin.push(peer_id.clone());
@@ -484,7 +573,13 @@ mod tests {
         drop(recv_queue);
         backend
             .peers
-            .upsert_async(peer_id.clone(), Peer { send_queue })
+            .upsert_async(
+                peer_id.clone(),
+                Peer {
+                    send_queue,
+                    conn: ConnState::new(PeerLimits::UNLIMITED, None, None),
+                },
+            )
             .await;
         backend.refresh_single_peer_cache();
         backend.round_robin.push(peer_id.clone());

@@ -8,6 +8,7 @@ mod endpoint;
 mod error;
 mod fair_queue;
 mod message;
+mod peer_limits;
 mod r#pub;
 mod pull;
 mod push;
@@ -71,7 +72,17 @@ pub mod __bench {
                 let (send_queue, recv_queue) = mpsc::channel(queue_capacity);
                 backend
                     .peers
-                    .upsert_async(peer_id.clone(), Peer { send_queue })
+                    .upsert_async(
+                        peer_id.clone(),
+                        Peer {
+                            send_queue,
+                            conn: super::peer_limits::ConnState::new(
+                                super::PeerLimits::UNLIMITED,
+                                None,
+                                None,
+                            ),
+                        },
+                    )
                     .await;
                 backend.round_robin.push(peer_id);
                 receivers.push(recv_queue);
@@ -200,6 +211,7 @@ pub use crate::dealer::*;
 pub use crate::endpoint::{Endpoint, Host, Transport, TryIntoEndpoint};
 pub use crate::error::{ZmqError, ZmqResult};
 pub use crate::message::*;
+pub use crate::peer_limits::PeerLimits;
 pub use crate::pull::*;
 pub use crate::push::*;
 pub use crate::r#pub::*;
@@ -353,7 +365,18 @@ pub struct SocketOptions {
     // Shared by read preparation and decoder reservation.
     pub(crate) read_buffer_max_size: usize,
     pub(crate) read_buffer_short_reads: usize,
+    // Patch (see PATCH.md): what a connection may make this socket hold
+    // until the application trusts it, and how many such connections.
+    pub(crate) max_message: PeerLimits,
+    pub(crate) handshake_timeout: Option<Duration>,
+    pub(crate) untrusted_deadline: Option<Duration>,
+    pub(crate) max_untrusted_per_address: usize,
+    pub(crate) max_untrusted: usize,
+    pub(crate) send_queue_capacity: usize,
 }
+
+/// Messages queued for one peer before a send waits (or `try_send` fails).
+pub const DEFAULT_SEND_QUEUE_CAPACITY: usize = 100_000;
 
 impl Default for SocketOptions {
     fn default() -> Self {
@@ -363,6 +386,12 @@ impl Default for SocketOptions {
             read_buffer_initial_size: 128,
             read_buffer_max_size: 64 * 1024,
             read_buffer_short_reads: 2,
+            max_message: PeerLimits::UNLIMITED,
+            handshake_timeout: None,
+            untrusted_deadline: None,
+            max_untrusted_per_address: usize::MAX,
+            max_untrusted: usize::MAX,
+            send_queue_capacity: DEFAULT_SEND_QUEUE_CAPACITY,
         }
     }
 }
@@ -433,6 +462,58 @@ impl SocketOptions {
         self.connect_timeout = None;
         self
     }
+
+    /// The largest message (all frames together) a connection may send
+    /// until the application trusts it (`trust_peer`, which sets its own
+    /// limits). A frame header declaring more closes the connection before
+    /// anything is reserved for it. Default: no limit.
+    pub fn max_message_size(&mut self, bytes: usize) -> &mut Self {
+        self.max_message.max_message_size = bytes;
+        self
+    }
+
+    /// The most frames per message a connection may send until trusted
+    /// (see [`SocketOptions::max_message_size`]). Default: no limit.
+    pub fn max_message_frames(&mut self, frames: usize) -> &mut Self {
+        self.max_message.max_frames = frames.max(1);
+        self
+    }
+
+    /// Longest the ZMTP greeting and READY exchange of an accepted
+    /// connection may take; past it the connection is closed. Default: none.
+    pub fn handshake_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.handshake_timeout = Some(timeout);
+        self
+    }
+
+    /// An accepted connection that the application has not trusted this
+    /// long after it was accepted is closed. Default: none.
+    pub fn untrusted_deadline(&mut self, deadline: Duration) -> &mut Self {
+        self.untrusted_deadline = Some(deadline);
+        self
+    }
+
+    /// Most connections not trusted yet from one source address (an IPv4
+    /// address, an IPv6 /64) on each bound TCP endpoint; more are closed as
+    /// soon as they are accepted. Default: no limit.
+    pub fn max_untrusted_per_address(&mut self, connections: usize) -> &mut Self {
+        self.max_untrusted_per_address = connections;
+        self
+    }
+
+    /// Most connections not trusted yet on each bound TCP endpoint, from
+    /// all addresses. Default: no limit.
+    pub fn max_untrusted(&mut self, connections: usize) -> &mut Self {
+        self.max_untrusted = connections;
+        self
+    }
+
+    /// Messages queued for one peer before `send` waits and `try_send`
+    /// fails. Default: [`DEFAULT_SEND_QUEUE_CAPACITY`].
+    pub fn send_queue_capacity(&mut self, messages: usize) -> &mut Self {
+        self.send_queue_capacity = messages.max(1);
+        self
+    }
 }
 
 #[async_trait]
@@ -490,10 +571,21 @@ where
     let callback = move |result: ZmqResult<(FramedIo, Endpoint)>| {
         let backend = callback_backend.clone();
         async move {
+            let handshake_timeout = backend.socket_options().handshake_timeout;
             let result = match result {
-                Ok((io, endpoint)) => util::peer_connected(io, backend.clone())
-                    .await
-                    .map(|peer_id| (endpoint, peer_id)),
+                Ok((mut io, endpoint)) => util::run_with_timeout(
+                    handshake_timeout,
+                    util::peer_handshake(&mut io, backend.clone()),
+                )
+                .await
+                .map(|peer_id| (io, endpoint, peer_id)),
+                Err(error) => Err(error),
+            };
+            let result = match result {
+                Ok((io, endpoint, peer_id)) => {
+                    backend.clone().peer_connected(&peer_id, io).await;
+                    Ok((endpoint, peer_id))
+                }
                 Err(error) => Err(error),
             };
 

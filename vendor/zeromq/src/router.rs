@@ -6,6 +6,7 @@ use crate::fair_queue::FairQueue;
 use crate::message::*;
 use crate::transport::AcceptStopHandle;
 use crate::util::PeerIdentity;
+#[allow(unused_imports)] // SocketOptions: named in the docs of `peer_control!`.
 use crate::{MultiPeerBackend, SocketEvent, SocketOptions, SocketRecv, SocketSend, SocketType};
 use crate::{Socket, SocketBackend};
 
@@ -111,7 +112,65 @@ impl SocketSend for RouterSocket {
     }
 }
 
+/// Routing without waiting, and the application's say over each
+/// connection (patch: see `PATCH.md`). Shared by [`RouterSocket`] and
+/// [`RouterSendHalf`].
+fn try_route(backend: &GenericSocketBackend, mut message: ZmqMessage) -> ZmqResult<()> {
+    if message.len() <= 1 {
+        return Err(ZmqError::Socket(
+            "ROUTER send requires at least 2 frames: identity frame + message",
+        ));
+    }
+    let peer_id: PeerIdentity = message
+        .pop_front()
+        .ok_or(ZmqError::Socket("ROUTER send requires an identity frame"))?
+        .try_into()?;
+    backend.try_send_to_peer(&peer_id, Message::Message(message))
+}
+
+macro_rules! peer_control {
+    ($backend:ident) => {
+        /// Queues a message (identity frame first) for its peer without
+        /// waiting: `Err(ZmqError::BufferFull(_))` when that peer's send
+        /// queue ([`SocketOptions::send_queue_capacity`]) is full, which
+        /// leaves the peer connected for the caller to judge.
+        pub fn try_send(&self, message: ZmqMessage) -> ZmqResult<()> {
+            try_route(&self.$backend(), message)
+        }
+
+        /// Vouches for a peer: its connection takes `limits` instead of the
+        /// socket's untrusted ones, has no deadline any more and stops
+        /// counting among the untrusted connections of its address. False
+        /// when no such peer is connected.
+        pub fn trust_peer(&self, peer_id: &PeerIdentity, limits: crate::PeerLimits) -> bool {
+            self.$backend().trust_peer(peer_id, limits)
+        }
+
+        /// Whether the peer is connected and was trusted.
+        pub fn is_peer_trusted(&self, peer_id: &PeerIdentity) -> bool {
+            self.$backend().is_trusted(peer_id)
+        }
+
+        /// Closes a peer's connection (its queued messages are dropped);
+        /// false when it was not connected.
+        pub fn disconnect_peer(&self, peer_id: &PeerIdentity) -> bool {
+            self.$backend().disconnect_peer(peer_id)
+        }
+
+        /// The address a TCP peer connected from.
+        pub fn peer_address(&self, peer_id: &PeerIdentity) -> Option<std::net::SocketAddr> {
+            self.$backend().peer_address(peer_id)
+        }
+    };
+}
+
 impl RouterSocket {
+    fn generic_backend(&self) -> &GenericSocketBackend {
+        &self.backend
+    }
+
+    peer_control!(generic_backend);
+
     /// Splits the socket into separate send and recv halves, allowing concurrent
     /// sending and receiving from independent async tasks.
     ///
@@ -159,6 +218,14 @@ impl Drop for RouterSocketInner {
 #[derive(Clone)]
 pub struct RouterSendHalf {
     inner: Arc<RouterSocketInner>,
+}
+
+impl RouterSendHalf {
+    fn generic_backend(&self) -> &GenericSocketBackend {
+        &self.inner.backend
+    }
+
+    peer_control!(generic_backend);
 }
 
 /// The recv half of a [`RouterSocket`] produced by [`RouterSocket::split`].

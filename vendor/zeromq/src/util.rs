@@ -187,15 +187,6 @@ pub(crate) async fn ready_exchange(
     }
 }
 
-pub(crate) async fn peer_connected(
-    mut raw_socket: FramedIo,
-    backend: Arc<dyn MultiPeerBackend>,
-) -> ZmqResult<PeerIdentity> {
-    let peer_id = peer_handshake(&mut raw_socket, backend.clone()).await?;
-    backend.peer_connected(&peer_id, raw_socket).await;
-    Ok(peer_id)
-}
-
 pub(crate) async fn peer_handshake(
     raw_socket: &mut FramedIo,
     backend: Arc<dyn MultiPeerBackend>,

@@ -1,4 +1,5 @@
 use crate::codec::ZmqCodec;
+use crate::peer_limits::{ConnState, PeerLimits};
 use crate::SocketOptions;
 
 use super::error::{CodecError, CodecResult};
@@ -8,6 +9,7 @@ use asynchronous_codec::{Decoder, FramedWrite};
 use bytes::BytesMut;
 use futures::{ready, AsyncRead, AsyncWrite, Stream};
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -35,18 +37,62 @@ pub struct ZmqFramedRead {
     // Configuration is shared; adaptation state belongs to this connection.
     options: Arc<SocketOptions>,
     short_reads: usize,
+    /// This connection's limits and standing (patch: see `PATCH.md`).
+    conn: Arc<ConnState>,
+    /// Ends an untrusted connection at its deadline (dropped once trusted).
+    deadline: Option<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>,
 }
 
 impl ZmqFramedRead {
+    #[cfg_attr(not(any(test, feature = "bench-internals")), allow(dead_code))]
     pub(crate) fn new(inner: Box<dyn FrameableRead>, options: Arc<SocketOptions>) -> Self {
+        Self::with_conn(
+            inner,
+            options,
+            ConnState::new(PeerLimits::UNLIMITED, None, None),
+            None,
+        )
+    }
+
+    /// A reader that enforces `conn`'s limits and, until `conn` is
+    /// trusted, ends with an error at `deadline`.
+    pub(crate) fn with_conn(
+        inner: Box<dyn FrameableRead>,
+        options: Arc<SocketOptions>,
+        conn: Arc<ConnState>,
+        deadline: Option<std::time::Duration>,
+    ) -> Self {
         Self {
             inner,
-            codec: ZmqCodec::with_options(&options),
+            codec: ZmqCodec::with_conn(&options, Arc::clone(&conn)),
             buffer: BytesMut::with_capacity(options.read_buffer_initial_size),
             read_chunk_size: options.read_buffer_initial_size,
             options,
             short_reads: 0,
+            conn,
+            deadline: deadline.map(|d| {
+                Box::pin(crate::async_rt::task::sleep(d))
+                    as Pin<Box<dyn Future<Output = ()> + Send + Sync>>
+            }),
         }
+    }
+
+    pub(crate) fn conn(&self) -> &Arc<ConnState> {
+        &self.conn
+    }
+
+    /// The largest read: the socket's maximum chunk, but no more than the
+    /// largest message this connection may send (plus its frame headers),
+    /// so an untrusted connection cannot make its buffer grow to a chunk
+    /// far larger than anything it may say.
+    fn max_read_size(&self) -> usize {
+        let message = self
+            .conn
+            .limits()
+            .max_message_size
+            .saturating_add(64)
+            .max(self.options.read_buffer_initial_size);
+        self.options.read_buffer_max_size.min(message)
     }
 
     fn poll_read_into_buffer(
@@ -58,7 +104,7 @@ impl ZmqFramedRead {
         let read_size = self
             .read_chunk_size
             .max(min_read_size)
-            .min(self.options.read_buffer_max_size);
+            .min(self.max_read_size());
 
         // futures::AsyncRead requires an initialized &mut [u8]. Grow BytesMut
         // first, then trim back to the actual read length so the read path does
@@ -110,6 +156,18 @@ impl Stream for ZmqFramedRead {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
 
+        if let Some(deadline) = this.deadline.as_mut() {
+            if this.conn.is_trusted() {
+                this.deadline = None;
+            } else if deadline.as_mut().poll(cx).is_ready() {
+                this.deadline = None;
+                return Poll::Ready(Some(Err(CodecError::Io(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "peer not trusted before its deadline",
+                )))));
+            }
+        }
+
         // Consume buffered data first; read from the socket only when the
         // current buffer cannot produce a full message.
         if let Some(item) = this.codec.decode(&mut this.buffer)? {
@@ -157,7 +215,19 @@ impl FramedIo {
         write_half: Box<dyn FrameableWrite>,
         options: Arc<SocketOptions>,
     ) -> Self {
-        let read_half = ZmqFramedRead::new(read_half, options);
+        let conn = ConnState::new(options.max_message, None, None);
+        Self::with_conn(read_half, write_half, options, conn, None)
+    }
+
+    /// A connection under `conn`'s limits (see [`ZmqFramedRead::with_conn`]).
+    pub(crate) fn with_conn(
+        read_half: Box<dyn FrameableRead>,
+        write_half: Box<dyn FrameableWrite>,
+        options: Arc<SocketOptions>,
+        conn: Arc<ConnState>,
+        deadline: Option<std::time::Duration>,
+    ) -> Self {
+        let read_half = ZmqFramedRead::with_conn(read_half, options, conn, deadline);
         let write_half = FramedWrite::new(write_half, ZmqCodec::new());
         Self {
             read_half,

@@ -2,12 +2,14 @@ use super::command::ZmqCommand;
 use super::error::CodecError;
 use super::greeting::ZmqGreeting;
 use super::Message;
+use crate::peer_limits::{ConnState, PeerLimits};
 use crate::{SocketOptions, ZmqMessage};
 
 use asynchronous_codec::{Decoder, Encoder};
 use bytes::{Buf, Bytes, BytesMut};
 
 use std::convert::TryFrom;
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy)]
 struct Frame {
@@ -33,6 +35,12 @@ pub struct ZmqCodec {
     // internal details to higher levels
     buffered_message: Option<ZmqMessage>,
     max_read_chunk_size: usize,
+    /// The connection's limits (patch: see `PATCH.md`), checked at each
+    /// frame header before its body is reserved or buffered.
+    conn: Arc<ConnState>,
+    /// Bytes and frames of the message being assembled so far.
+    message_bytes: usize,
+    message_frames: usize,
 }
 
 impl ZmqCodec {
@@ -41,12 +49,38 @@ impl ZmqCodec {
     }
 
     pub(crate) fn with_options(options: &SocketOptions) -> Self {
+        Self::with_conn(options, ConnState::new(PeerLimits::UNLIMITED, None, None))
+    }
+
+    /// A decoder that enforces `conn`'s limits.
+    pub(crate) fn with_conn(options: &SocketOptions, conn: Arc<ConnState>) -> Self {
         Self {
             state: DecoderState::Greeting,
             waiting_for: 64, // len of the greeting frame
             buffered_message: None,
             max_read_chunk_size: options.read_buffer_max_size,
+            conn,
+            message_bytes: 0,
+            message_frames: 0,
         }
+    }
+
+    /// Refuses a frame of `frame_len` bytes that would take the message
+    /// being assembled past the connection's limits. Called with the
+    /// declared length, before anything is reserved for it.
+    fn check_limits(&mut self, frame_len: usize) -> Result<(), CodecError> {
+        let limits = self.conn.limits();
+        let frames = self.message_frames.saturating_add(1);
+        let bytes = self.message_bytes.saturating_add(frame_len);
+        if frames > limits.max_frames {
+            return Err(CodecError::Decode("Message has more frames than allowed"));
+        }
+        if bytes > limits.max_message_size {
+            return Err(CodecError::Decode("Message is larger than allowed"));
+        }
+        self.message_frames = frames;
+        self.message_bytes = bytes;
+        Ok(())
     }
 
     /// Returns the minimum additional bytes needed before decode can progress.
@@ -76,13 +110,18 @@ impl Decoder for ZmqCodec {
                 // almost-complete frame copy its body when reserve detaches it from
                 // a retained predecessor. Limit headroom to frames spanning more
                 // than two chunks, where it adds less than half the body size.
-                let reserve_to = if self.waiting_for > 2 * self.max_read_chunk_size {
+                let wanted = if self.waiting_for > 2 * self.max_read_chunk_size {
                     // Frame lengths are validated with this headroom before entering Frame.
-                    self.waiting_for + self.max_read_chunk_size
+                    self.waiting_for.saturating_add(self.max_read_chunk_size)
                 } else {
                     self.waiting_for
                 };
-                src.reserve(reserve_to - src.len());
+                // A declared length is the peer's claim, not bytes that
+                // arrived: reserve at most one read chunk beyond what is
+                // here, so memory grows with the bytes received (patch:
+                // a header declaring 2^41 bytes reserved 2 TiB at once).
+                let reserve_to = wanted.min(src.len().saturating_add(self.max_read_chunk_size));
+                src.reserve(reserve_to.saturating_sub(src.len()));
                 return Ok(None);
             }
             match self.state {
@@ -123,6 +162,15 @@ impl Decoder for ZmqCodec {
                     } else {
                         usize::from(src.get_u8())
                     };
+                    if frame.command {
+                        // A command is a message of its own, and does not
+                        // reset the count of a message it interrupts.
+                        if frame_len > self.conn.limits().max_message_size {
+                            return Err(CodecError::Decode("Command is larger than allowed"));
+                        }
+                    } else {
+                        self.check_limits(frame_len)?;
+                    }
                     self.state = DecoderState::Frame(frame);
                     self.waiting_for = frame_len;
                 }
@@ -130,6 +178,10 @@ impl Decoder for ZmqCodec {
                     let data = src.split_to(self.waiting_for);
                     self.state = DecoderState::FrameHeader;
                     self.waiting_for = 1;
+                    if !frame.command && !frame.more {
+                        self.message_bytes = 0;
+                        self.message_frames = 0;
+                    }
                     if frame.command {
                         return Ok(Some(Message::Command(ZmqCommand::try_from(data.freeze())?)));
                     }

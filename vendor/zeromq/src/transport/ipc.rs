@@ -55,10 +55,15 @@ impl UnixSocketAddrExt for tokio::net::unix::SocketAddr {
 }
 
 #[cfg(windows)]
-fn make_framed(stream: UnixStream, options: Arc<crate::SocketOptions>) -> FramedIo {
+fn make_framed(
+    stream: UnixStream,
+    options: Arc<crate::SocketOptions>,
+    conn: super::NewConn,
+) -> FramedIo {
     use futures::AsyncReadExt;
     let (read, write) = stream.split();
-    FramedIo::new(Box::new(read), Box::new(write), options)
+    let (conn, deadline) = conn.into_state(&options);
+    FramedIo::with_conn(Box::new(read), Box::new(write), options, conn, deadline)
 }
 
 pub(crate) async fn connect(
@@ -75,7 +80,15 @@ pub(crate) async fn connect(
     #[cfg(windows)]
     let peer_addr = Some(path.to_owned());
 
-    Ok((make_framed(raw_socket, options), Endpoint::Ipc(peer_addr)))
+    let conn = super::NewConn {
+        remote: None,
+        slot: None,
+        deadline: None,
+    };
+    Ok((
+        make_framed(raw_socket, options, conn),
+        Endpoint::Ipc(peer_addr),
+    ))
 }
 
 pub(crate) async fn begin_accept<T>(
@@ -154,7 +167,12 @@ where
                             let _ = peer_addr;
                             None
                         };
-                        (make_framed(raw_socket, Arc::clone(&options)), Endpoint::Ipc(peer_addr))
+                        let conn = super::NewConn {
+                            remote: None,
+                            slot: None,
+                            deadline: options.untrusted_deadline,
+                        };
+                        (make_framed(raw_socket, Arc::clone(&options), conn), Endpoint::Ipc(peer_addr))
                     }).map_err(|err| err.into());
                     async_rt::task::spawn(cback(maybe_accepted));
                 },

@@ -137,28 +137,56 @@ where
     }
 }
 
+/// How a new connection starts (patch: see `PATCH.md`): under the
+/// socket's untrusted limits, from `remote`, holding `slot` among the
+/// untrusted connections, and (accepted ones) with a deadline.
+pub(crate) struct NewConn {
+    pub(crate) remote: Option<std::net::SocketAddr>,
+    pub(crate) slot: Option<crate::peer_limits::UntrustedSlot>,
+    pub(crate) deadline: Option<std::time::Duration>,
+}
+
+impl NewConn {
+    pub(crate) fn into_state(
+        self,
+        options: &crate::SocketOptions,
+    ) -> (
+        Arc<crate::peer_limits::ConnState>,
+        Option<std::time::Duration>,
+    ) {
+        (
+            crate::peer_limits::ConnState::new(options.max_message, self.remote, self.slot),
+            self.deadline,
+        )
+    }
+}
+
 #[allow(unused)]
 #[cfg(feature = "tokio-runtime")]
-fn make_framed<T>(stream: T, options: Arc<crate::SocketOptions>) -> FramedIo
+fn make_framed<T>(stream: T, options: Arc<crate::SocketOptions>, conn: NewConn) -> FramedIo
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Sync + 'static,
 {
     use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
     let (read, write) = tokio::io::split(stream);
-    FramedIo::new(
+    let (conn, deadline) = conn.into_state(&options);
+    FramedIo::with_conn(
         Box::new(read.compat()),
         Box::new(write.compat_write()),
         options,
+        conn,
+        deadline,
     )
 }
 
 #[allow(unused)]
 #[cfg(any(feature = "async-std-runtime", feature = "async-dispatcher-runtime"))]
-fn make_framed<T>(stream: T, options: Arc<crate::SocketOptions>) -> FramedIo
+fn make_framed<T>(stream: T, options: Arc<crate::SocketOptions>, conn: NewConn) -> FramedIo
 where
     T: futures::AsyncRead + futures::AsyncWrite + Send + Sync + 'static,
 {
     use futures::AsyncReadExt;
     let (read, write) = stream.split();
-    FramedIo::new(Box::new(read), Box::new(write), options)
+    let (conn, deadline) = conn.into_state(&options);
+    FramedIo::with_conn(Box::new(read), Box::new(write), options, conn, deadline)
 }

@@ -6,11 +6,12 @@ use tokio::net::{TcpListener, TcpStream};
 #[cfg(any(feature = "async-std-runtime", feature = "async-dispatcher-runtime"))]
 use async_std::net::{TcpListener, TcpStream};
 
-use super::make_framed;
 use super::AcceptStopHandle;
+use super::{make_framed, NewConn};
 use crate::async_rt;
 use crate::codec::FramedIo;
 use crate::endpoint::{Endpoint, Host, Port};
+use crate::peer_limits::UntrustedTable;
 use crate::task_handle::TaskHandle;
 use crate::ZmqResult;
 
@@ -31,9 +32,14 @@ pub(crate) async fn connect(
     raw_socket.set_nodelay(true)?;
     tune_socket_buffers(&raw_socket);
     let peer_addr = raw_socket.peer_addr()?;
+    let conn = NewConn {
+        remote: Some(peer_addr),
+        slot: None,
+        deadline: None,
+    };
 
     Ok((
-        make_framed(raw_socket, options),
+        make_framed(raw_socket, options, conn),
         Endpoint::from_tcp_addr(peer_addr),
     ))
 }
@@ -89,23 +95,44 @@ where
     T: std::future::Future<Output = ()> + Send + 'static,
 {
     let (stop_channel, stop_callback) = futures::channel::oneshot::channel::<()>();
+    // Patch (PATCH.md): the untrusted connections of this endpoint, by address.
+    let untrusted = UntrustedTable::new(options.max_untrusted_per_address, options.max_untrusted);
     let task_handle = async_rt::task::spawn(async move {
         let mut stop_callback = stop_callback.fuse();
         loop {
             select! {
                 incoming = listener.accept().fuse() => {
+                    let incoming = match incoming {
+                        Ok((raw_socket, remote_addr)) => match untrusted.take(remote_addr.ip()) {
+                            Some(slot) => Ok((raw_socket, remote_addr, slot)),
+                            None => {
+                                // Closed at once: its address (or this
+                                // endpoint) has as many untrusted
+                                // connections as it may.
+                                log::debug!("refusing a connection from {remote_addr}: too many untrusted connections");
+                                drop(raw_socket);
+                                continue;
+                            }
+                        },
+                        Err(err) => Err(err),
+                    };
                     let maybe_accepted: Result<_, _> = incoming
-                        .and_then(|(raw_socket, remote_addr)| {
+                        .and_then(|(raw_socket, remote_addr, slot)| {
                             raw_socket
                                 .set_nodelay(true)
                                 .map(|_| {
                                     tune_socket_buffers(&raw_socket);
-                                    (raw_socket, remote_addr)
+                                    (raw_socket, remote_addr, slot)
                                 })
                         })
-                        .map(|(raw_socket, remote_addr)| {
+                        .map(|(raw_socket, remote_addr, slot)| {
+                            let conn = NewConn {
+                                remote: Some(remote_addr),
+                                slot: Some(slot),
+                                deadline: options.untrusted_deadline,
+                            };
                             (
-                                make_framed(raw_socket, Arc::clone(&options)),
+                                make_framed(raw_socket, Arc::clone(&options), conn),
                                 Endpoint::from_tcp_addr(remote_addr),
                             )
                         })
