@@ -12,7 +12,8 @@
 //! | `GET /metrics`                         | Prometheus text, with the `process_*` families|
 //! | `GET /healthz`                         | `ok`                                          |
 //!
-//! Callers may merge extra routes (the dispatcher adds `/debug/cluster`).
+//! Callers may merge extra routes (the dispatcher adds `/debug/cluster`). Requests a
+//! browser was made to send from another site are refused (`origin.rs`).
 //!
 //! Only one capture runs per process at a time (the profiler is process-wide); a concurrent
 //! request to any of the three capture routes gets `409 Conflict`. The collapsed stacks of
@@ -39,6 +40,7 @@
 mod cpu;
 pub mod folded;
 mod metrics;
+mod origin;
 mod process;
 mod server;
 
@@ -150,6 +152,67 @@ fn is_loopback(addr: &SocketAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A control POST as a tool sends it is taken; without the token, with
+    /// a wrong one, from a page of another origin, or for a rebound name:
+    /// refused, and the route never runs.
+    #[tokio::test]
+    async fn control_posts_need_the_token_and_our_own_origin() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let stops = Arc::new(AtomicUsize::new(0));
+        let route = {
+            let stops = stops.clone();
+            axum::Router::new().route(
+                "/control/stop",
+                axum::routing::post(move || {
+                    stops.fetch_add(1, Ordering::SeqCst);
+                    async { "stopping" }
+                }),
+            )
+        };
+        let metrics = install_metrics().unwrap();
+        let http = shared::http_client::builder().no_proxy().build().unwrap();
+        for token in [Some("s3cret"), None] {
+            let config = DebugServerConfig {
+                token: token.map(String::from),
+                ..DebugServerConfig::default()
+            };
+            let server = start_debug_server(config, metrics.clone(), route.clone())
+                .await
+                .unwrap();
+            let url = format!("http://{}/control/stop", server.addr);
+            let post = |bearer: Option<&str>, headers: &[(&str, String)]| {
+                let mut req = http.post(&url);
+                if let Some(b) = bearer {
+                    req = req.bearer_auth(b);
+                }
+                for (k, v) in headers {
+                    req = req.header(*k, v);
+                }
+                async move { req.send().await.unwrap().status().as_u16() }
+            };
+            let before = stops.load(Ordering::SeqCst);
+            let origin = [("origin", "https://evil.example".to_string())];
+            let rebound = [("host", format!("evil.example:{}", server.addr.port()))];
+            if let Some(t) = token {
+                assert_eq!(post(None, &[]).await, 401, "no token");
+                assert_eq!(post(Some("wrong"), &[]).await, 401, "a wrong token");
+                assert_eq!(post(Some(t), &origin).await, 403, "a foreign Origin");
+                assert_eq!(stops.load(Ordering::SeqCst), before);
+                assert_eq!(post(Some(t), &[]).await, 200);
+            } else {
+                assert_eq!(post(None, &origin).await, 403, "a foreign Origin");
+                assert_eq!(post(None, &rebound).await, 403, "a rebound name");
+                let img = [("sec-fetch-site", "cross-site".to_string())];
+                assert_eq!(post(None, &img).await, 403, "a browser, cross-site");
+                assert_eq!(stops.load(Ordering::SeqCst), before);
+                assert_eq!(post(None, &[]).await, 200);
+            }
+            assert_eq!(stops.load(Ordering::SeqCst), before + 1);
+            server.abort();
+        }
+    }
 
     #[test]
     fn loopback_detection() {

@@ -12,11 +12,13 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Deserialize;
 
 use crate::cpu::{self, CaptureError};
+use crate::origin::{refuse_foreign, HostChecked};
 
 /// Content type Prometheus expects for the text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4";
 
-/// Builds the full router: built-in routes, merged `extra` routes, and (if a token is set)
+/// Builds the full router: built-in routes, merged `extra` routes, the refusal of
+/// requests a browser was made to send (`origin`), and (if a token is set)
 /// the auth layer over all of them — including `extra`, so caller routes such as
 /// `/debug/cluster` cannot accidentally be left open.
 pub(crate) fn router(metrics: PrometheusHandle, token: Option<String>, extra: Router) -> Router {
@@ -30,13 +32,16 @@ pub(crate) fn router(metrics: PrometheusHandle, token: Option<String>, extra: Ro
         .with_state(metrics);
 
     let router = builtin.merge(extra);
-    match token {
+    // Outermost: what a browser was made to send is refused, token or not.
+    let host_checked = HostChecked(token.is_none());
+    let router = match token {
         Some(token) => router.layer(middleware::from_fn_with_state(
             Arc::<str>::from(token),
             require_bearer,
         )),
         None => router,
-    }
+    };
+    router.layer(middleware::from_fn_with_state(host_checked, refuse_foreign))
 }
 
 /// Rejects any request without `Authorization: Bearer <token>` with 401.
