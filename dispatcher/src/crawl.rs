@@ -75,7 +75,7 @@ pub(crate) async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()
     let view: SharedView = Arc::new(Mutex::new(ClusterView::default()));
     let (admin_tx, admin_rx) = mpsc::channel(16);
     let routes = cluster::route(view.clone()).merge(control::http::route(admin_tx));
-    let debug = profiling::serve(args.obs.debug_addr, args.obs.debug_token.clone(), routes).await?;
+    let debug = profiling::serve(args.obs.debug_addr, args.obs.debug_token(), routes).await?;
     metric::describe();
     let timing = TimingLog::open(&args.obs.timing_config(ROLE))?;
     timing.spawn_flusher();

@@ -69,6 +69,20 @@ pub struct DebugServerConfig {
     /// leak internals and a 300 s CPU profile is a cheap way to slow a process down.
     /// When set, it is enforced on loopback too.
     pub token: Option<String>,
+    /// What the token guards.
+    pub guards: Guards,
+}
+
+/// The routes a token guards.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Guards {
+    /// All of them (a token the operator gave).
+    #[default]
+    Everything,
+    /// `/control/*` and `/debug/pprof/*` (the run's own token, see
+    /// `shared::debug_token`): `/metrics`, `/healthz` and `/debug/cluster`
+    /// stay open, which is allowed on loopback only.
+    ControlAndProfiles,
 }
 
 impl Default for DebugServerConfig {
@@ -76,6 +90,7 @@ impl Default for DebugServerConfig {
         Self {
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             token: None,
+            guards: Guards::Everything,
         }
     }
 }
@@ -104,11 +119,21 @@ impl DebugServer {
 /// recorder and serve the debug endpoints (plus `extra` routes) on `addr`.
 pub async fn serve(
     addr: SocketAddr,
-    token: Option<String>,
+    token: shared::debug_token::DebugToken,
     extra: axum::Router,
 ) -> anyhow::Result<DebugServer> {
+    use shared::debug_token::DebugToken;
     let metrics = install_metrics()?;
-    start_debug_server(DebugServerConfig { addr, token }, metrics, extra).await
+    let (token, guards) = match token {
+        DebugToken::Given(t) => (t, Guards::Everything),
+        DebugToken::Run(t) => (t, Guards::ControlAndProfiles),
+    };
+    let config = DebugServerConfig {
+        addr,
+        token: Some(token),
+        guards,
+    };
+    start_debug_server(config, metrics, extra).await
 }
 
 /// # Errors
@@ -120,9 +145,10 @@ pub async fn start_debug_server(
     extra: axum::Router,
 ) -> anyhow::Result<DebugServer> {
     let token = config.token.filter(|t| !t.is_empty());
-    if token.is_none() && !is_loopback(&config.addr) {
+    let guards_all = token.is_some() && config.guards == Guards::Everything;
+    if !guards_all && !is_loopback(&config.addr) {
         anyhow::bail!(
-            "debug server on non-loopback address {} requires a bearer token",
+            "debug server on non-loopback address {} requires a bearer token (--debug-token)",
             config.addr
         );
     }
@@ -133,7 +159,7 @@ pub async fn start_debug_server(
     let addr = listener.local_addr().context("debug server local_addr")?;
 
     spawn_upkeep(metrics.clone());
-    let router = server::router(metrics, token, extra);
+    let router = server::router(metrics, token, config.guards, extra);
 
     let task = tokio::spawn(async move {
         if let Err(err) = axum::serve(listener, router).await {
@@ -173,9 +199,14 @@ mod tests {
         };
         let metrics = install_metrics().unwrap();
         let http = shared::http_client::builder().no_proxy().build().unwrap();
-        for token in [Some("s3cret"), None] {
+        for (token, guards) in [
+            (Some("s3cret"), Guards::Everything),
+            (Some("s3cret"), Guards::ControlAndProfiles),
+            (None, Guards::Everything),
+        ] {
             let config = DebugServerConfig {
                 token: token.map(String::from),
+                guards,
                 ..DebugServerConfig::default()
             };
             let server = start_debug_server(config, metrics.clone(), route.clone())
@@ -201,6 +232,11 @@ mod tests {
                 assert_eq!(post(Some(t), &origin).await, 403, "a foreign Origin");
                 assert_eq!(stops.load(Ordering::SeqCst), before);
                 assert_eq!(post(Some(t), &[]).await, 200);
+                // /metrics: guarded by a token the operator gave, not by the run's.
+                let metrics_url = format!("http://{}/metrics", server.addr);
+                let status = http.get(&metrics_url).send().await.unwrap().status().as_u16();
+                let open = guards == Guards::ControlAndProfiles;
+                assert_eq!(status, if open { 200 } else { 401 }, "{guards:?}");
             } else {
                 assert_eq!(post(None, &origin).await, 403, "a foreign Origin");
                 assert_eq!(post(None, &rebound).await, 403, "a rebound name");

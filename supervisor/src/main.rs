@@ -98,7 +98,7 @@ impl Args {
             hang_timeout: Duration::from_secs(self.hang_timeout_secs),
             max_child_crashes: self.max_child_crashes,
             debug_addr: self.obs.debug_addr,
-            debug_token: self.obs.debug_token.clone(),
+            debug_token: self.obs.debug_token(),
             timing: self.obs.timing_config("supervisor"),
             key,
         }
