@@ -79,9 +79,10 @@ pub enum Guards {
     /// All of them (a token the operator gave).
     #[default]
     Everything,
-    /// `/control/*` and `/debug/pprof/*` (the run's own token, see
-    /// `shared::debug_token`): `/metrics`, `/healthz` and `/debug/cluster`
-    /// stay open, which is allowed on loopback only.
+    /// All but the read-only `/metrics`, `/healthz` and `/debug/cluster`
+    /// (the run's own token, see `shared::debug_token`): control
+    /// (`/control/*`, `/domains/unhalt`) and profiles are guarded. Allowed
+    /// on loopback only.
     ControlAndProfiles,
 }
 
@@ -232,6 +233,10 @@ mod tests {
                 assert_eq!(post(Some(t), &origin).await, 403, "a foreign Origin");
                 assert_eq!(stops.load(Ordering::SeqCst), before);
                 assert_eq!(post(Some(t), &[]).await, 200);
+                // Any other route is guarded too (e.g. the dispatcher's /domains/unhalt).
+                let other = format!("http://{}/domains/unhalt", server.addr);
+                let status = http.post(&other).send().await.unwrap().status().as_u16();
+                assert_eq!(status, 401, "{guards:?}: an unnamed route without the token");
                 // /metrics: guarded by a token the operator gave, not by the run's.
                 let metrics_url = format!("http://{}/metrics", server.addr);
                 let status = http.get(&metrics_url).send().await.unwrap().status().as_u16();

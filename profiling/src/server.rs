@@ -73,7 +73,9 @@ async fn require_bearer(
 fn guarded(guards: Guards, path: &str) -> bool {
     match guards {
         Guards::Everything => true,
-        Guards::ControlAndProfiles => path.starts_with("/control") || path.starts_with("/debug/pprof"),
+        // An allow-list: a route added later (as `/domains/unhalt` was,
+        // beside `/control/*`) is guarded unless it is named here.
+        Guards::ControlAndProfiles => !matches!(path, "/metrics" | "/healthz" | "/debug/cluster"),
     }
 }
 

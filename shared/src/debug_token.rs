@@ -8,9 +8,9 @@
 //! `debug_token` in the directory the crawl runs in), and the first process
 //! of a run to start writes a fresh one there, readable by its user only
 //! (0600): the processes of a run share it, and `crawlctl` and
-//! `cluster-profile` read it from there. Such a token guards control and
-//! profiles only: `/metrics`, `/healthz` and `/debug/cluster` stay open on
-//! loopback, as scrapers and tests expect.
+//! `cluster-profile` read it from there. Such a token guards every route
+//! but the read-only `/metrics`, `/healthz` and `/debug/cluster`, which
+//! stay open on loopback, as scrapers and tests expect.
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
