@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
-use crate::cluster_auth::{ClusterKey, SECRET_ENV};
+use crate::cluster_auth::{ClusterKey, SECRET_ENV, SECRET_FILE_ENV};
 
 /// The cluster secret that dispatcher and supervisors prove to each other
 /// (see [`crate::cluster_auth`]). There is deliberately no flag that takes
@@ -17,7 +17,7 @@ pub struct ClusterArgs {
     /// whitespace ignored; `openssl rand -hex 32 > FILE; chmod 600 FILE`).
     /// Or put the secret in the environment variable CRAWLER_CLUSTER_SECRET.
     /// The dispatcher and every supervisor need the same one.
-    #[arg(long, env = "CRAWLER_CLUSTER_SECRET_FILE", value_name = "PATH")]
+    #[arg(long, env = SECRET_FILE_ENV, value_name = "PATH")]
     pub cluster_secret_file: Option<PathBuf>,
     /// Run without a cluster secret: anyone who can reach the dispatcher's
     /// port can then join, take work and report results. Only for a

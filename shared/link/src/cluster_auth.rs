@@ -52,6 +52,9 @@ use sha2::{Digest, Sha256};
 /// The environment variable that may carry the secret (never argv: `ps`
 /// shows a command line to every user of the machine).
 pub const SECRET_ENV: &str = "CRAWLER_CLUSTER_SECRET";
+/// The environment variable that may name the secret's file: children
+/// must not inherit it either (they run as the user that can read it).
+pub const SECRET_FILE_ENV: &str = "CRAWLER_CLUSTER_SECRET_FILE";
 /// Shortest secret accepted: 32 bytes (256 bits when they are random);
 /// a secret written in hex must have twice as many digits, so that it
 /// encodes that many bytes. `openssl rand -hex 32` gives 64 digits.
