@@ -108,8 +108,13 @@ common=(--mongo-uri "$uri" --timing-log "$run/logs/")
 [ -s "$run/cluster_secret" ] ||
   (umask 077 && python3 -c 'import secrets; print(secrets.token_hex(32))' >"$run/cluster_secret")
 common+=(--cluster-secret-file "$run/cluster_secret")
+# The run's debug token: control (crawlctl) and profiles (cluster-profile)
+# need it; the first process writes it there (0600) and the others read it.
+token_file="$(cd "$run" && pwd)/debug_token"
+common+=(--debug-token-file "$token_file")
 
 echo "== crawling (store: $kind at $uri; logs in $run/logs)"
+echo "   steer it: CRAWLER_DEBUG_TOKEN_FILE=$token_file $bin/crawlctl --dispatcher http://<debug address the dispatcher prints> status"
 "$bin/dispatcher" --bind "$endpoint" --seeds "$seeds" --min-supervisors "$SUPERVISORS" \
   --summary-file "$run/summary.json" "${common[@]}" "${policy[@]}" "$@" >"$run/summary.out" &
 dispatcher=$!

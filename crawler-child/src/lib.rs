@@ -83,12 +83,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         Some(other) => bail!("expected Configure as the first message, got {other:?}"),
         None => return Ok(()),
     };
-    let debug = profiling::serve(
-        obs.debug_addr,
-        obs.debug_token.clone(),
-        profiling::axum::Router::new(),
-    )
-    .await?;
+    let debug = profiling::serve(obs.debug_addr, obs.debug_token(), profiling::axum::Router::new()).await?;
     metric::describe();
     let timing = TimingLog::open(&obs.timing_config(ROLE))?;
     timing.spawn_flusher();

@@ -7,6 +7,8 @@
 //! (admitting a supervisor's connection) and `stop` (the summary, the
 //! Byes, the last writes).
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,7 +22,8 @@ use shared::timing::{Op, TimingLog};
 use store::docs::DomainHalt;
 use store::Stores;
 use tokio::sync::mpsc;
-use zeromq::{RouterSendHalf, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
+use zeromq::util::PeerIdentity;
+use zeromq::{RouterSendHalf, RouterSocket, Socket, SocketRecv, ZmqError, ZmqMessage};
 
 use crate::cluster::{self, ClusterView, SharedView};
 use crate::config::{Config, Flags};
@@ -36,6 +39,7 @@ use crate::{metric, ROLE};
 use shared::metric::GaugeLine;
 use shared::shutdown::Shutdown;
 
+mod answers;
 mod handshake;
 mod startup;
 mod steering;
@@ -43,18 +47,16 @@ mod stop;
 
 use startup::next_scan;
 
-/// Longest one message to a supervisor may take to leave.
-const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// A challenge not answered within this long is forgotten (a supervisor
-/// answers in milliseconds; its Hello is repeated after 2 s anyway).
+/// answers in milliseconds, and introduces itself again when its Hello
+/// goes unanswered); also how long a welcomed connection may take to say
+/// what it holds.
 const CHALLENGE_TTL: Duration = Duration::from_secs(10);
-/// Most introductions pending at once; past it the oldest is dropped, so a
-/// flood of Hellos costs a fixed amount of memory (64 bytes each).
+/// Most introductions pending at once, and per source address; past them
+/// a challenge is dropped (see `link::cluster_auth::Challenges`), so a
+/// flood of Hellos costs a fixed amount of memory (about 100 bytes each).
 const MAX_PENDING_CHALLENGES: usize = 4096;
-/// Longest message taken from a peer that has not been admitted: a Join
-/// carries what a supervisor holds (a few thousand URLs of at most 2 KiB),
-/// far below this; anything longer is refused before it is decoded.
-const MAX_UNADMITTED_MESSAGE: usize = 32 * 1024 * 1024;
+const MAX_CHALLENGES_PER_SOURCE: usize = link::socket::UNTRUSTED_PER_ADDRESS;
 
 /// The dispatcher's clock: Unix milliseconds that never step
 /// (`link::fence::steady_unix_ms`). Supervisors are given up by it
@@ -73,7 +75,7 @@ pub(crate) async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()
     let view: SharedView = Arc::new(Mutex::new(ClusterView::default()));
     let (admin_tx, admin_rx) = mpsc::channel(16);
     let routes = cluster::route(view.clone()).merge(control::http::route(admin_tx));
-    let debug = profiling::serve(args.obs.debug_addr, args.obs.debug_token.clone(), routes).await?;
+    let debug = profiling::serve(args.obs.debug_addr, args.obs.debug_token(), routes).await?;
     metric::describe();
     let timing = TimingLog::open(&args.obs.timing_config(ROLE))?;
     timing.spawn_flusher();
@@ -113,7 +115,8 @@ pub(crate) async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()
 
     // Bound only now: a supervisor connecting while a big frontier loads
     // is refused and retries, instead of waiting unanswered for a Welcome.
-    let mut socket = RouterSocket::new();
+    // What peers not yet proven can make it hold: `link::socket`.
+    let mut socket = RouterSocket::with_options(link::socket::dispatcher_options());
     let endpoint = socket
         .bind(&args.bind)
         .await
@@ -175,8 +178,13 @@ struct Dispatcher {
     control_writer: steering::ControlWriter,
     /// The cluster secret supervisors must prove (see `link::cluster_auth`).
     key: ClusterKey,
-    /// Introductions under way: challenges sent, by ZeroMQ identity.
-    challenges: Challenges<Bytes>,
+    /// Introductions under way: challenges sent, by ZeroMQ identity, with
+    /// the address each peer connected from.
+    challenges: Challenges<Bytes, Option<IpAddr>>,
+    /// Welcomed connections that have not said what they hold yet.
+    joining: HashMap<Bytes, handshake::Joining>,
+    /// How often peers not admitted are answered.
+    answers: answers::Answers,
     refusals: Refusals,
     /// The background read of stored URLs for the seen-set, while it runs.
     seen_scan: Option<SeenScanTask>,
@@ -231,86 +239,110 @@ impl Dispatcher {
             admin,
             control_writer,
             key,
-            challenges: Challenges::new(PROTOCOL_VERSION, CHALLENGE_TTL, MAX_PENDING_CHALLENGES),
+            challenges: Challenges::new(
+                PROTOCOL_VERSION,
+                CHALLENGE_TTL,
+                MAX_PENDING_CHALLENGES,
+                MAX_CHALLENGES_PER_SOURCE,
+            ),
+            joining: HashMap::new(),
+            answers: answers::Answers::new(Instant::now()),
             refusals: Refusals::default(),
             seen_scan: None,
         })
     }
 
-    /// Carries out what the state machine asked for, in order.
+    /// Carries out what the state machine asked for, in order, and what
+    /// that asks for in turn (a supervisor dropped for not reading is
+    /// given up, which re-queues its URLs). Nothing here waits for a
+    /// peer: messages are queued for each peer's own writer.
     async fn apply(&mut self) -> anyhow::Result<()> {
-        for effect in self.state.take_effects() {
-            match effect {
-                Effect::Send(s, msg) => {
-                    let work = match &msg {
-                        ToSupervisor::Work(items) => Some(items.len()),
-                        _ => None,
-                    };
-                    let start = Instant::now();
-                    self.send_sealed(s, &msg).await?;
-                    if let Some(n) = work {
-                        self.timing.record_batch(Op::Dispatch, start.elapsed(), "ok", n);
-                    }
+        loop {
+            let effects = self.state.take_effects();
+            if effects.is_empty() {
+                return Ok(());
+            }
+            for effect in effects {
+                self.apply_one(effect);
+            }
+        }
+    }
+
+    fn apply_one(&mut self, effect: Effect) {
+        match effect {
+            Effect::Send(s, msg) => {
+                let work = match &msg {
+                    ToSupervisor::Work(items) => Some(items.len()),
+                    _ => None,
+                };
+                let start = Instant::now();
+                self.send_sealed(s, &msg);
+                if let Some(n) = work {
+                    self.timing.record_batch(Op::Dispatch, start.elapsed(), "ok", n);
                 }
-                Effect::Insert {
-                    url,
-                    domain,
-                    depth,
-                    seq,
-                    confirm,
-                } => self.writer.insert(NewUrl {
-                    url,
-                    domain,
-                    depth,
-                    seq,
-                    deferred: None,
-                    confirm,
-                }),
-                Effect::Defer {
-                    url,
-                    domain,
-                    depth,
-                    seq,
-                    why,
-                } => self.writer.insert(NewUrl {
-                    url,
-                    domain,
-                    depth,
-                    seq,
-                    deferred: Some(why),
-                    confirm: false,
-                }),
-                Effect::Ended {
-                    url,
-                    seq,
-                    state,
-                    failure,
-                } => self.writer.outcome(url, seq, state, failure),
-                Effect::Progress(domains) => self.writer.progress(domains),
-                Effect::Read(r) => self.reader.read(r),
-                Effect::ReadDue(r) => self.reader.due(r),
-                Effect::LookUp(s, held) => self.reader.look_up(s, held),
-                Effect::ReadLinks(urls) => self.reader.links(urls),
-                Effect::CheckStored(ended) => self.reader.check_stored(ended),
-                Effect::RecordHalt { domain, reason } => self.record_halt(&domain, reason.as_deref()),
-                Effect::RecordControl(doc) => self.record_control(doc),
-                Effect::StoreSeeds(seeds) => self.store_seeds(seeds),
-                Effect::Gone(id) => {
-                    if let Ok(mut v) = self.view.lock() {
-                        if let Some(sv) = v.supervisors.get_mut(&id) {
-                            sv.live = false;
-                            sv.children.clear();
-                        }
+            }
+            Effect::Insert {
+                url,
+                domain,
+                depth,
+                seq,
+                confirm,
+            } => self.writer.insert(NewUrl {
+                url,
+                domain,
+                depth,
+                seq,
+                deferred: None,
+                confirm,
+            }),
+            Effect::Defer {
+                url,
+                domain,
+                depth,
+                seq,
+                why,
+            } => self.writer.insert(NewUrl {
+                url,
+                domain,
+                depth,
+                seq,
+                deferred: Some(why),
+                confirm: false,
+            }),
+            Effect::Ended {
+                url,
+                seq,
+                state,
+                failure,
+            } => self.writer.outcome(url, seq, state, failure),
+            Effect::Progress(domains) => self.writer.progress(domains),
+            Effect::Read(r) => self.reader.read(r),
+            Effect::ReadDue(r) => self.reader.due(r),
+            Effect::LookUp(s, held) => self.reader.look_up(s, held),
+            Effect::ReadLinks(urls) => self.reader.links(urls),
+            Effect::CheckStored(ended) => self.reader.check_stored(ended),
+            Effect::RecordHalt { domain, reason } => self.record_halt(&domain, reason.as_deref()),
+            Effect::RecordControl(doc) => self.record_control(doc),
+            Effect::StoreSeeds(seeds) => self.store_seeds(seeds),
+            Effect::Gone(id) => {
+                if let Ok(mut v) = self.view.lock() {
+                    if let Some(sv) = v.supervisors.get_mut(&id) {
+                        sv.live = false;
+                        sv.children.clear();
                     }
                 }
             }
         }
-        Ok(())
     }
 
-    /// Leases what can be leased now.
+    /// Leases what can be leased now: nothing while a welcomed connection
+    /// has not said what it holds (its leases must be adopted before they
+    /// can be leased again; it says so within milliseconds, and is dropped
+    /// after [`CHALLENGE_TTL`]).
     async fn dispatch(&mut self) -> anyhow::Result<()> {
-        self.state.dispatch(now_ms(), self.writer.backlog());
+        if !self.joins_pending() {
+            self.state.dispatch(now_ms(), self.writer.backlog());
+        }
         self.apply().await
     }
 
@@ -371,7 +403,10 @@ impl Dispatcher {
                     self.dispatch().await?;
                 }
                 _ = slow_tick.tick() => {
-                    self.challenges.expire(Instant::now());
+                    let now = Instant::now();
+                    self.challenges.expire(now);
+                    self.expire_joining(now);
+                    self.answers.forget_idle(now);
                     self.state.expire_controls(now_ms());
                     self.state.housekeeping(now_ms());
                     self.apply().await?;
@@ -440,8 +475,12 @@ impl Dispatcher {
         link::metric::ZMQ_MESSAGES_RECEIVED.get().increment(1);
         // Only a live supervisor counts as known; one given up for dead
         // (or met by a previous dispatcher) is asked to introduce itself.
-        let sup = self.connection(&identity).filter(|s| self.state.is_live(*s));
-        if sup.is_none() && payload.len() > MAX_UNADMITTED_MESSAGE {
+        let member = self.connection(&identity);
+        let sup = member.filter(|s| self.state.is_live(*s));
+        // The socket bounds what unproven peers send (`link::socket`);
+        // this says so in the refusals too, should that ever change.
+        let proven = member.is_some() || self.joining.contains_key(&identity);
+        if !proven && payload.len() > link::socket::UNTRUSTED_MESSAGE_BYTES {
             let n = payload.len();
             self.refusals.refuse(Reason::Oversized, 1, || {
                 format!("a {n}-byte message from a peer not admitted")
@@ -461,13 +500,16 @@ impl Dispatcher {
         match frame {
             FrameToDispatcher::Hello { version, nonce } => {
                 self.heard(sup);
-                self.on_hello(identity, version, nonce).await?;
+                self.on_hello(identity, version, nonce);
             }
             FrameToDispatcher::Join { proof, intro } => {
                 self.heard(sup);
-                self.on_join(identity, proof, intro).await?;
+                self.on_join(identity, proof, intro);
             }
-            FrameToDispatcher::Sealed(sealed) => self.on_sealed(identity, &sealed).await?,
+            FrameToDispatcher::Sealed(sealed) => match self.joining.remove(&identity) {
+                Some(joining) => self.on_holding(identity, joining, &sealed),
+                None => self.on_sealed(identity, &sealed),
+            },
         }
         self.apply().await
     }
@@ -482,35 +524,36 @@ impl Dispatcher {
     /// A sealed message: opened with its connection's keys (see `open`),
     /// then acted on if its connection is live. Results borrow their
     /// strings from the frame (see `CrawlResult`).
-    async fn on_sealed(&mut self, identity: Bytes, sealed: &Sealed<'_>) -> anyhow::Result<()> {
+    fn on_sealed(&mut self, identity: Bytes, sealed: &Sealed<'_>) {
         let Some(s) = self.connection(&identity) else {
             let who = short_id(&identity);
             self.refusals.refuse(Reason::Unauthenticated, 1, || {
                 format!("a sealed message from peer {who}, which was never admitted; dropped")
             });
-            return self.send_bare(&identity, &FrameToSupervisor::Reintroduce).await;
+            return self.answer(&identity, &FrameToSupervisor::Reintroduce);
         };
         let Some(msg) = self.open(s, &identity, sealed) else {
-            return Ok(());
+            return;
         };
         // A supervisor admitted once (then given up for dead) that leaves
         // still gets its Farewell, so it need not wait for it.
         if matches!(msg, ToDispatcher::Bye) {
             self.heard(Some(s).filter(|s| self.state.is_live(*s)));
             self.state.bye(s);
-            return Ok(());
+            return;
         }
         if !self.state.is_live(s) {
             let what = match &msg {
                 ToDispatcher::Results(r) => format!("{} results", r.len()),
                 ToDispatcher::Child { .. } => "a child announcement".into(),
+                ToDispatcher::Holding(_) => "what it holds".into(),
                 _ => "a heartbeat".into(),
             };
             let who = short_id(&identity);
             self.refusals.refuse(Reason::Unauthenticated, 1, || {
                 format!("{what} from peer {who}, which is not (or no longer) admitted; dropped")
             });
-            return self.send_bare(&identity, &FrameToSupervisor::Reintroduce).await;
+            return self.answer(&identity, &FrameToSupervisor::Reintroduce);
         }
         let now = now_ms();
         self.state.heard(s, now);
@@ -543,8 +586,13 @@ impl Dispatcher {
                 self.state.acknowledge(s, seq);
             }
             ToDispatcher::Bye => self.state.bye(s),
+            ToDispatcher::Holding(_) => {
+                let who = short_id(&identity);
+                self.refusals.refuse(Reason::OutOfTurn, 1, || {
+                    format!("peer {who} said what it holds a second time on one connection; ignored")
+                });
+            }
         }
-        Ok(())
     }
 
     /// Writes (or clears, with `None`) a domain's halt in the second store,
@@ -630,42 +678,100 @@ impl Dispatcher {
         line.write(&self.timing);
     }
 
-    /// Sends `msg` to admitted supervisor `s`, sealed with its connection's key.
-    async fn send_sealed(&mut self, s: SupId, msg: &ToSupervisor) -> anyhow::Result<()> {
+    /// Queues `msg` for admitted supervisor `s`, sealed with its
+    /// connection's key.
+    fn send_sealed(&mut self, s: SupId, msg: &ToSupervisor) {
         let Some(m) = self.state.member_mut(s) else {
-            return Ok(());
+            return;
         };
         let frame = envelope::seal_to_supervisor(&mut m.conn.session, msg);
         let identity = m.conn.identity.clone();
-        self.send_frame(&identity, frame).await
+        self.send_frame(&identity, frame, Some(s));
     }
 
-    /// Sends a frame bare: only the handshake and refusals go this way.
-    async fn send_bare(&mut self, identity: &Bytes, frame: &FrameToSupervisor<'_>) -> anyhow::Result<()> {
-        self.send_frame(identity, protocol::encode(frame)).await
+    /// Answers a peer not admitted (a Challenge, a refusal, Reintroduce,
+    /// OtherVersion), bare, within the answer budget (`answers`).
+    fn answer(&mut self, identity: &Bytes, frame: &FrameToSupervisor<'_>) {
+        if self.may_answer(identity) {
+            self.send_frame(identity, protocol::encode(frame), None);
+        }
     }
 
-    async fn send_frame(&mut self, identity: &Bytes, frame: Vec<u8>) -> anyhow::Result<()> {
+    /// Whether a peer not admitted may be answered now; counts it if not.
+    fn may_answer(&mut self, identity: &Bytes) -> bool {
+        if self.answers.allow(identity, Instant::now()) {
+            return true;
+        }
+        let who = short_id(identity);
+        self.refusals.refuse(Reason::AnswerRate, 1, || {
+            format!("peer {who}, not admitted, is sending faster than it is answered; left unanswered")
+        });
+        false
+    }
+
+    /// Queues `frame` for the peer `identity` (the connection of member
+    /// `s`, if it is one) without waiting: each peer's messages go out
+    /// through its own queue and writer in the socket
+    /// ([`link::socket::SEND_QUEUE_MESSAGES`]). A peer whose queue is full
+    /// has stopped reading: its connection is closed, and a member is
+    /// given up (its URLs go back to the queue) rather than let it hold
+    /// the crawl or our memory; a supervisor that is merely slow
+    /// reconnects and introduces itself again.
+    fn send_frame(&mut self, identity: &Bytes, frame: Vec<u8>, s: Option<SupId>) {
+        let Some(send) = self.send.as_ref() else {
+            return;
+        };
         let mut m = ZmqMessage::from(frame);
         m.push_front(identity.clone());
-        link::metric::ZMQ_MESSAGES_SENT.get().increment(1);
-        let Some(send) = self.send.as_mut() else {
-            return Ok(());
-        };
-        // A peer that stops reading (frozen, or its host gone) must not
-        // hold the dispatcher: past the deadline the message is dropped
-        // like one to a dead peer, and heartbeats decide its fate.
-        match tokio::time::timeout(SEND_TIMEOUT, send.send(m)).await {
-            Ok(Ok(())) => {}
-            // The peer is gone; heartbeats will notice and re-queue its work.
-            Ok(Err(e)) => tracing::warn!(error = %e, "send failed"),
-            Err(_) => {
-                metric::ZMQ_SEND_TIMEOUTS.get().increment(1);
-                tracing::warn!(timeout = ?SEND_TIMEOUT, "a send took too long; message dropped");
+        match send.try_send(m) {
+            Ok(()) => link::metric::ZMQ_MESSAGES_SENT.get().increment(1),
+            Err(ZmqError::BufferFull(_)) => {
+                metric::ZMQ_PEERS_DROPPED.at(["send_queue_full"]).increment(1);
+                let who = short_id(identity);
+                if let Some(s) = s.filter(|s| self.state.is_live(*s)) {
+                    let id = self.state.member(s).map(|m| m.id.clone()).unwrap_or_default();
+                    tracing::warn!(supervisor = %id, peer = %who, "a supervisor stopped reading (its send queue is full); disconnected");
+                    self.state.leave(s, crate::state::Leaving::NotReading);
+                }
+                self.disconnect(identity);
             }
+            // Gone already: heartbeats notice a member, and a stranger is
+            // forgotten with its challenge.
+            Err(_) => {}
         }
-        Ok(())
     }
+
+    /// Lets a peer that proved the secret send messages of the protocol's
+    /// size, with no deadline (see `link::socket`).
+    fn trust(&self, identity: &Bytes) {
+        if let (Some(send), Some(peer)) = (self.send.as_ref(), peer_identity(identity)) {
+            send.trust_peer(&peer, link::socket::TRUSTED);
+        }
+    }
+
+    /// Closes a peer's connection and forgets its introduction.
+    fn disconnect(&mut self, identity: &Bytes) {
+        self.joining.remove(identity);
+        if let (Some(send), Some(peer)) = (self.send.as_ref(), peer_identity(identity)) {
+            send.disconnect_peer(&peer);
+        }
+    }
+
+    /// The address a peer connected from (an IPv6 address by its /64, as
+    /// the socket counts them), for the challenges' quota per source.
+    fn source_of(&self, identity: &Bytes) -> Option<IpAddr> {
+        let send = self.send.as_ref()?;
+        let addr = send.peer_address(&peer_identity(identity)?)?;
+        Some(link::socket::source(addr.ip()))
+    }
+}
+
+/// The socket's name for the peer `identity` (never empty: the ROUTER
+/// names every peer).
+fn peer_identity(identity: &Bytes) -> Option<PeerIdentity> {
+    (!identity.is_empty())
+        .then(|| PeerIdentity::try_from(identity.clone()).ok())
+        .flatten()
 }
 
 /// A short, loggable name for a ZeroMQ identity (its first bytes in hex):

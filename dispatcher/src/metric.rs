@@ -182,10 +182,10 @@ pub(crate) const SUPERVISORS_LIVE: Gauge = Gauge::new(
     [],
 );
 
-pub(crate) const ZMQ_SEND_TIMEOUTS: Counter = Counter::new(
-    "crawler_zmq_send_timeouts_total",
-    "Messages the dispatcher dropped because a supervisor did not take them within the send deadline.",
-    [],
+pub(crate) const ZMQ_PEERS_DROPPED: Counter<1> = Counter::new(
+    "crawler_zmq_peers_dropped_total",
+    "Cluster-link connections the dispatcher closed: its queue of messages to the peer was full (send_queue_full), or a peer that proved the secret never said what it holds (never_joined).",
+    ["why"],
 );
 
 /// Describes every family a dispatcher emits, its own and those of the
@@ -229,7 +229,7 @@ pub(crate) static FAMILIES: &[&dyn Described] = &[
     &SUPERVISOR_DOMAINS,
     &SUPERVISOR_RESULTS,
     &SUPERVISORS_LIVE,
-    &ZMQ_SEND_TIMEOUTS,
+    &ZMQ_PEERS_DROPPED,
 ];
 
 #[cfg(test)]

@@ -42,8 +42,15 @@ pub(crate) enum Reason {
     LeaseUrlMismatch,
     /// A URL a (re)joining supervisor holds that is not adopted.
     UnadoptableLease,
-    /// A pending challenge dropped because too many Hellos were pending.
+    /// A pending challenge dropped because too many Hellos were pending
+    /// (from its address, or from the busiest one when all were full).
     ChallengeEvicted,
+    /// A message from a peer not admitted left unanswered: over the
+    /// answer budget (`crawl::answers`).
+    AnswerRate,
+    /// A message that its connection may not send now (a crawl message
+    /// before `Holding`, a second `Holding`).
+    OutOfTurn,
 }
 
 impl Reason {
@@ -63,6 +70,8 @@ impl Reason {
             Reason::LeaseUrlMismatch => "lease_url_mismatch",
             Reason::UnadoptableLease => "unadoptable_lease",
             Reason::ChallengeEvicted => "challenge_evicted",
+            Reason::AnswerRate => "answer_rate",
+            Reason::OutOfTurn => "out_of_turn",
         }
     }
 }

@@ -185,6 +185,8 @@ pub(crate) enum Leaving {
     SaidHelloAgain,
     Reconnected,
     MissedHeartbeats,
+    /// It stopped reading: its queue of messages from us filled up.
+    NotReading,
 }
 
 impl Leaving {
@@ -194,6 +196,7 @@ impl Leaving {
             Leaving::SaidHelloAgain => "said hello again",
             Leaving::Reconnected => "reconnected",
             Leaving::MissedHeartbeats => "missed heartbeats",
+            Leaving::NotReading => "stopped reading",
         }
     }
 }

@@ -659,8 +659,16 @@ fn robots_field(r: store::docs::RobotsDirectives) -> Option<String> {
     (!set.is_empty()).then(|| set.join(","))
 }
 
+/// One CSV cell. A cell a spreadsheet would take for a formula (it
+/// starts with `=`, `+`, `-`, `@`, a tab or a carriage return: a page's
+/// title or URL is anyone's text, e.g. `=HYPERLINK(...)`), and is not a
+/// plain number, is written as text: a `'` before it, and quoted.
 fn csv_field(f: &str) -> String {
-    if f.contains([',', '"', '\n', '\r']) {
+    // A plain number (`-1`) is a number to a spreadsheet, not a formula.
+    let formula = f.starts_with(['=', '+', '-', '@', '\t', '\r']) && f.parse::<f64>().is_err();
+    if formula {
+        format!("\"'{}\"", f.replace('"', "\"\""))
+    } else if f.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", f.replace('"', "\"\""))
     } else {
         f.to_string()
@@ -873,6 +881,17 @@ mod tests {
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
+        // What a spreadsheet would run is text.
+        assert_eq!(csv_field("=1+2"), "\"'=1+2\"");
+        assert_eq!(
+            csv_field("=HYPERLINK(\"http://x\")"),
+            "\"'=HYPERLINK(\"\"http://x\"\")\""
+        );
+        assert_eq!(csv_field("-1"), "-1");
+        for f in ["+1+1", "-1+cmd", "@SUM(A1)", "\tx", "\rx"] {
+            assert!(csv_field(f).starts_with("\"'"), "{f:?}");
+        }
+        assert_eq!(csv_field("a=b"), "a=b");
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //! | `GET /metrics`                         | Prometheus text, with the `process_*` families|
 //! | `GET /healthz`                         | `ok`                                          |
 //!
-//! Callers may merge extra routes (the dispatcher adds `/debug/cluster`).
+//! Callers may merge extra routes (the dispatcher adds `/debug/cluster`). Requests a
+//! browser was made to send from another site are refused (`origin.rs`).
 //!
 //! Only one capture runs per process at a time (the profiler is process-wide); a concurrent
 //! request to any of the three capture routes gets `409 Conflict`. The collapsed stacks of
@@ -39,6 +40,7 @@
 mod cpu;
 pub mod folded;
 mod metrics;
+mod origin;
 mod process;
 mod server;
 
@@ -67,6 +69,21 @@ pub struct DebugServerConfig {
     /// leak internals and a 300 s CPU profile is a cheap way to slow a process down.
     /// When set, it is enforced on loopback too.
     pub token: Option<String>,
+    /// What the token guards.
+    pub guards: Guards,
+}
+
+/// The routes a token guards.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Guards {
+    /// All of them (a token the operator gave).
+    #[default]
+    Everything,
+    /// All but the read-only `/metrics`, `/healthz` and `/debug/cluster`
+    /// (the run's own token, see `shared::debug_token`): control
+    /// (`/control/*`, `/domains/unhalt`) and profiles are guarded. Allowed
+    /// on loopback only.
+    ControlAndProfiles,
 }
 
 impl Default for DebugServerConfig {
@@ -74,6 +91,7 @@ impl Default for DebugServerConfig {
         Self {
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             token: None,
+            guards: Guards::Everything,
         }
     }
 }
@@ -102,11 +120,21 @@ impl DebugServer {
 /// recorder and serve the debug endpoints (plus `extra` routes) on `addr`.
 pub async fn serve(
     addr: SocketAddr,
-    token: Option<String>,
+    token: shared::debug_token::DebugToken,
     extra: axum::Router,
 ) -> anyhow::Result<DebugServer> {
+    use shared::debug_token::DebugToken;
     let metrics = install_metrics()?;
-    start_debug_server(DebugServerConfig { addr, token }, metrics, extra).await
+    let (token, guards) = match token {
+        DebugToken::Given(t) => (t, Guards::Everything),
+        DebugToken::Run(t) => (t, Guards::ControlAndProfiles),
+    };
+    let config = DebugServerConfig {
+        addr,
+        token: Some(token),
+        guards,
+    };
+    start_debug_server(config, metrics, extra).await
 }
 
 /// # Errors
@@ -118,9 +146,10 @@ pub async fn start_debug_server(
     extra: axum::Router,
 ) -> anyhow::Result<DebugServer> {
     let token = config.token.filter(|t| !t.is_empty());
-    if token.is_none() && !is_loopback(&config.addr) {
+    let guards_all = token.is_some() && config.guards == Guards::Everything;
+    if !guards_all && !is_loopback(&config.addr) {
         anyhow::bail!(
-            "debug server on non-loopback address {} requires a bearer token",
+            "debug server on non-loopback address {} requires a bearer token (--debug-token)",
             config.addr
         );
     }
@@ -131,7 +160,7 @@ pub async fn start_debug_server(
     let addr = listener.local_addr().context("debug server local_addr")?;
 
     spawn_upkeep(metrics.clone());
-    let router = server::router(metrics, token, extra);
+    let router = server::router(metrics, token, config.guards, extra);
 
     let task = tokio::spawn(async move {
         if let Err(err) = axum::serve(listener, router).await {
@@ -150,6 +179,81 @@ fn is_loopback(addr: &SocketAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A control POST as a tool sends it is taken; without the token, with
+    /// a wrong one, from a page of another origin, or for a rebound name:
+    /// refused, and the route never runs.
+    #[tokio::test]
+    async fn control_posts_need_the_token_and_our_own_origin() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let stops = Arc::new(AtomicUsize::new(0));
+        let route = {
+            let stops = stops.clone();
+            axum::Router::new().route(
+                "/control/stop",
+                axum::routing::post(move || {
+                    stops.fetch_add(1, Ordering::SeqCst);
+                    async { "stopping" }
+                }),
+            )
+        };
+        let metrics = install_metrics().unwrap();
+        let http = shared::http_client::builder().no_proxy().build().unwrap();
+        for (token, guards) in [
+            (Some("s3cret"), Guards::Everything),
+            (Some("s3cret"), Guards::ControlAndProfiles),
+            (None, Guards::Everything),
+        ] {
+            let config = DebugServerConfig {
+                token: token.map(String::from),
+                guards,
+                ..DebugServerConfig::default()
+            };
+            let server = start_debug_server(config, metrics.clone(), route.clone())
+                .await
+                .unwrap();
+            let url = format!("http://{}/control/stop", server.addr);
+            let post = |bearer: Option<&str>, headers: &[(&str, String)]| {
+                let mut req = http.post(&url);
+                if let Some(b) = bearer {
+                    req = req.bearer_auth(b);
+                }
+                for (k, v) in headers {
+                    req = req.header(*k, v);
+                }
+                async move { req.send().await.unwrap().status().as_u16() }
+            };
+            let before = stops.load(Ordering::SeqCst);
+            let origin = [("origin", "https://evil.example".to_string())];
+            let rebound = [("host", format!("evil.example:{}", server.addr.port()))];
+            if let Some(t) = token {
+                assert_eq!(post(None, &[]).await, 401, "no token");
+                assert_eq!(post(Some("wrong"), &[]).await, 401, "a wrong token");
+                assert_eq!(post(Some(t), &origin).await, 403, "a foreign Origin");
+                assert_eq!(stops.load(Ordering::SeqCst), before);
+                assert_eq!(post(Some(t), &[]).await, 200);
+                // Any other route is guarded too (e.g. the dispatcher's /domains/unhalt).
+                let other = format!("http://{}/domains/unhalt", server.addr);
+                let status = http.post(&other).send().await.unwrap().status().as_u16();
+                assert_eq!(status, 401, "{guards:?}: an unnamed route without the token");
+                // /metrics: guarded by a token the operator gave, not by the run's.
+                let metrics_url = format!("http://{}/metrics", server.addr);
+                let status = http.get(&metrics_url).send().await.unwrap().status().as_u16();
+                let open = guards == Guards::ControlAndProfiles;
+                assert_eq!(status, if open { 200 } else { 401 }, "{guards:?}");
+            } else {
+                assert_eq!(post(None, &origin).await, 403, "a foreign Origin");
+                assert_eq!(post(None, &rebound).await, 403, "a rebound name");
+                let img = [("sec-fetch-site", "cross-site".to_string())];
+                assert_eq!(post(None, &img).await, 403, "a browser, cross-site");
+                assert_eq!(stops.load(Ordering::SeqCst), before);
+                assert_eq!(post(None, &[]).await, 200);
+            }
+            assert_eq!(stops.load(Ordering::SeqCst), before + 1);
+            server.abort();
+        }
+    }
 
     #[test]
     fn loopback_detection() {

@@ -12,14 +12,22 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Deserialize;
 
 use crate::cpu::{self, CaptureError};
+use crate::origin::{refuse_foreign, HostChecked};
+use crate::Guards;
 
 /// Content type Prometheus expects for the text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4";
 
-/// Builds the full router: built-in routes, merged `extra` routes, and (if a token is set)
+/// Builds the full router: built-in routes, merged `extra` routes, the refusal of
+/// requests a browser was made to send (`origin`), and (if a token is set)
 /// the auth layer over all of them — including `extra`, so caller routes such as
 /// `/debug/cluster` cannot accidentally be left open.
-pub(crate) fn router(metrics: PrometheusHandle, token: Option<String>, extra: Router) -> Router {
+pub(crate) fn router(
+    metrics: PrometheusHandle,
+    token: Option<String>,
+    guards: Guards,
+    extra: Router,
+) -> Router {
     let builtin = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics_handler))
@@ -30,18 +38,27 @@ pub(crate) fn router(metrics: PrometheusHandle, token: Option<String>, extra: Ro
         .with_state(metrics);
 
     let router = builtin.merge(extra);
-    match token {
+    // Outermost: what a browser was made to send is refused, token or not.
+    // Names in Host are let through only behind a token that guards all.
+    let host_checked = HostChecked(token.is_none() || guards != Guards::Everything);
+    let router = match token {
         Some(token) => router.layer(middleware::from_fn_with_state(
-            Arc::<str>::from(token),
+            (Arc::<str>::from(token), guards),
             require_bearer,
         )),
         None => router,
-    }
+    };
+    router.layer(middleware::from_fn_with_state(host_checked, refuse_foreign))
 }
 
-/// Rejects any request without `Authorization: Bearer <token>` with 401.
-async fn require_bearer(State(token): State<Arc<str>>, req: Request, next: Next) -> Response {
-    if bearer_matches(req.headers(), &token) {
+/// Rejects a request for a route `guards` covers without `Authorization:
+/// Bearer <token>` with 401.
+async fn require_bearer(
+    State((token, guards)): State<(Arc<str>, Guards)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if !guarded(guards, req.uri().path()) || bearer_matches(req.headers(), &token) {
         next.run(req).await
     } else {
         (
@@ -50,6 +67,15 @@ async fn require_bearer(State(token): State<Arc<str>>, req: Request, next: Next)
             "unauthorized\n",
         )
             .into_response()
+    }
+}
+
+fn guarded(guards: Guards, path: &str) -> bool {
+    match guards {
+        Guards::Everything => true,
+        // An allow-list: a route added later (as `/domains/unhalt` was,
+        // beside `/control/*`) is guarded unless it is named here.
+        Guards::ControlAndProfiles => !matches!(path, "/metrics" | "/healthz" | "/debug/cluster"),
     }
 }
 

@@ -303,6 +303,7 @@ async fn non_loopback_requires_token() {
         DebugServerConfig {
             addr: any,
             token: None,
+            ..DebugServerConfig::default()
         },
         metrics.clone(),
         Router::new(),
@@ -315,6 +316,7 @@ async fn non_loopback_requires_token() {
         DebugServerConfig {
             addr: any,
             token: Some(String::new()),
+            ..DebugServerConfig::default()
         },
         metrics.clone(),
         Router::new(),
@@ -322,10 +324,24 @@ async fn non_loopback_requires_token() {
     .await
     .expect_err("empty token counts as no token");
 
+    // The run's own token leaves /metrics open: loopback only.
+    start_debug_server(
+        DebugServerConfig {
+            addr: any,
+            token: Some("t0k".into()),
+            guards: profiling::Guards::ControlAndProfiles,
+        },
+        metrics.clone(),
+        Router::new(),
+    )
+    .await
+    .expect_err("a token guarding control and profiles only, off loopback");
+
     let server = start_debug_server(
         DebugServerConfig {
             addr: any,
             token: Some("t0k".into()),
+            ..DebugServerConfig::default()
         },
         metrics,
         Router::new(),

@@ -31,9 +31,16 @@ pub struct ObsArgs {
     /// Address of /debug/pprof and /metrics (port 0 = any free port).
     #[arg(long, env = "CRAWLER_DEBUG_ADDR", default_value = "127.0.0.1:0")]
     pub debug_addr: SocketAddr,
-    /// Bearer token for the debug endpoint; required off loopback.
+    /// Bearer token for the debug endpoint (every route); required off
+    /// loopback. Without it, control and profiles take the run's token
+    /// from --debug-token-file (`crate::debug_token`).
     #[arg(long, env = "CRAWLER_DEBUG_TOKEN", hide_env_values = true)]
     pub debug_token: Option<String>,
+    /// Where the run's debug token is (written, 0600, by the first process
+    /// of the run when it does not exist) when --debug-token is not given;
+    /// crawlctl and cluster-profile read it from there.
+    #[arg(long, env = "CRAWLER_DEBUG_TOKEN_FILE", default_value = crate::debug_token::DEFAULT_FILE)]
+    pub debug_token_file: PathBuf,
     /// JSON-lines timing log; a directory gets `<role>-<pid>.jsonl` inside it.
     #[arg(long, env = "CRAWLER_TIMING_LOG")]
     pub timing_log: Option<PathBuf>,
@@ -46,6 +53,11 @@ pub struct ObsArgs {
 }
 
 impl ObsArgs {
+    /// This process's debug token (see `crate::debug_token`).
+    pub fn debug_token(&self) -> crate::debug_token::DebugToken {
+        crate::debug_token::DebugToken::resolve(self.debug_token.as_deref(), &self.debug_token_file)
+    }
+
     pub fn node_name(&self) -> String {
         self.node.clone().unwrap_or_else(hostname)
     }
@@ -78,6 +90,10 @@ impl ObsArgs {
             .iter()
             .map(|t| ("CRAWLER_DEBUG_TOKEN", t.clone()))
             .collect();
+        // The run's token file, wherever the child runs from.
+        let file =
+            std::path::absolute(&self.debug_token_file).unwrap_or_else(|_| self.debug_token_file.clone());
+        v.extend(["--debug-token-file".into(), file.to_string_lossy().into_owned()]);
         if let Some(p) = &self.timing_log {
             // Children share the directory; each writes its own file.
             let dir = if names_a_dir(p) {

@@ -11,6 +11,7 @@
 pub mod alloc;
 pub mod canonical;
 pub mod cli;
+pub mod debug_token;
 pub mod http_client;
 pub mod live_line;
 pub mod logging;

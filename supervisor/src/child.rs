@@ -172,8 +172,10 @@ fn spawn(spec: &ChildSpec) -> std::io::Result<(Child, ChildStdin, Frames)> {
     cmd.args(&spec.args)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         // A child parses pages from the open web; it never needs the
-        // cluster secret (main() already removed it; this keeps it so).
+        // cluster secret, nor where it is (main() already removed both;
+        // this keeps it so).
         .env_remove(link::cluster_auth::SECRET_ENV)
+        .env_remove(link::cluster_auth::SECRET_FILE_ENV)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

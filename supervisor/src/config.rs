@@ -41,7 +41,7 @@ pub struct Config {
     /// Where `/debug/pprof` and `/metrics` listen.
     pub debug_addr: SocketAddr,
     /// Their bearer token; required off loopback.
-    pub debug_token: Option<String>,
+    pub debug_token: shared::debug_token::DebugToken,
     /// The timing log.
     pub timing: TimingConfig,
     /// The cluster secret this supervisor proves (or the insecure key).

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use link::dispatcher_link::Heard;
 use link::fence;
 use link::protocol::{
-    CrawlResult, FailureKind, FromChild, Intro, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem,
+    CrawlResult, FailureKind, FromChild, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem,
 };
 
 pub(crate) use action::Action;
@@ -222,7 +222,7 @@ impl Core {
             Heard::Challenge(nonce) => {
                 return out.push(Action::Join {
                     nonce,
-                    intro: self.intro(),
+                    intro: self.me.intro(),
                 })
             }
             Heard::Refused(why) => return out.push(Action::Refused(why)),
@@ -256,13 +256,15 @@ impl Core {
         }
     }
 
-    /// The dispatcher welcomed us on a new connection: what it never
-    /// acknowledged on the old one goes again, our right runs from our
-    /// Join, and it learns which children run where.
+    /// The dispatcher welcomed us on a new connection: it learns first
+    /// what we hold (the connection joins the crawl with that), then what
+    /// it never acknowledged on the old one goes again, our right runs
+    /// from our Join, and it learns which children run where.
     fn welcomed(&mut self, joined_at: Option<Instant>, out: &mut Vec<Action>) {
         if !self.is_serving() {
             return;
         }
+        out.push(Action::Send(ToDispatcher::Holding(self.holding())));
         self.link_up = true;
         self.outbox.reconnected();
         self.right.welcomed(joined_at);
@@ -597,11 +599,11 @@ impl Core {
         held
     }
 
-    /// An introduction listing every URL still held: with the children,
-    /// or finished and waiting in the outbox (sent or not).
-    fn intro(&self) -> Intro {
+    /// Every URL still held, for a new connection's `Holding`: with the
+    /// children, or finished and waiting in the outbox (sent or not).
+    fn holding(&self) -> Vec<WorkItem> {
         let mut holding: Vec<WorkItem> = self.in_flight.items().cloned().collect();
         holding.extend(self.outbox.as_items());
-        self.me.intro(holding)
+        holding
     }
 }

@@ -122,7 +122,7 @@ async fn supervise(config: Config, debug_addr: SocketAddr, mut shutdown: Shutdow
             supervisor = %id,
             "connected to {dispatcher}, debug on http://{debug_addr}"
         );
-        let policy = link.welcome(&me.intro(Vec::new())).await?;
+        let policy = link.welcome(&me.intro()).await?;
         anyhow::Ok((link, policy))
     };
     let (link, policy) = tokio::select! {

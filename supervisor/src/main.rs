@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use link::args::ClusterArgs;
-use link::cluster_auth::{ClusterKey, SECRET_ENV};
+use link::cluster_auth::{ClusterKey, SECRET_ENV, SECRET_FILE_ENV};
 use shared::cli::ObsArgs;
 use store::StoreArgs;
 use supervisor::{Config, Shutdown};
@@ -98,7 +98,7 @@ impl Args {
             hang_timeout: Duration::from_secs(self.hang_timeout_secs),
             max_child_crashes: self.max_child_crashes,
             debug_addr: self.obs.debug_addr,
-            debug_token: self.obs.debug_token.clone(),
+            debug_token: self.obs.debug_token(),
             timing: self.obs.timing_config("supervisor"),
             key,
         }
@@ -113,6 +113,7 @@ fn main() -> anyhow::Result<()> {
     // Read once; no child (nor anything else this process starts) inherits
     // it. Still single-threaded here, so changing the environment is sound.
     std::env::remove_var(SECRET_ENV);
+    std::env::remove_var(SECRET_FILE_ENV);
     let config = args.into_config(key);
     shared::runtime()?.block_on(async { supervisor::run(config, Shutdown::on_signals()).await })
 }

@@ -377,6 +377,15 @@ impl ClusterSpec {
         Ok(spec)
     }
 
+    /// The run's debug token file (`shared::debug_token`), beside the
+    /// seeds: the processes write it, crawlctl and cluster-profile read it.
+    pub fn debug_token_file(&self) -> PathBuf {
+        self.seeds_file
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+            .join(shared::debug_token::DEFAULT_FILE)
+    }
+
     fn store_args(&self) -> Vec<String> {
         let mut v = vec![
             "--mongo-uri".into(),
@@ -508,6 +517,7 @@ fn start_dispatcher(spec: &ClusterSpec, endpoint: &str) -> anyhow::Result<(Child
         .args(spec.store_args())
         .args(&spec.dispatcher_args)
         .env(link::cluster_auth::SECRET_ENV, &spec.cluster_secret)
+        .env(shared::debug_token::TOKEN_FILE_ENV, spec.debug_token_file())
         .envs(spec.dispatcher_env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -547,6 +557,7 @@ fn start_supervisor(spec: &ClusterSpec, endpoint: &str, i: usize) -> anyhow::Res
         .args(&spec.supervisor_args)
         .args(spec.per_supervisor_args.get(i).into_iter().flatten())
         .env(link::cluster_auth::SECRET_ENV, &spec.cluster_secret)
+        .env(shared::debug_token::TOKEN_FILE_ENV, spec.debug_token_file())
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .kill_on_drop(true);
     if let Some(h) = &spec.hosts_file {
@@ -611,6 +622,11 @@ impl RunningCrawl {
     /// namespace's address with [`ClusterSpec::netns`]).
     pub fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    /// The run's debug token file (see [`ClusterSpec::debug_token_file`]).
+    pub fn debug_token_file(&self) -> PathBuf {
+        self.spec.debug_token_file()
     }
 
     /// The dispatcher's pid (None once it was reaped).

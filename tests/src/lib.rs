@@ -10,3 +10,4 @@ pub mod netns;
 pub mod relay;
 pub mod verify;
 pub mod web;
+pub mod zmtp;

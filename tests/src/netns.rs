@@ -74,7 +74,8 @@ impl Net {
     /// Builds a namespace per name in `nodes` (addresses .2, .3, ... in that
     /// order) and the bridge (.1). `Ok(None)`, after saying why on stderr,
     /// where namespaces cannot be made (not root, or the kernel or the
-    /// container refuses): the caller skips its test.
+    /// container refuses): the caller skips its test. With
+    /// [`REQUIRE_ENV`]`=1` it panics instead.
     pub fn create(nodes: &[&str]) -> anyhow::Result<Option<Net>> {
         if nodes.is_empty() || nodes.len() > MAX_NODES {
             bail!("a Net has 1 to {MAX_NODES} nodes, not {}", nodes.len());
@@ -566,7 +567,15 @@ fn command_output(program: &str, args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Set to `1` (as `.ci/run` does), a test that cannot make its namespaces
+/// fails instead of skipping: a skipped test passes, and would hide a CI
+/// machine where these tests never run.
+pub const REQUIRE_ENV: &str = "CRAWLER_REQUIRE_NETNS";
+
 fn skip(why: &str) {
+    if std::env::var(REQUIRE_ENV).is_ok_and(|v| v == "1") {
+        panic!("cannot create network namespaces ({why}), and {REQUIRE_ENV}=1 requires them");
+    }
     eprintln!("skipping: cannot create network namespaces: {why}");
 }
 
@@ -754,6 +763,7 @@ mod tests {
     fn netns_leftovers_of_a_dead_run_are_removed() {
         // SAFETY: geteuid(2) cannot fail.
         if unsafe { libc::geteuid() } != 0 {
+            skip("not running as root");
             return;
         }
         // A pid that runs nothing: a child that has exited and been reaped.
@@ -762,8 +772,8 @@ mod tests {
         let dead = child.id();
         let ns = format!("{TAG}{dead}x0-d");
         let link = format!("{TAG}{dead}x0b");
-        if ip(&["netns", "add", &ns]).is_err() {
-            eprintln!("skipping: cannot create network namespaces");
+        if let Err(e) = ip(&["netns", "add", &ns]) {
+            skip(&format!("{e:#}"));
             return;
         }
         ip(&["link", "add", &link, "type", "bridge"]).expect("adding a bridge");

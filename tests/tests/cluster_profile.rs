@@ -374,6 +374,7 @@ async fn cluster_profile_pprof_and_metrics_during_a_crawl() {
     let output = tokio::process::Command::new(bin("cluster-profile").unwrap())
         .args(["--dispatcher", &base, "--seconds", "3", "--out"])
         .arg(&out)
+        .env(shared::debug_token::TOKEN_FILE_ENV, crawl.debug_token_file())
         .kill_on_drop(true)
         .output()
         .await
@@ -457,12 +458,28 @@ async fn cluster_profile_pprof_and_metrics_during_a_crawl() {
     // (b) The children's pprof protobufs parse and show our frames. All children are
     // profiled at once (same 2 s) and the frames are looked for in all of them, since one
     // child alone may get only a handful of samples in 2 s on a loaded machine.
+    // Profiles need the run's token (`shared::debug_token`): without it, 401.
     let children: Vec<&Proc> = procs.iter().filter(|p| p.role == "crawler-child").collect();
+    let token = std::fs::read_to_string(crawl.debug_token_file()).expect("the run's token file");
+    let token = token.trim().to_string();
+    if let Some(child) = children.first() {
+        let url = format!("http://{}/debug/pprof/profile?seconds=2", child.debug_addr);
+        let (status, _) = get(&http, &url, Duration::from_secs(10)).await.unwrap();
+        assert_eq!(status, 401, "a profile without the token");
+    }
     let fetches = children.iter().map(|child| {
         let url = format!("http://{}/debug/pprof/profile?seconds=2", child.debug_addr);
-        let http = http.clone();
+        let req = http
+            .get(&url)
+            .bearer_auth(&token)
+            .timeout(Duration::from_secs(60));
         async move {
-            let got = get(&http, &url, Duration::from_secs(60)).await;
+            let got = async {
+                let resp = req.send().await?;
+                let status = resp.status().as_u16();
+                anyhow::Ok((status, resp.bytes().await?.to_vec()))
+            }
+            .await;
             (url, got)
         }
     });

@@ -61,6 +61,7 @@ fn requests_to(log: &Log, host: &str, from: Option<Instant>) -> Vec<Instant> {
 fn crawlctl(crawl: &RunningCrawl, verb: &[&str]) -> String {
     let out = std::process::Command::new(bin("crawlctl").unwrap())
         .env("CRAWLER_DISPATCHER_DEBUG", crawl.debug_url().unwrap())
+        .env(shared::debug_token::TOKEN_FILE_ENV, crawl.debug_token_file())
         .args(verb)
         .output()
         .unwrap();
@@ -158,11 +159,31 @@ async fn an_operator_steers_a_running_crawl_and_a_restart_keeps_it() {
     // A refused command says why, and changes nothing.
     let refused = std::process::Command::new(bin("crawlctl").unwrap())
         .env("CRAWLER_DISPATCHER_DEBUG", crawl.debug_url().unwrap())
+        .env(shared::debug_token::TOKEN_FILE_ENV, crawl.debug_token_file())
         .args(["delay", &paced, "99999999999"])
         .output()
         .unwrap();
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("block the domain instead"));
+    // Control needs the run's token: without it, or with a wrong one,
+    // refused, and the crawl is not paused.
+    for (token, file) in [(None, "no-such-file"), (Some("wrong"), "no-such-file")] {
+        let mut cmd = std::process::Command::new(bin("crawlctl").unwrap());
+        cmd.env("CRAWLER_DISPATCHER_DEBUG", crawl.debug_url().unwrap())
+            .env(shared::debug_token::TOKEN_FILE_ENV, file)
+            .env_remove(shared::debug_token::TOKEN_ENV)
+            .arg("pause");
+        if let Some(t) = token {
+            cmd.env(shared::debug_token::TOKEN_ENV, t);
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains("401"),
+            "token {token:?}: {stderr}"
+        );
+    }
+    assert_eq!(status(&crawl)["paused"], false, "paused without the token");
 
     // The dispatcher is killed and started again: the block and the delay
     // were recorded and stand.
@@ -173,6 +194,7 @@ async fn an_operator_steers_a_running_crawl_and_a_restart_keeps_it() {
     let st = loop {
         if let Ok(out) = std::process::Command::new(bin("crawlctl").unwrap())
             .env("CRAWLER_DISPATCHER_DEBUG", crawl.debug_url().unwrap())
+            .env(shared::debug_token::TOKEN_FILE_ENV, crawl.debug_token_file())
             .arg("status")
             .output()
         {

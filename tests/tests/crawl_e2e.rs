@@ -341,6 +341,10 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     let open_web = write_lines(dir.path(), "open.txt", &["https://example.org/".to_string()]).unwrap();
     let out = std::process::Command::new(bin("dispatcher").unwrap())
         .env("CRAWLER_MONGO_URI", &store.uri)
+        .env(
+            shared::debug_token::TOKEN_FILE_ENV,
+            dir.path().join("debug_token"),
+        )
         .args([
             "--config",
             config.to_str().unwrap(),

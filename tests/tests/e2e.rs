@@ -23,6 +23,7 @@ mod extract_scan;
 mod fault_e2e;
 mod forget_e2e;
 mod hostile_e2e;
+mod hostile_peers_e2e;
 mod netns_e2e;
 mod partition_e2e;
 mod politeness_gap_e2e;

@@ -6,8 +6,10 @@
 //! mistyped control command must never start a crawl.
 //!
 //! The dispatcher's debug address comes from `--dispatcher` or
-//! `$CRAWLER_DISPATCHER_DEBUG`; its token only from `$CRAWLER_DEBUG_TOKEN`
-//! (never the command line, which every user of the machine can read).
+//! `$CRAWLER_DISPATCHER_DEBUG`; its token only from `$CRAWLER_DEBUG_TOKEN`,
+//! or else the run's token file (`$CRAWLER_DEBUG_TOKEN_FILE`, by default
+//! `./debug_token`: see `shared::debug_token`), never the command line,
+//! which every user of the machine can read.
 
 use std::time::Duration;
 
@@ -120,10 +122,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     } else {
         http.post(url).body(body)
     };
-    if let Some(token) = std::env::var("CRAWLER_DEBUG_TOKEN")
-        .ok()
-        .filter(|t| !t.is_empty())
-    {
+    if let Some(token) = shared::debug_token::for_client(None) {
         req = req.bearer_auth(token);
     }
     let resp = req

@@ -48,7 +48,8 @@ struct Args {
     /// Output directory (created if missing).
     #[arg(long)]
     out: PathBuf,
-    /// Bearer token of the debug endpoints (--debug-token of the crawl).
+    /// Bearer token of the debug endpoints (--debug-token of the crawl); by
+    /// default the run's, from $CRAWLER_DEBUG_TOKEN_FILE or ./debug_token.
     #[arg(long, env = "CRAWLER_DEBUG_TOKEN", hide_env_values = true)]
     token: Option<String>,
 }
@@ -123,7 +124,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let token = args.token.clone().filter(|t| !t.is_empty());
+    // Given, or the run's (`$CRAWLER_DEBUG_TOKEN_FILE`, `./debug_token`).
+    let token = shared::debug_token::for_client(args.token.clone());
     let client = shared::http_client::builder()
         // Debug endpoints are cluster-internal; never send profiles through a proxy.
         .no_proxy()
@@ -335,7 +337,7 @@ async fn get_text(
         .with_context(|| format!("reading the answer of {url}"))?;
     match status {
         s if s.is_success() => Ok(body),
-        StatusCode::UNAUTHORIZED => bail!("{url}: 401 unauthorized (pass --token / CRAWLER_DEBUG_TOKEN)"),
+        StatusCode::UNAUTHORIZED => bail!("{url}: 401 unauthorized (pass --token / CRAWLER_DEBUG_TOKEN, or the run's token file in CRAWLER_DEBUG_TOKEN_FILE)"),
         StatusCode::CONFLICT => bail!("{url}: busy, another CPU profile is being captured in that process"),
         StatusCode::NOT_FOUND => bail!("{url}: 404 (an older build without this route?)"),
         s => bail!("{url}: HTTP {s}: {}", snippet(&body)),

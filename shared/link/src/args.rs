@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
-use crate::cluster_auth::{ClusterKey, SECRET_ENV};
+use crate::cluster_auth::{ClusterKey, SECRET_ENV, SECRET_FILE_ENV};
 
 /// The cluster secret that dispatcher and supervisors prove to each other
 /// (see [`crate::cluster_auth`]). There is deliberately no flag that takes
@@ -13,11 +13,11 @@ use crate::cluster_auth::{ClusterKey, SECRET_ENV};
 /// machine (`ps`), so it comes from a file or from `CRAWLER_CLUSTER_SECRET`.
 #[derive(Debug, Clone, Args)]
 pub struct ClusterArgs {
-    /// File holding the cluster secret (at least 16 bytes; surrounding
+    /// File holding the cluster secret (at least 32 random bytes; surrounding
     /// whitespace ignored; `openssl rand -hex 32 > FILE; chmod 600 FILE`).
     /// Or put the secret in the environment variable CRAWLER_CLUSTER_SECRET.
     /// The dispatcher and every supervisor need the same one.
-    #[arg(long, env = "CRAWLER_CLUSTER_SECRET_FILE", value_name = "PATH")]
+    #[arg(long, env = SECRET_FILE_ENV, value_name = "PATH")]
     pub cluster_secret_file: Option<PathBuf>,
     /// Run without a cluster secret: anyone who can reach the dispatcher's
     /// port can then join, take work and report results. Only for a
@@ -93,12 +93,21 @@ mod tests {
         use clap::CommandFactory;
         let dir = tempfile_dir();
         let file = dir.join("secret");
-        std::fs::write(&file, "0123456789abcdef0123\n").unwrap();
+        std::fs::write(
+            &file,
+            "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n",
+        )
+        .unwrap();
         let with_file = Cli::parse_from(["x", "--cluster-secret-file", file.to_str().unwrap()]);
         assert!(!with_file.cluster.key(None).unwrap().is_insecure());
         // From the environment.
         let none = Cli::parse_from(["x"]);
-        assert!(none.cluster.key(Some("0123456789abcdef0123".into())).is_ok());
+        assert!(none
+            .cluster
+            .key(Some(
+                "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef".into()
+            ))
+            .is_ok());
         // Nothing given: refused, unless asked for an insecure cluster.
         let err = none.cluster.key(None).unwrap_err().to_string();
         assert!(err.contains("--insecure-cluster"), "{err}");
@@ -107,14 +116,26 @@ mod tests {
         // Two sources, or a secret and --insecure-cluster: ambiguous, refused.
         assert!(with_file
             .cluster
-            .key(Some("0123456789abcdef0123".into()))
+            .key(Some(
+                "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef".into()
+            ))
             .is_err());
-        assert!(insecure.cluster.key(Some("0123456789abcdef0123".into())).is_err());
+        assert!(insecure
+            .cluster
+            .key(Some(
+                "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef".into()
+            ))
+            .is_err());
         // A short secret is refused without being quoted.
         let err = format!("{:#}", none.cluster.key(Some("hunter2".into())).unwrap_err());
         assert!(err.contains("7 bytes") && !err.contains("hunter2"), "{err}");
         // There is no flag that takes the secret itself.
-        assert!(Cli::try_parse_from(["x", "--cluster-secret", "0123456789abcdef0123"]).is_err());
+        assert!(Cli::try_parse_from([
+            "x",
+            "--cluster-secret",
+            "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+        ])
+        .is_err());
         let help = Cli::command().render_long_help().to_string();
         assert!(
             help.contains("--cluster-secret-file") && help.contains("CRAWLER_CLUSTER_SECRET"),

@@ -52,8 +52,15 @@ use sha2::{Digest, Sha256};
 /// The environment variable that may carry the secret (never argv: `ps`
 /// shows a command line to every user of the machine).
 pub const SECRET_ENV: &str = "CRAWLER_CLUSTER_SECRET";
-/// Shortest secret accepted: 16 bytes. `openssl rand -hex 32` gives 64.
-pub const MIN_SECRET_BYTES: usize = 16;
+/// The environment variable that may name the secret's file: children
+/// must not inherit it either (they run as the user that can read it).
+pub const SECRET_FILE_ENV: &str = "CRAWLER_CLUSTER_SECRET_FILE";
+/// Shortest secret accepted: 32 bytes (256 bits when they are random);
+/// a secret written in hex must have twice as many digits, so that it
+/// encodes that many bytes. `openssl rand -hex 32` gives 64 digits.
+pub const MIN_SECRET_BYTES: usize = 32;
+/// [`MIN_SECRET_BYTES`] written in hex.
+const HEX_DIGITS: usize = 2 * MIN_SECRET_BYTES;
 /// Longest secret accepted (a file that big is the wrong file).
 pub const MAX_SECRET_BYTES: usize = 4096;
 
@@ -82,8 +89,10 @@ pub struct ClusterKey {
 /// Why a secret was not accepted (says nothing about its bytes).
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SecretError {
-    #[error("the cluster secret is {0} bytes; at least {MIN_SECRET_BYTES} are needed (e.g. `openssl rand -hex 32`)")]
+    #[error("the cluster secret is {0} bytes; it must be at least {MIN_SECRET_BYTES} random bytes (in hex, {HEX_DIGITS} digits): make one with `openssl rand -hex 32`")]
     TooShort(usize),
+    #[error("the cluster secret is {0} hex digits, which encode half as many bytes; it must be at least {MIN_SECRET_BYTES} random bytes ({HEX_DIGITS} hex digits): make one with `openssl rand -hex 32`")]
+    TooFewHexDigits(usize),
     #[error("the cluster secret is over {MAX_SECRET_BYTES} bytes; is that the right file?")]
     TooLong(usize),
 }
@@ -95,6 +104,11 @@ impl ClusterKey {
         let secret = raw.trim_ascii();
         if secret.len() < MIN_SECRET_BYTES {
             return Err(SecretError::TooShort(secret.len()));
+        }
+        // Hex digits carry half a byte each: what `openssl rand -hex N`
+        // writes is N random bytes.
+        if secret.iter().all(u8::is_ascii_hexdigit) && secret.len() < HEX_DIGITS {
+            return Err(SecretError::TooFewHexDigits(secret.len()));
         }
         if secret.len() > MAX_SECRET_BYTES {
             return Err(SecretError::TooLong(secret.len()));
@@ -385,23 +399,42 @@ impl Introduction {
     }
 }
 
-/// A challenge sent and not answered yet.
+/// A challenge sent and not answered yet, to a peer at `source`.
 #[derive(Debug, Clone)]
-struct Pending {
+struct Pending<S> {
+    source: S,
     s_nonce: Nonce,
     d_nonce: Nonce,
     at: Instant,
 }
 
-/// The dispatcher's side: the challenges it has sent, by peer. Bounded in
-/// number ([`Challenges::new`]'s `max`, the oldest goes first) and age
-/// (`ttl`), so a flood of Hellos costs a fixed amount of memory.
+/// The dispatcher's side: the challenges it has sent, by peer (a
+/// connection), each with its source (the address it connects from).
+/// Bounded in age (`ttl`), in number per source (`per_source`) and in all
+/// (`max`), so a flood of Hellos costs a fixed amount of memory. Making
+/// room never costs a source with few challenges pending: a source at its
+/// quota loses its own oldest, and when all are full, the source with the
+/// most pending loses its oldest. So a peer flooding from a few addresses
+/// cannot push out a real supervisor's challenge (it answers within
+/// milliseconds, and is alone at its address or nearly).
 #[derive(Debug)]
-pub struct Challenges<P> {
+pub struct Challenges<P, S> {
     version: u32,
-    pending: HashMap<P, Pending>,
+    pending: HashMap<P, Pending<S>>,
+    /// Challenges pending per source.
+    sources: HashMap<S, usize>,
     ttl: Duration,
     max: usize,
+    per_source: usize,
+}
+
+/// Whose challenge was dropped to make room for a new one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evicted {
+    /// One of the same source (it was at its quota).
+    SameSource,
+    /// One of the source with the most challenges pending (all were full).
+    Busiest,
 }
 
 /// A supervisor whose Join proved it knows the secret; it can prove the
@@ -435,46 +468,93 @@ impl Admitted {
     }
 }
 
-impl<P: Hash + Eq + Clone> Challenges<P> {
-    pub fn new(version: u32, ttl: Duration, max: usize) -> Challenges<P> {
+impl<P: Hash + Eq + Clone, S: Hash + Eq + Clone> Challenges<P, S> {
+    pub fn new(version: u32, ttl: Duration, max: usize, per_source: usize) -> Challenges<P, S> {
         Challenges {
             version,
             pending: HashMap::new(),
+            sources: HashMap::new(),
             ttl,
             max: max.max(1),
+            per_source: per_source.max(1),
         }
     }
 
-    /// A Hello from `peer` with nonce `s_nonce`: returns the nonce for the
-    /// Challenge, and whether an older pending challenge (of another peer)
+    /// A Hello from `peer` at `source` with nonce `s_nonce`: returns the
+    /// nonce for the Challenge, and whose pending challenge, if anyone's,
     /// was dropped to make room. A repeated Hello replaces the peer's
     /// pending challenge.
-    pub fn challenge(&mut self, peer: P, s_nonce: Nonce, now: Instant) -> (Nonce, bool) {
-        let mut evicted = false;
-        if self.pending.len() >= self.max && !self.pending.contains_key(&peer) {
+    pub fn challenge(
+        &mut self,
+        peer: P,
+        source: S,
+        s_nonce: Nonce,
+        now: Instant,
+    ) -> (Nonce, Option<Evicted>) {
+        self.remove(&peer);
+        let mut evicted = None;
+        if self.sources.get(&source).copied().unwrap_or(0) >= self.per_source {
+            self.expire(now);
+            if self.sources.get(&source).copied().unwrap_or(0) >= self.per_source {
+                self.drop_oldest_of(&source);
+                evicted = Some(Evicted::SameSource);
+            }
+        }
+        if evicted.is_none() && self.pending.len() >= self.max {
             self.expire(now);
             if self.pending.len() >= self.max {
-                let oldest = self
-                    .pending
+                let busiest = self
+                    .sources
                     .iter()
-                    .min_by_key(|(_, p)| p.at)
-                    .map(|(k, _)| k.clone());
-                if let Some(oldest) = oldest {
-                    self.pending.remove(&oldest);
-                    evicted = true;
+                    .max_by_key(|(_, n)| **n)
+                    .map(|(s, _)| s.clone());
+                if let Some(busiest) = busiest {
+                    self.drop_oldest_of(&busiest);
+                    evicted = Some(Evicted::Busiest);
                 }
             }
         }
         let d_nonce = fresh_nonce();
+        *self.sources.entry(source.clone()).or_insert(0) += 1;
         self.pending.insert(
             peer,
             Pending {
+                source,
                 s_nonce,
                 d_nonce,
                 at: now,
             },
         );
         (d_nonce, evicted)
+    }
+
+    /// Drops `peer`'s pending challenge, if any.
+    fn remove(&mut self, peer: &P) -> Option<Pending<S>> {
+        let p = self.pending.remove(peer)?;
+        self.forget_one_of(&p.source);
+        Some(p)
+    }
+
+    fn forget_one_of(&mut self, source: &S) {
+        if let Some(n) = self.sources.get_mut(source) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.sources.remove(source);
+            }
+        }
+    }
+
+    /// Drops the oldest challenge pending for `source`.
+    fn drop_oldest_of(&mut self, source: &S) {
+        let oldest = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.source == *source)
+            .min_by_key(|(_, p)| p.at)
+            .map(|(k, _)| k.clone());
+        if let Some(oldest) = oldest {
+            self.remove(&oldest);
+        }
     }
 
     /// A Join from `peer`: checks `proof` over `intro` (the bytes as
@@ -488,7 +568,7 @@ impl<P: Hash + Eq + Clone> Challenges<P> {
         intro: &[u8],
         now: Instant,
     ) -> Result<Admitted, Refusal> {
-        let p = self.pending.remove(peer).ok_or(Refusal::NoChallenge)?;
+        let p = self.remove(peer).ok_or(Refusal::NoChallenge)?;
         if now.saturating_duration_since(p.at) > self.ttl {
             return Err(Refusal::NoChallenge);
         }
@@ -512,12 +592,28 @@ impl<P: Hash + Eq + Clone> Challenges<P> {
         self.pending.is_empty()
     }
 
+    /// Challenges pending now for `source`.
+    pub fn pending_for(&self, source: &S) -> usize {
+        self.sources.get(source).copied().unwrap_or(0)
+    }
+
     /// Drops challenges older than the ttl; returns how many.
     pub fn expire(&mut self, now: Instant) -> usize {
         let before = self.pending.len();
         let ttl = self.ttl;
-        self.pending
-            .retain(|_, p| now.saturating_duration_since(p.at) <= ttl);
+        let sources = &mut self.sources;
+        self.pending.retain(|_, p| {
+            let keep = now.saturating_duration_since(p.at) <= ttl;
+            if !keep {
+                if let Some(n) = sources.get_mut(&p.source) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        sources.remove(&p.source);
+                    }
+                }
+            }
+            keep
+        });
         before - self.pending.len()
     }
 }
@@ -528,8 +624,9 @@ mod tests {
 
     const V: u32 = 6;
 
+    /// A key from `s`, made long enough (32 bytes) by a fixed tail.
     fn key(s: &str) -> ClusterKey {
-        ClusterKey::from_secret(s.as_bytes()).unwrap()
+        ClusterKey::from_secret(format!("{s}/long-enough-for-a-cluster-secret").as_bytes()).unwrap()
     }
 
     /// One whole introduction; returns what each side concluded.
@@ -539,9 +636,9 @@ mod tests {
         intro: &[u8],
     ) -> (Result<Admitted, Refusal>, Option<Result<(), Refusal>>) {
         let now = Instant::now();
-        let mut challenges = Challenges::new(V, Duration::from_secs(10), 8);
+        let mut challenges = Challenges::new(V, Duration::from_secs(10), 8, 8);
         let mut me = Introduction::new(V);
-        let (d_nonce, _) = challenges.challenge("peer", me.nonce(), now);
+        let (d_nonce, _) = challenges.challenge("peer", "src", me.nonce(), now);
         let proof = me.answer(sup_key, d_nonce, intro);
         let admitted = challenges.verify(disp_key, &"peer", &proof, intro, now);
         let welcome = admitted.as_ref().ok().map(|a| {
@@ -574,9 +671,9 @@ mod tests {
     fn a_proof_is_bound_to_its_introduction_its_nonces_and_its_peer() {
         let k = key("0123456789abcdef-secret");
         let now = Instant::now();
-        let mut challenges = Challenges::new(V, Duration::from_secs(10), 8);
+        let mut challenges = Challenges::new(V, Duration::from_secs(10), 8, 8);
         let mut me = Introduction::new(V);
-        let (d_nonce, _) = challenges.challenge("a", me.nonce(), now);
+        let (d_nonce, _) = challenges.challenge("a", "src", me.nonce(), now);
         let proof = me.answer(&k, d_nonce, b"id=sup0 debug=127.0.0.1:1");
         // Another introduction (a changed debug address) with this proof: refused,
         // and the challenge is used up by the failed try.
@@ -593,8 +690,8 @@ mod tests {
             Refusal::NoChallenge
         );
         // Replayed to a new challenge (new dispatcher nonce), or by another peer: refused.
-        challenges.challenge("a", me.nonce(), now);
-        challenges.challenge("b", me.nonce(), now);
+        challenges.challenge("a", "src", me.nonce(), now);
+        challenges.challenge("b", "src", me.nonce(), now);
         for peer in ["a", "b"] {
             assert_eq!(
                 challenges
@@ -609,11 +706,11 @@ mod tests {
     fn the_dispatchers_proof_covers_the_policy_and_is_not_the_supervisors() {
         let k = key("0123456789abcdef-secret");
         let now = Instant::now();
-        let mut challenges = Challenges::new(V, Duration::from_secs(10), 8);
+        let mut challenges = Challenges::new(V, Duration::from_secs(10), 8, 8);
         let mut me = Introduction::new(V);
         // A Welcome before any Challenge proves nothing.
         assert_eq!(me.check_welcome(&k, &[0; 32], b"p"), Err(Refusal::NoChallenge));
-        let (d_nonce, _) = challenges.challenge(1u8, me.nonce(), now);
+        let (d_nonce, _) = challenges.challenge(1u8, "src", me.nonce(), now);
         let ps = me.answer(&k, d_nonce, b"intro");
         let admitted = challenges.verify(&k, &1, &ps, b"intro", now).unwrap();
         let pd = admitted.welcome_proof(&k, b"policy");
@@ -634,10 +731,10 @@ mod tests {
     fn sealed_messages_open_once_in_their_direction_only() {
         let k = key("0123456789abcdef-secret");
         let now = Instant::now();
-        let mut challenges = Challenges::new(V, Duration::from_secs(10), 8);
+        let mut challenges = Challenges::new(V, Duration::from_secs(10), 8, 8);
         let mut me = Introduction::new(V);
         assert!(me.session(&k).is_none(), "no session before the Challenge");
-        let (d_nonce, _) = challenges.challenge(1u8, me.nonce(), now);
+        let (d_nonce, _) = challenges.challenge(1u8, "src", me.nonce(), now);
         let ps = me.answer(&k, d_nonce, b"intro");
         let admitted = challenges.verify(&k, &1, &ps, b"intro", now).unwrap();
         let mut disp = admitted.session(&k);
@@ -662,7 +759,7 @@ mod tests {
         assert_eq!(disp.open(c3, &t3, b"results 4"), Ok(()));
         // Another connection of the same supervisor has other keys.
         let mut me2 = Introduction::new(V);
-        let (d2, _) = challenges.challenge(1u8, me2.nonce(), now);
+        let (d2, _) = challenges.challenge(1u8, "src", me2.nonce(), now);
         let p2 = me2.answer(&k, d2, b"intro");
         let mut disp2 = challenges.verify(&k, &1, &p2, b"intro", now).unwrap().session(&k);
         let (c, t) = sup.seal(b"hello");
@@ -689,9 +786,9 @@ mod tests {
     fn challenges_expire_and_are_bounded() {
         let k = key("0123456789abcdef-secret");
         let t0 = Instant::now();
-        let mut challenges = Challenges::new(V, Duration::from_secs(10), 3);
+        let mut challenges = Challenges::new(V, Duration::from_secs(10), 3, 8);
         let mut me = Introduction::new(V);
-        let (d_nonce, _) = challenges.challenge(0u32, me.nonce(), t0);
+        let (d_nonce, _) = challenges.challenge(0u32, "src", me.nonce(), t0);
         let proof = me.answer(&k, d_nonce, b"i");
         // Too late: refused even with the right proof.
         let late = t0 + Duration::from_secs(11);
@@ -699,15 +796,16 @@ mod tests {
             challenges.verify(&k, &0, &proof, b"i", late).unwrap_err(),
             Refusal::NoChallenge
         );
-        // A flood keeps at most `max`, dropping the oldest.
+        // A flood keeps at most `max`, dropping the oldest of the busiest source.
         for peer in 1..=3u32 {
-            assert!(
-                !challenges
-                    .challenge(peer, [0; 32], t0 + Duration::from_millis(peer as u64))
-                    .1
-            );
+            let at = t0 + Duration::from_millis(peer as u64);
+            assert_eq!(challenges.challenge(peer, "src", [0; 32], at).1, None);
         }
-        assert!(challenges.challenge(4, [0; 32], t0 + Duration::from_millis(4)).1);
+        let at = t0 + Duration::from_millis(4);
+        assert_eq!(
+            challenges.challenge(4, "src", [0; 32], at).1,
+            Some(Evicted::Busiest)
+        );
         assert_eq!(challenges.len(), 3);
         // Peer 1's challenge (the oldest) is the one that went.
         assert_eq!(
@@ -716,6 +814,46 @@ mod tests {
         );
         assert_eq!(challenges.expire(t0 + Duration::from_secs(60)), 3);
         assert!(challenges.is_empty());
+        assert_eq!(challenges.pending_for(&"src"), 0);
+    }
+
+    #[test]
+    fn a_flood_from_a_few_sources_never_pushes_out_a_lone_supervisor() {
+        let k = key("0123456789abcdef-secret");
+        let t0 = Instant::now();
+        // At most 8 in all, 3 per source.
+        let mut challenges = Challenges::new(V, Duration::from_secs(10), 8, 3);
+        let mut me = Introduction::new(V);
+        let (d_nonce, _) = challenges.challenge(0u32, "supervisor".to_string(), me.nonce(), t0);
+        // 5,000 Hellos from 4 addresses, each Hello newer than the last.
+        for i in 1..=5000u32 {
+            let source = format!("attacker-{}", i % 4);
+            let at = t0 + Duration::from_micros(u64::from(i));
+            challenges.challenge(i, source, [0; 32], at);
+            assert!(challenges.len() <= 8);
+            assert!(challenges.pending_for(&"attacker-1".to_string()) <= 3);
+        }
+        // The supervisor's challenge is the oldest of all, and still there.
+        let proof = me.answer(&k, d_nonce, b"intro");
+        assert!(challenges.verify(&k, &0, &proof, b"intro", t0).is_ok());
+        // A source at its quota loses its own oldest, no one else's.
+        let mut c = Challenges::new(V, Duration::from_secs(10), 100, 2);
+        c.challenge(1u32, "a", [0; 32], t0);
+        c.challenge(2, "b", [0; 32], t0 + Duration::from_millis(1));
+        c.challenge(3, "a", [0; 32], t0 + Duration::from_millis(2));
+        let (_, evicted) = c.challenge(4, "a", [0; 32], t0 + Duration::from_millis(3));
+        assert_eq!(evicted, Some(Evicted::SameSource));
+        assert_eq!((c.pending_for(&"a"), c.pending_for(&"b")), (2, 1));
+        assert_eq!(
+            c.verify(&k, &1, &[0; 32], b"", t0).unwrap_err(),
+            Refusal::NoChallenge
+        );
+        // A repeated Hello of one peer replaces its challenge: no eviction.
+        assert_eq!(
+            c.challenge(4, "a", [0; 32], t0 + Duration::from_millis(5)).1,
+            None
+        );
+        assert_eq!(c.pending_for(&"a"), 2);
     }
 
     #[test]
@@ -725,13 +863,27 @@ mod tests {
             SecretError::TooShort(5)
         );
         assert!(ClusterKey::from_secret(&[b'x'; MAX_SECRET_BYTES + 1]).is_err());
-        let k = key("0123456789abcdef-very-secret\n");
+        // 31 bytes: refused; 32: taken.
+        assert_eq!(
+            ClusterKey::from_secret(&[b'x'; 31]).unwrap_err(),
+            SecretError::TooShort(31)
+        );
+        assert!(ClusterKey::from_secret(&[b'x'; 32]).is_ok());
+        // 32 hex digits are 16 bytes (`openssl rand -hex 16`): refused, and told why.
+        let err = ClusterKey::from_secret(b"00112233445566778899aabbccddeeff").unwrap_err();
+        assert_eq!(err, SecretError::TooFewHexDigits(32));
+        assert!(err.to_string().contains("at least 32 random bytes"), "{err}");
+        assert!(ClusterKey::from_secret("ab".repeat(32).as_bytes()).is_ok());
+        let secret = "0123456789abcdef-very-secret/and-long-enough";
+        let k = ClusterKey::from_secret(format!("{secret}\n").as_bytes()).unwrap();
         let shown = format!("{k:?}");
         assert!(!shown.contains("secret"), "{shown}");
         // Trailing newline or not, the same key.
-        let (admitted, _) = introduce(&k, &key("0123456789abcdef-very-secret"), b"i");
+        let same = ClusterKey::from_secret(secret.as_bytes()).unwrap();
+        let (admitted, _) = introduce(&k, &same, b"i");
         assert!(admitted.is_ok());
         let err = ClusterKey::from_secret(b"hunter2").unwrap_err().to_string();
         assert!(!err.contains("hunter2"), "{err}");
+        assert!(err.contains("openssl rand -hex 32"), "{err}");
     }
 }

@@ -147,27 +147,59 @@ impl DispatcherLink {
     }
 
     /// Runs the introduction to its end: answers the Challenge with
-    /// `intro` and waits for a Welcome that proves the dispatcher knows
-    /// the secret; returns the crawl policy it carries. A dispatcher that
-    /// dies meanwhile must not leave us waiting forever: after the silence
-    /// limit this fails (and the service manager restarts us). A refusal
-    /// is final here: at start-up it means a different secret.
+    /// `intro` and waits for a Welcome that proves the dispatcher knows the
+    /// secret; returns the crawl policy the Welcome carries. The caller's
+    /// first message must then be [`ToDispatcher::Holding`]: the
+    /// connection joins the crawl with it. A dispatcher that dies meanwhile must not leave us
+    /// waiting forever: after the silence limit (or the patience, if
+    /// longer) this fails, and the service manager restarts us.
+    ///
+    /// A busy or flooded dispatcher may leave a Hello unanswered (it
+    /// answers peers not yet admitted at a bounded rate) or drop our
+    /// challenge before our Join comes (`NoChallenge`): then we introduce
+    /// ourselves again on a new connection, after [`HELLO_PATIENCE`]. A
+    /// wrong proof is final: at start-up it means a different secret.
     pub async fn welcome(&mut self, intro: &Intro) -> anyhow::Result<CrawlPolicy> {
-        let limit = self.silence_limit;
+        let limit = self.silence_limit.max(self.patience);
         let wait = async {
             loop {
-                match self.recv().await {
-                    Some(Heard::Welcome(policy)) => return Ok(policy),
-                    Some(Heard::Challenge(nonce)) => self.answer(nonce, intro).await,
-                    Some(Heard::Refused(why)) => bail!(
-                        "the dispatcher refused our introduction ({}): is the cluster secret the same on both sides?",
-                        why.as_str()
-                    ),
-                    Some(Heard::OtherVersion) => bail!(
-                        "the dispatcher speaks another protocol version (ours is {PROTOCOL_VERSION}): run the same release on every node"
-                    ),
-                    Some(_) => {}
-                    None => bail!("lost the dispatcher before its welcome"),
+                let attempt = async {
+                    loop {
+                        match self.recv().await {
+                            Some(Heard::Welcome(policy)) => return Ok(Some(policy)),
+                            Some(Heard::Challenge(nonce)) => self.answer(nonce, intro).await,
+                            Some(Heard::Refused(Refusal::NoChallenge)) => return Ok(None),
+                            Some(Heard::Refused(why)) => bail!(
+                                "the dispatcher refused our introduction ({}): is the cluster secret the same on both sides?",
+                                why.as_str()
+                            ),
+                            Some(Heard::OtherVersion) => bail!(
+                                "the dispatcher speaks another protocol version (ours is {PROTOCOL_VERSION}): run the same release on every node"
+                            ),
+                            Some(_) => {}
+                            None => return Ok(None),
+                        }
+                    }
+                };
+                let answered = tokio::time::timeout(2 * HELLO_PATIENCE, attempt).await;
+                if let Ok(Ok(Some(policy))) = answered {
+                    return Ok(policy);
+                }
+                if let Ok(Err(e)) = answered {
+                    return Err(e);
+                }
+                tracing::info!(
+                    dispatcher = %self.endpoint,
+                    "no welcome yet (the dispatcher is busy or did not keep our challenge); introducing ourselves again"
+                );
+                tokio::time::sleep(HELLO_PATIENCE).await;
+                self.go_down();
+                match open(&self.endpoint).await {
+                    Ok(socket) => {
+                        self.socket = Some(socket);
+                        self.say_hello().await;
+                    }
+                    Err(e) => tracing::warn!("{e:#}; retrying"),
                 }
             }
         };
@@ -449,9 +481,10 @@ impl DispatcherLink {
     }
 }
 
-/// A new DEALER socket connected to `endpoint`.
+/// A new DEALER socket connected to `endpoint`, bounding what the other
+/// end may send ([`crate::socket::supervisor_options`]).
 async fn open(endpoint: &str) -> anyhow::Result<DealerSocket> {
-    let mut socket = DealerSocket::new();
+    let mut socket = DealerSocket::with_options(crate::socket::supervisor_options());
     match tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(endpoint)).await {
         Ok(Ok(())) => Ok(socket),
         Ok(Err(e)) => Err(e).with_context(|| format!("dispatcher at {endpoint} not reachable")),

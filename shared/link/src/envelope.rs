@@ -171,10 +171,10 @@ mod tests {
     fn sessions() -> (Session, Session) {
         let key = ClusterKey::from_secret(&[7; 32]).expect("a 32-byte secret");
         let mut challenges =
-            crate::cluster_auth::Challenges::new(PROTOCOL_VERSION, std::time::Duration::from_secs(10), 4);
+            crate::cluster_auth::Challenges::new(PROTOCOL_VERSION, std::time::Duration::from_secs(10), 4, 4);
         let mut intro = Introduction::new(PROTOCOL_VERSION);
         let now = std::time::Instant::now();
-        let (d_nonce, _) = challenges.challenge(1u8, intro.nonce(), now);
+        let (d_nonce, _) = challenges.challenge(1u8, (), intro.nonce(), now);
         let proof = intro.answer(&key, d_nonce, b"intro");
         let admitted = challenges
             .verify(&key, &1u8, &proof, b"intro", now)

@@ -7,7 +7,8 @@
 //! ([`failure`]), the rule that stops a node cut off from the dispatcher
 //! ([`fence`]), the cluster secret's handshake and per-message seals
 //! ([`cluster_auth`], [`args`]), the frames that carry them
-//! ([`envelope`]), and the supervisor's end of the ZeroMQ connection
+//! ([`envelope`]), what a peer can make either end's ZeroMQ socket hold
+//! ([`socket`]), and the supervisor's end of the ZeroMQ connection
 //! ([`dispatcher_link`]).
 
 #![warn(unreachable_pub)]
@@ -21,3 +22,4 @@ pub mod fence;
 pub mod framing;
 pub mod metric;
 pub mod protocol;
+pub mod socket;

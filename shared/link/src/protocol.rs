@@ -27,7 +27,11 @@ pub use crate::failure::FailureKind;
 /// server, the policy carries the per-server gaps, `Regrouped`).
 /// 13: revisits (the policy's revisit rule, a revisit lease's validators).
 /// 14: the policy says whether to guess `/sitemap.xml`.
-pub const PROTOCOL_VERSION: u32 = 14;
+/// 15: the Join's introduction no longer lists the leases held: they follow
+/// the Welcome, sealed ([`ToDispatcher::Holding`]), so that a peer not yet
+/// proven sends the dispatcher only small messages
+/// ([`crate::socket::UNTRUSTED_MESSAGE_BYTES`]).
+pub const PROTOCOL_VERSION: u32 = 15;
 
 /// One URL to crawl, leased to whoever holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -233,9 +237,12 @@ pub struct ProcessInfo {
     pub debug_addr: Option<String>,
 }
 
-/// Who a supervisor is, sent in its [`ToDispatcher::Join`] as encoded
-/// bytes: the proof covers these exact bytes, and the dispatcher decodes
-/// them only once the proof checks out.
+/// Who a supervisor is, sent in its Join
+/// ([`crate::envelope::FrameToDispatcher::Join`]) as encoded bytes: the
+/// proof covers these exact bytes, and the dispatcher decodes them only
+/// once the proof checks out. Small, as everything a peer sends before it
+/// is proven must be: the leases it holds follow the Welcome
+/// ([`ToDispatcher::Holding`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Intro {
     pub supervisor_id: String,
@@ -243,12 +250,6 @@ pub struct Intro {
     /// leases it more (credit-based backpressure).
     pub capacity: u32,
     pub process: ProcessInfo,
-    /// URLs this supervisor still holds from before a reconnect (its
-    /// children are crawling them, or their results wait to be sent).
-    /// A restarted dispatcher adopts these leases instead of handing
-    /// the URLs out a second time (see `adopt` in the dispatcher: only
-    /// URLs it knows, with its own domain and depth).
-    pub holding: Vec<WorkItem>,
 }
 
 /// Supervisor → dispatcher, always sealed (see [`crate::envelope`]). `S`:
@@ -271,6 +272,14 @@ pub enum ToDispatcher<S = String> {
     Heartbeat { holding: Vec<u64> },
     /// Children have exited; the supervisor is leaving.
     Bye,
+    /// The first message of every connection, right after the Welcome:
+    /// the URLs this supervisor still holds from before (its children are
+    /// crawling them, or their results wait to be sent; empty at its
+    /// start). A restarted dispatcher adopts these leases instead of
+    /// handing the URLs out a second time (see `adopt` in the
+    /// dispatcher: only URLs it knows, with its own domain and depth);
+    /// the connection joins the crawl only with it.
+    Holding(Vec<WorkItem>),
 }
 
 /// Dispatcher → supervisor, always sealed (see [`crate::envelope`], which

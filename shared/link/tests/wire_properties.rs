@@ -4,6 +4,7 @@
 //!
 //! They stand in for `cargo fuzz`, which needs a nightly toolchain.
 
+use link::envelope::{FrameToDispatcher, FrameToSupervisor};
 use link::protocol::{self, CrawlResult, Outcome, ToChild, ToDispatcher, ToSupervisor, WorkItem};
 use proptest::prelude::*;
 
@@ -26,6 +27,30 @@ proptest! {
         let _ = protocol::decode::<ToSupervisor>(&bytes);
         let _ = protocol::decode::<ToChild>(&bytes);
         let _ = protocol::decode::<protocol::FromChild>(&bytes);
+        // What a peer sends, and is sent, before it is admitted.
+        let _ = protocol::decode::<FrameToDispatcher>(&bytes);
+        let _ = protocol::decode::<FrameToSupervisor>(&bytes);
+        let _ = protocol::decode::<protocol::Intro>(&bytes);
+    }
+
+    /// The frames of the handshake, each cut anywhere or with a byte
+    /// changed: an error or a frame, never a panic.
+    #[test]
+    fn handshake_frames_survive_cuts_and_flips(nonce: [u8; 32], intro in prop::collection::vec(any::<u8>(), 0..256),
+                                               cut: usize, flip: usize, bit in 0u8..8) {
+        let frames = [
+            protocol::encode(&FrameToDispatcher::Hello { version: protocol::PROTOCOL_VERSION, nonce }),
+            protocol::encode(&FrameToDispatcher::Join { proof: nonce, intro: &intro }),
+            protocol::encode(&FrameToSupervisor::Challenge { nonce }),
+        ];
+        for bytes in frames {
+            let _ = protocol::decode::<FrameToDispatcher>(&bytes[..cut % (bytes.len() + 1)]);
+            let mut flipped = bytes.clone();
+            let i = flip % flipped.len();
+            flipped[i] ^= 1 << bit;
+            let _ = protocol::decode::<FrameToDispatcher>(&flipped);
+            let _ = protocol::decode::<FrameToSupervisor>(&flipped);
+        }
     }
 
     /// What is encoded decodes to the same message, and any cut of it is

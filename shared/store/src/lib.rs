@@ -323,20 +323,46 @@ async fn client_options(uri: &str, app_name: &str) -> anyhow::Result<ClientOptio
 }
 
 /// `uri` with the password of its user info (`user:password@`) replaced
-/// by `***`, for messages: a URI may be shown, its password never.
+/// by `***`, and the values of query options that carry secrets, for
+/// messages: a URI may be shown, its password never. A password may hold
+/// `/`, `?`, `#` or `@` unencoded (the driver takes them), so everything
+/// between `://` and the last `@` is user info.
 pub fn redact_uri(uri: &str) -> String {
     let Some((scheme, rest)) = uri.split_once("://") else {
         return uri.to_string();
     };
-    // User info ends at the last `@` before the first `/` (hosts hold none).
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
+    let redacted = match rest.rfind('@') {
         Some(at) => {
             let user = rest[..at].split_once(':').map_or(&rest[..at], |(user, _)| user);
             format!("{scheme}://{user}:***@{}", &rest[at + 1..])
         }
         None => uri.to_string(),
-    }
+    };
+    redact_secret_options(&redacted)
+}
+
+/// Query options whose values are secrets (compared without case).
+const SECRET_OPTIONS: [&str; 4] = [
+    "password",
+    "authmechanismproperties",
+    "tlscertificatekeyfilepassword",
+    "sslpemkeypassword",
+];
+
+fn redact_secret_options(uri: &str) -> String {
+    let Some((head, query)) = uri.split_once('?') else {
+        return uri.to_string();
+    };
+    let options: Vec<String> = query
+        .split('&')
+        .map(|option| match option.split_once('=') {
+            Some((key, _)) if SECRET_OPTIONS.iter().any(|s| key.eq_ignore_ascii_case(s)) => {
+                format!("{key}=***")
+            }
+            _ => option.to_string(),
+        })
+        .collect();
+    format!("{head}?{}", options.join("&"))
 }
 
 /// Longest one store operation may take before it counts as failed. The
@@ -429,6 +455,16 @@ mod tests {
             "mongodb://127.0.0.1:27017"
         );
         assert_eq!(redact_uri("not a uri"), "not a uri");
+        // A password holding `/`, `?`, `#` or `@` unencoded: all of it goes.
+        for password in ["a/b", "a?b", "a#b", "a@b", "x/y?z#w@v"] {
+            let shown = redact_uri(&format!("mongodb://crawler:{password}@db1:27017/crawl"));
+            assert_eq!(shown, "mongodb://crawler:***@db1:27017/crawl", "{password}");
+        }
+        // Secret query options.
+        assert_eq!(
+            redact_uri("mongodb://db/?authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESSION_TOKEN:tok&tlsCertificateKeyFilePassword=pw&w=1"),
+            "mongodb://db/?authMechanism=MONGODB-AWS&authMechanismProperties=***&tlsCertificateKeyFilePassword=***&w=1"
+        );
     }
 
     #[tokio::test]

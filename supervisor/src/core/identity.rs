@@ -1,6 +1,6 @@
 //! Who this supervisor is, as its introductions to the dispatcher say.
 
-use link::protocol::{Intro, ProcessInfo, WorkItem};
+use link::protocol::{Intro, ProcessInfo};
 
 #[derive(Debug, Clone)]
 pub(crate) struct Identity {
@@ -11,13 +11,13 @@ pub(crate) struct Identity {
 }
 
 impl Identity {
-    /// An introduction listing `holding`, the URLs still ours.
-    pub(crate) fn intro(&self, holding: Vec<WorkItem>) -> Intro {
+    /// Our introduction (what we hold follows the Welcome:
+    /// `ToDispatcher::Holding`).
+    pub(crate) fn intro(&self) -> Intro {
         Intro {
             supervisor_id: self.id.clone(),
             capacity: self.capacity,
             process: self.process.clone(),
-            holding,
         }
     }
 }

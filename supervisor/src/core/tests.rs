@@ -602,7 +602,7 @@ fn heartbeats_list_every_lease_held_until_its_result_is_acknowledged() {
 }
 
 #[test]
-fn a_challenge_is_answered_with_every_url_still_held_but_those_handed_back() {
+fn a_welcome_is_answered_first_with_every_url_still_held_but_those_handed_back() {
     let mut sim = Sim::new(1, 8);
     let items = [item(1, "a.test"), item(2, "a.test"), item(3, "a.test")];
     sim.work(&items);
@@ -621,15 +621,21 @@ fn a_challenge_is_answered_with_every_url_still_held_but_those_handed_back() {
         panic!("a challenge is answered with a Join: {join:?}");
     };
     assert_eq!(*n, nonce);
-    let mut held: Vec<u64> = intro.holding.iter().map(|i| i.lease).collect();
-    held.sort_unstable();
-    assert_eq!(held, vec![1, 2]);
     assert_eq!((intro.supervisor_id.as_str(), intro.capacity), ("node-1", 256));
     // The rest of the handshake is the link's.
     assert_eq!(
         sim.on(Event::Dispatcher(Heard::Reintroduce)),
         vec![Action::Reintroduce]
     );
+    // Welcomed: what we hold is the first thing said on the connection.
+    let now = sim.now;
+    let welcome = sim.on(Event::LinkUp { joined_at: Some(now) });
+    let Some(Action::Send(ToDispatcher::Holding(holding))) = welcome.first() else {
+        panic!("the first action after a Welcome is Holding: {welcome:?}");
+    };
+    let mut held: Vec<u64> = holding.iter().map(|i| i.lease).collect();
+    held.sort_unstable();
+    assert_eq!(held, vec![1, 2]);
 }
 
 #[test]

@@ -169,9 +169,12 @@ async fn play(i: usize, args: &Args, totals: &Totals, start: Instant) -> anyhow:
             pid: std::process::id(),
             debug_addr: None,
         },
-        holding: Vec::new(),
     };
     link.welcome(&intro).await.context("joining")?;
+    // The first message of a connection: what we hold (nothing).
+    if !link.send(&ToDispatcher::Holding(Vec::new())).await {
+        anyhow::bail!("could not tell the dispatcher what we hold");
+    }
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1));
     let mut beat = tokio::time::interval(Duration::from_secs(1));
     let enough = || args.urls > 0 && totals.results.load(Ordering::Relaxed) >= args.urls;
@@ -195,6 +198,11 @@ async fn play(i: usize, args: &Args, totals: &Totals, start: Instant) -> anyhow:
                 Some(Heard::Message(ToSupervisor::Stop)) => return leave(&mut link).await,
                 Some(Heard::Reintroduce) => link.reintroduce().await,
                 Some(Heard::Challenge(nonce)) => link.answer(nonce, &intro).await,
+                Some(Heard::Welcome(_)) => {
+                    if !link.send(&ToDispatcher::Holding(Vec::new())).await {
+                        anyhow::bail!("could not tell the dispatcher what we hold");
+                    }
+                }
                 Some(Heard::Refused(why)) => anyhow::bail!("the dispatcher refused us: {}", why.as_str()),
                 Some(_) => {}
                 None => anyhow::bail!("lost the dispatcher"),
