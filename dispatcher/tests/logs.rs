@@ -26,9 +26,16 @@ fn dispatcher(env: &[(&str, &str)]) -> Output {
         "CRAWLER_CLUSTER_SECRET",
         "CRAWLER_CLUSTER_SECRET_FILE",
         "CRAWLER_TIMING_LOG",
+        "CRAWLER_DEBUG_TOKEN_FILE",
     ] {
         cmd.env_remove(var);
     }
+    // A token of its own, so that it writes no run token file where the
+    // test runs (the crate's directory).
+    cmd.env(
+        "CRAWLER_DEBUG_TOKEN",
+        "a-token-of-this-test-only-0123456789abcdef",
+    );
     cmd.envs(env.iter().copied());
     let out = cmd.output().expect("running the dispatcher");
     assert!(!out.status.success(), "the dispatcher ran with a bad store URI");
