@@ -437,21 +437,27 @@ def main_phase(times, t0, samples, web_role="synthweb"):
     }
 
 
+def request_records(path):
+    """The records of synthweb's JSON-lines request log, one dict a request
+    (a line that is not JSON, such as one being written, is skipped)."""
+    with open(path) as f:
+        for line in f:
+            try:
+                yield json.loads(line)
+            except ValueError:
+                continue
+
+
 def read_request_log(path, t0):
     if not os.path.exists(path):
         return None
     n, robots, per_sec, status = 0, 0, {}, {}
-    with open(path) as f:
-        for line in f:
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
-            n += 1
-            robots += r["path"] == "/robots.txt"
-            s = int(r["at_ms"] / 1000 - t0)
-            per_sec[s] = per_sec.get(s, 0) + 1
-            status[str(r["status"])] = status.get(str(r["status"]), 0) + 1
+    for r in request_records(path):
+        n += 1
+        robots += r["path"] == "/robots.txt"
+        s = int(r["at_ms"] / 1000 - t0)
+        per_sec[s] = per_sec.get(s, 0) + 1
+        status[str(r["status"])] = status.get(str(r["status"]), 0) + 1
     return {"requests": n, "robots": robots, "peak_per_sec": max(per_sec.values(), default=0), "status": status}
 
 
@@ -617,19 +623,14 @@ def politeness(args, dispatcher_flags, hosts, request_log, fetched_times, starte
     limit = hosts / (gap + delay)
     fetch_times, per_host, spans = [], {}, {}
     try:
-        with open(request_log) as f:
-            for line in f:
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue
-                if r["path"] == "/robots.txt":
-                    continue
-                at = r["at_ms"] / 1000
-                fetch_times.append(at)
-                per_host[r["host"]] = per_host.get(r["host"], 0) + 1
-                first, last = spans.get(r["host"], (at, at))
-                spans[r["host"]] = (min(first, at), max(last, at))
+        for r in request_records(request_log):
+            if r["path"] == "/robots.txt":
+                continue
+            at = r["at_ms"] / 1000
+            fetch_times.append(at)
+            per_host[r["host"]] = per_host.get(r["host"], 0) + 1
+            first, last = spans.get(r["host"], (at, at))
+            spans[r["host"]] = (min(first, at), max(last, at))
     except OSError:
         pass
     pages_mid, fetches_mid = mid_rate(fetched_times), mid_rate(fetch_times)

@@ -189,15 +189,10 @@ def histogram(request_log):
     """Fetches per URL (host + path) of the non-robots.txt requests."""
     per_url, redirects = collections.Counter(), 0
     try:
-        with open(request_log) as f:
-            for line in f:
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue
-                if r.get("path") != "/robots.txt":
-                    per_url[(r.get("host"), r.get("path"))] += 1
-                    redirects += 300 <= r.get("status", 0) < 400
+        for r in bench.request_records(request_log):
+            if r.get("path") != "/robots.txt":
+                per_url[(r.get("host"), r.get("path"))] += 1
+                redirects += 300 <= r.get("status", 0) < 400
     except OSError:
         return None
     times = collections.Counter(min(n, 3) for n in per_url.values())
