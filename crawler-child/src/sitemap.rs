@@ -13,7 +13,9 @@
 //! Bounds, as the protocol sets them: at most [`MAX_LOCS`] URLs and
 //! [`MAX_XML_BYTES`] of XML (after gunzip) a sitemap. Past either, or at
 //! an XML error, reading stops: the URLs read so far are kept and the
-//! page records why (a hostile or broken sitemap costs only itself).
+//! page records why (a hostile or broken sitemap costs only itself). A
+//! `<loc>` stops growing at [`MAX_LOC_TEXT`] and is then dropped: one
+//! endless `<loc>`, in many text and CDATA pieces, is not 50 MB of string.
 //! quick-xml expands no entity but the five predefined ones, so an
 //! entity bomb is text, not memory.
 
@@ -27,6 +29,9 @@ use store::docs::SitemapKind as Kind;
 pub(crate) const MAX_LOCS: usize = 50_000;
 /// XML bytes a sitemap may hold once gunzipped (sitemaps.org: 50 MB).
 pub(crate) const MAX_XML_BYTES: u64 = 50 * 1024 * 1024;
+/// Text a `<loc>` may hold: the longest URL the crawl keeps, with room
+/// for blanks around it (trimmed after). A longer one is no URL we keep.
+const MAX_LOC_TEXT: usize = 2 * shared::urls::MAX_URL_LEN;
 /// How deep a `<loc>` sits: root, `<url>` or `<sitemap>`, `<loc>`.
 /// (An `<image:loc>` of an extension sits deeper and is not a page.)
 const LOC_DEPTH: usize = 3;
@@ -37,7 +42,8 @@ pub(crate) struct Sitemap {
     pub kind: Kind,
     /// The `<loc>`s as written (trimmed, entities decoded), in order.
     pub locs: Vec<String>,
-    /// `<loc>`s past [`MAX_LOCS`], not kept.
+    /// `<loc>`s not kept: past [`MAX_LOCS`], or longer than
+    /// [`MAX_LOC_TEXT`].
     pub dropped: u64,
     /// Why reading stopped before the end, when it did.
     pub stopped: Option<String>,
@@ -121,6 +127,28 @@ fn starts_like_xml(head: &[u8]) -> bool {
     head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'<')
 }
 
+/// The `<loc>` being read, if any.
+enum Loc {
+    None,
+    Reading(String),
+    /// Past [`MAX_LOC_TEXT`]: its text is no longer kept.
+    TooLong,
+}
+
+impl Loc {
+    /// Appends `text` to the `<loc>` being read, unless that takes it past
+    /// [`MAX_LOC_TEXT`].
+    fn push(&mut self, text: &str) {
+        if let Loc::Reading(l) = self {
+            if l.len().saturating_add(text.len()) > MAX_LOC_TEXT {
+                *self = Loc::TooLong;
+            } else {
+                l.push_str(text);
+            }
+        }
+    }
+}
+
 /// Reads a sitemap from `xml`, which ends at [`MAX_XML_BYTES`] at most
 /// (a cut document ends in an XML error, recorded in `stopped`).
 fn read<R: BufRead>(xml: R) -> Option<Sitemap> {
@@ -129,7 +157,7 @@ fn read<R: BufRead>(xml: R) -> Option<Sitemap> {
     let mut depth = 0usize;
     let mut map: Option<Sitemap> = None;
     // The text of the `<loc>` being read.
-    let mut loc: Option<String> = None;
+    let mut loc = Loc::None;
     // The entry's `<loc>` as kept, and the text of its `<lastmod>`.
     let mut entry_loc: Option<String> = None;
     let mut lastmod: Option<String> = None;
@@ -150,7 +178,7 @@ fn read<R: BufRead>(xml: R) -> Option<Sitemap> {
                 match map.as_ref() {
                     None => map = Some(Sitemap::of_root(e.local_name().as_ref())?),
                     Some(_) if depth == LOC_DEPTH && e.local_name().as_ref() == b"loc" => {
-                        loc = Some(String::new());
+                        loc = Loc::Reading(String::new());
                     }
                     Some(_) if depth == LOC_DEPTH && e.local_name().as_ref() == b"lastmod" => {
                         lastmod = Some(String::new());
@@ -173,17 +201,17 @@ fn read<R: BufRead>(xml: R) -> Option<Sitemap> {
                             m.push_str(&text);
                         }
                     }
-                } else if let Some(l) = loc.as_mut() {
+                } else if let Loc::Reading(_) = loc {
                     match t.unescape() {
-                        Ok(text) => l.push_str(&text),
+                        Ok(text) => loc.push(&text),
                         // A bad reference spoils this `<loc>` only.
-                        Err(_) => loc = None,
+                        Err(_) => loc = Loc::None,
                     }
                 }
             }
             Event::CData(c) => {
-                if let Some(l) = loc.as_mut() {
-                    l.push_str(&String::from_utf8_lossy(&c));
+                if let Loc::Reading(_) = loc {
+                    loc.push(&String::from_utf8_lossy(&c));
                 }
             }
             Event::End(_) => {
@@ -198,15 +226,19 @@ fn read<R: BufRead>(xml: R) -> Option<Sitemap> {
                     }
                 }
                 if depth == LOC_DEPTH {
-                    if let (Some(l), Some(m)) = (loc.take(), map.as_mut()) {
-                        let l = l.trim();
-                        if l.is_empty() {
-                        } else if m.locs.len() < MAX_LOCS {
-                            m.locs.push(l.to_string());
-                            entry_loc = Some(l.to_string());
-                        } else {
-                            m.dropped = m.dropped.saturating_add(1);
+                    match (std::mem::replace(&mut loc, Loc::None), map.as_mut()) {
+                        (Loc::Reading(l), Some(m)) => {
+                            let l = l.trim();
+                            if l.is_empty() {
+                            } else if m.locs.len() < MAX_LOCS {
+                                m.locs.push(l.to_string());
+                                entry_loc = Some(l.to_string());
+                            } else {
+                                m.dropped = m.dropped.saturating_add(1);
+                            }
                         }
+                        (Loc::TooLong, Some(m)) => m.dropped = m.dropped.saturating_add(1),
+                        _ => {}
                     }
                 }
                 depth = depth.saturating_sub(1);
@@ -284,6 +316,26 @@ mod tests {
         );
         let index = r#"<sitemapindex><sitemap><loc>http://a.test/m.xml</loc><lastmod>2026-11-01</lastmod></sitemap></sitemapindex>"#;
         assert_eq!(parse(index.as_bytes()).expect("an index").lastmods.len(), 1);
+    }
+
+    #[test]
+    fn an_endless_loc_stops_growing_and_is_dropped_whole() {
+        // One `<loc>` of a megabyte in ten thousand CDATA pieces, one in a
+        // single text, then an ordinary one.
+        let pieces = "<![CDATA[aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]]>".repeat(10_000);
+        let text = "b".repeat(1 << 20);
+        let xml = format!(
+            "<urlset><url><loc>http://a.test/{pieces}</loc></url><url><loc>http://a.test/{text}</loc></url>\
+             <url><loc>http://a.test/ok</loc></url></urlset>"
+        );
+        let map = parse(xml.as_bytes()).expect("a sitemap");
+        assert_eq!(map.locs, vec!["http://a.test/ok".to_string()]);
+        assert_eq!(map.dropped, 2);
+        assert_eq!(map.stopped, None);
+        // A URL just under the limit, with blanks around it, is kept.
+        let long = format!("http://a.test/{}", "c".repeat(shared::urls::MAX_URL_LEN - 20));
+        let xml = format!("<urlset><url><loc>\n   {long}   \n</loc></url></urlset>");
+        assert_eq!(parse(xml.as_bytes()).expect("a sitemap").locs, vec![long]);
     }
 
     #[test]
