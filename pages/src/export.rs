@@ -743,7 +743,9 @@ fn write_warc_page(
         _ => PayloadDigest::of(payload),
     };
     response_headers.push(("WARC-Payload-Digest", digest.warc()));
-    if row.truncated {
+    // A body or a head cut to a size limit (`head_truncated`: headers
+    // past `store::exchange::MAX_RESPONSE_HEAD` left out).
+    if row.truncated || page.head_truncated {
         response_headers.push(("WARC-Truncated", "length".into()));
     } else if (payload.len() as i64) < row.bytes {
         // The body was received but not kept (not HTML, or not a 2xx).
@@ -874,6 +876,36 @@ fn request_block(target: &str, headers: &[(String, Vec<u8>)]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The WARC records of `page` (with `body`), as text.
+    fn records_of(page: &PageDoc, body: &[u8]) -> String {
+        let mut out = Vec::new();
+        let row = Row::of(page, "c");
+        write_warc_page(&mut out, page, &row, Some(body), None, "<urn:uuid:x>").expect("records");
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(&out[..]), &mut text)
+            .expect("gzip");
+        text
+    }
+
+    #[test]
+    fn a_page_whose_head_was_cut_is_marked_truncated_in_its_warc_record() {
+        let body = b"<p>hi</p>";
+        let mut page = PageDoc::new(
+            "http://a.test/".into(),
+            "a.test".into(),
+            0,
+            200,
+            body.len() as i64,
+        );
+        page.response_head = Some(store::exchange::head(
+            Some("HTTP/1.1 200 OK"),
+            [("x-a", &b"1"[..])],
+        ));
+        assert!(!records_of(&page, body).contains("WARC-Truncated"));
+        page.head_truncated = true;
+        assert!(records_of(&page, body).contains("WARC-Truncated: length\r\n"));
+    }
 
     #[test]
     fn csv_fields_with_commas_quotes_or_breaks_are_quoted() {

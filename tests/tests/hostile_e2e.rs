@@ -217,6 +217,55 @@ async fn survives_a_hostile_web() {
         });
     }
 
+    // A 90 KiB response head is kept to 64 KiB of whole headers, marked.
+    match page("/big-head") {
+        None => check!(
+            f,
+            false,
+            "/big-head not stored (state {})",
+            got.state(&url("/big-head"))
+        ),
+        Some(d) => {
+            let kept = d.response_head.as_ref().map_or(0, |h| h.0.len());
+            check!(
+                f,
+                d.head_truncated,
+                "/big-head: head not marked truncated ({kept} bytes)"
+            );
+            check!(
+                f,
+                kept <= store::exchange::MAX_RESPONSE_HEAD && kept > store::exchange::MAX_RESPONSE_HEAD / 2,
+                "/big-head: {kept} bytes of head kept"
+            );
+            let headers = store::exchange::Exchange::of(d).headers;
+            let fillers = headers.iter().filter(|(n, _)| n == "x-filler").count();
+            check!(
+                f,
+                fillers > 0 && fillers < hostile::BIG_HEAD_HEADERS,
+                "/big-head: {fillers} of {} filler headers kept",
+                hostile::BIG_HEAD_HEADERS
+            );
+            check!(
+                f,
+                headers
+                    .iter()
+                    .all(|(n, v)| n != "x-filler" || v.len() == hostile::BIG_HEAD_VALUE),
+                "/big-head: a header was kept in part"
+            );
+            check!(
+                f,
+                d.title.as_deref() == Some("a big head"),
+                "/big-head title {:?}",
+                d.title
+            );
+        }
+    }
+    check!(
+        f,
+        page("/normal").is_some_and(|d| !d.head_truncated),
+        "/normal: head marked truncated"
+    );
+
     // Bodies beyond --max-body-bytes are cut, compressed or not.
     for path in ["/huge", "/gzip-bomb"] {
         match page(path) {

@@ -35,21 +35,43 @@ pub struct ResponseParts<'a, H> {
     pub started: DateTime,
 }
 
+/// Most bytes of a response head kept with a page. Servers send a few
+/// hundred bytes to a few KiB; the HTTP client accepts heads of up to
+/// about 400 KiB, so without a cap of ours a hostile server could make
+/// every page of its site a 400 KiB document. Past it, headers are left
+/// out whole, from the first that does not fit, and the page says so
+/// (`head_truncated`; its WARC record is marked `WARC-Truncated: length`).
+pub const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+
 /// Lines joined by CRLF: `first` (if any), then `name: value` per header.
 /// A CR or LF inside a value (which HTTP parsers refuse anyway) becomes a
 /// space, so lines stay lines.
 pub fn head<'a>(first: Option<&str>, headers: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Head {
+    head_within(first, headers, usize::MAX).0
+}
+
+/// [`head`], holding at most `max` bytes (the first line is always kept):
+/// the headers that fit, in order, and whether any was left out.
+fn head_within<'a>(
+    first: Option<&str>,
+    headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+    max: usize,
+) -> (Head, bool) {
     let mut out = Vec::with_capacity(256);
     if let Some(first) = first {
         out.extend_from_slice(first.as_bytes());
     }
     for (name, value) in headers {
+        let line = name.len().saturating_add(value.len()).saturating_add(4);
+        if out.len().saturating_add(line) > max {
+            return (Head(out), true);
+        }
         if !out.is_empty() {
             out.extend_from_slice(b"\r\n");
         }
         push_header(&mut out, name, value);
     }
-    Head(out)
+    (Head(out), false)
 }
 
 /// Appends `name: value` (no line end) to an HTTP head being written; a CR
@@ -78,7 +100,9 @@ where
         .saturating_sub(response.started.timestamp_millis());
     page.fetch_ms = Some(i32::try_from(took.max(0)).unwrap_or(i32::MAX));
     page.ip = response.ip.map(|ip| ip.to_string());
-    page.response_head = Some(head(Some(response.status_line), response.headers));
+    let (response_head, cut) = head_within(Some(response.status_line), response.headers, MAX_RESPONSE_HEAD);
+    page.response_head = Some(response_head);
+    page.head_truncated = cut;
     page.request_head = Some(request_head.clone());
 }
 
@@ -181,6 +205,46 @@ fn header(line: &[u8]) -> Option<(String, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_response_head_past_the_cap_keeps_whole_headers_and_says_it_was_cut() {
+        let value = vec![b'v'; 1000];
+        let names: Vec<String> = (0..200).map(|i| format!("x-h{i}")).collect();
+        let store_with = |n: usize| {
+            let mut page = PageDoc::new("http://a.test/".into(), "a.test".into(), 0, 200, 0);
+            let response = ResponseParts {
+                status_line: "HTTP/1.1 200 OK",
+                headers: names.iter().take(n).map(|name| (name.as_str(), value.as_slice())),
+                ip: None,
+                started: page.fetched_at,
+            };
+            store(&mut page, response, &head(None, []));
+            page
+        };
+        let page = store_with(200);
+        let stored = page.response_head.as_ref().map(|h| h.0.len()).unwrap_or(0);
+        assert!(
+            stored <= MAX_RESPONSE_HEAD && stored > MAX_RESPONSE_HEAD - 1100,
+            "{stored}"
+        );
+        assert!(page.head_truncated);
+        let kept = Exchange::of(&page).headers;
+        assert_eq!(kept.len(), 64, "every header kept is whole, in order");
+        assert!(kept
+            .iter()
+            .enumerate()
+            .all(|(i, (n, v))| *n == names[i] && *v == value));
+        let doc = bson::to_document(&page).expect("a document");
+        assert_eq!(doc.get_bool("head_truncated"), Ok(true));
+        // Under the cap nothing is cut, and nothing says so.
+        let page = store_with(60);
+        assert!(!page.head_truncated);
+        assert_eq!(Exchange::of(&page).headers.len(), 60);
+        assert!(bson::to_document(&page)
+            .expect("a document")
+            .get("head_truncated")
+            .is_none());
+    }
 
     #[test]
     fn an_exchange_reads_back_as_stored_including_binary_header_values() {

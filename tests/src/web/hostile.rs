@@ -47,8 +47,9 @@ use super::traps::{Trap, TrapState};
 pub const HOSTILE_HOST: &str = "hostile.test";
 
 /// What `hostile.test/` links to, in page order.
-pub const HOSTILE_LINKS: [&str; 16] = [
+pub const HOSTILE_LINKS: [&str; 17] = [
     "/normal",
+    "/big-head",
     "/hang",
     "/drip",
     "/huge",
@@ -66,6 +67,11 @@ pub const HOSTILE_LINKS: [&str; 16] = [
     "/normal#again",
 ];
 
+/// `/big-head` answers with this many `x-filler` headers of
+/// [`BIG_HEAD_VALUE`] bytes each after its `content-type`: 90 KiB of head,
+/// past the 64 KiB a page keeps and within what the HTTP client accepts.
+pub const BIG_HEAD_HEADERS: usize = 90;
+pub const BIG_HEAD_VALUE: usize = 1000;
 /// Size of `/huge`.
 /// What `/pdf` serves (`application/pdf`): binary, not text.
 pub const PDF: &[u8] =
@@ -606,6 +612,13 @@ impl HostileState {
             "/" => page("hostile home", &HOSTILE_LINKS),
             "/normal" => page("a normal page", &["/"]),
             "/after-bad-links" => page("after bad links", &[]),
+            "/big-head" => {
+                let mut r = page("a big head", &[]);
+                let filler = "f".repeat(BIG_HEAD_VALUE);
+                r.headers
+                    .extend(std::iter::repeat_n(("x-filler", filler), BIG_HEAD_HEADERS));
+                r
+            }
             "/hang" => Reply {
                 status: 0,
                 headers: Vec::new(),

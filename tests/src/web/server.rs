@@ -418,9 +418,10 @@ async fn hostile_response(
     *out.body_mut() = body;
     *out.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let headers = out.headers_mut();
+    // Appended: a hostile reply may repeat a header (`/big-head`).
     for (name, value) in reply.headers {
         if let Ok(value) = HeaderValue::try_from(value) {
-            headers.insert(name, value);
+            headers.append(name, value);
         }
     }
     out

@@ -50,6 +50,10 @@ pub struct PageDoc {
     /// The body was cut: at `--max-body-bytes`, or to fit the store.
     #[serde(default, skip_serializing_if = "is_false")]
     pub truncated: bool,
+    /// The response head was cut at [`crate::exchange::MAX_RESPONSE_HEAD`]:
+    /// `response_head` lacks the headers past it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub head_truncated: bool,
     /// Where same-domain redirects ended, when they were followed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_url: Option<String>,
@@ -164,6 +168,7 @@ impl PageDoc {
             bytes,
             payload_sha1: None,
             truncated: false,
+            head_truncated: false,
             final_url: None,
             content_type: None,
             fetch_ms: None,
