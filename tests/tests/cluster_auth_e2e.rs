@@ -269,6 +269,18 @@ async fn only_holders_of_the_secret_join_and_only_their_own_leases_count() {
         "--debug-addr",
         &debug,
     ]);
+    // The real supervisor reads the secret from a file, as the playbook's
+    // units do (CRAWLER_CLUSTER_SECRET_FILE); the harness's variable is
+    // emptied, which counts as unset.
+    let secret_file = dir.path().join("cluster_secret");
+    std::fs::write(&secret_file, &spec.cluster_secret).unwrap();
+    std::fs::set_permissions(&secret_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    spec.env
+        .push((link::cluster_auth::SECRET_ENV.into(), String::new()));
+    spec.env.push((
+        link::cluster_auth::SECRET_FILE_ENV.into(),
+        secret_file.display().to_string(),
+    ));
     let secret = ClusterKey::from_secret(spec.cluster_secret.as_bytes()).unwrap();
     let crawl = spawn_crawl(&spec).await.unwrap();
     let endpoint = crawl.endpoint().to_string();
@@ -456,6 +468,17 @@ async fn only_holders_of_the_secret_join_and_only_their_own_leases_count() {
     for pid in &children {
         let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
         assert!(!holds(&environ), "child {pid} has the secret in its environment");
+        // Nor where to read it: the file's variable is gone too.
+        let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
+        assert!(
+            !vars.iter().any(|v| v.starts_with(b"CRAWLER_CLUSTER_SECRET")),
+            "child {pid} has a cluster secret variable in its environment"
+        );
+    }
+    // The supervisor read its secret from the file, not the environment.
+    for pid in crawl.supervisor_pids() {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        assert!(!holds(&environ), "the supervisor was given the secret itself");
     }
 
     // A leaves; what it held goes to the real supervisor. (Work leased to A
