@@ -217,6 +217,88 @@ fn check_firewall(nft: &str, sources: &[&str], ports: &[String]) {
     assert!(seen_accept && seen_drop, "{nft}");
 }
 
+/// A rendered unit runs as `user`, hardened (`service-hardening.j2`), and,
+/// where `systemd-analyze` is installed, systemd's own score of its
+/// exposure (`systemd-analyze security --offline`) is 2.0 or better.
+fn check_hardened(unit: &Path, user: &str) {
+    let text = std::fs::read_to_string(unit).unwrap_or_else(|e| panic!("{}: {e}", unit.display()));
+    for want in [
+        format!("User={user}"),
+        "NoNewPrivileges=yes".into(),
+        "CapabilityBoundingSet=\n".into(),
+        "ProtectSystem=strict".into(),
+        "PrivateTmp=yes".into(),
+        "ProtectHome=yes".into(),
+        "SystemCallFilter=@system-service".into(),
+    ] {
+        assert!(text.contains(&want), "{} lacks {want:?}:\n{text}", unit.display());
+    }
+    let Ok(analyze) = which("systemd-analyze") else {
+        eprintln!("systemd-analyze not installed: {} not scored", unit.display());
+        return;
+    };
+    let out = std::process::Command::new(analyze)
+        .args(["security", "--offline=yes", "--threshold=20", "--no-pager"])
+        .arg(unit)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    let overall = report
+        .lines()
+        .find(|l| l.contains("Overall exposure level"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no score for {}: {report}{}",
+                unit.display(),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    eprintln!("{overall}");
+    assert!(
+        out.status.success(),
+        "{} is rated worse than 2.0: {overall}\n{report}",
+        unit.display()
+    );
+}
+
+/// The path of `program` on PATH.
+fn which(program: &str) -> Result<PathBuf, ()> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
+
+/// `nft -c -f` (parse and check against the kernel, change nothing) passes
+/// on the rendered rules, where nft is installed and may talk to the
+/// kernel (root).
+fn nft_checks(path: &Path) {
+    let Ok(nft) = which("nft") else {
+        eprintln!("nft not installed: {} not checked", path.display());
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: nft -c cannot check {}", path.display());
+        return;
+    }
+    let out = std::process::Command::new(nft)
+        .arg("-c")
+        .arg("-f")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "nft -c -f {} failed: {}{}",
+        path.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn spawn_unit(path: &Path) -> tokio::process::Child {
     let (exec, env) = read_unit(path);
     Command::new(&exec[0])
@@ -415,8 +497,14 @@ async fn the_playbook_installs_a_crawl_that_runs() {
         }
     }
 
+    // Every process runs hardened, the store as a user of its own.
+    check_hardened(&etc.join("crawler-dispatcher.service"), "crawler");
+    check_hardened(&etc.join("crawler-supervisor.service"), "crawler");
+    check_hardened(&etc.join("crawler-store.service"), "crawler-mongodb");
+
     // The firewall: the cluster's ports accepted from the inventory's hosts
-    // only, dropped from anywhere else.
+    // only, dropped from anywhere else; rules nft accepts.
+    nft_checks(&etc.join("crawler.nft"));
     let nft = std::fs::read_to_string(etc.join("crawler.nft")).unwrap();
     check_firewall(
         &nft,
@@ -588,6 +676,10 @@ async fn the_sharded_layout_writes_config_servers_shards_and_a_router() {
         env["CRAWLER_MONGO_URI"],
         format!("mongodb://crawler:{password}@{private_ip}:27017/?authSource=admin")
     );
+    for unit in ["crawler-mongos", "crawler-store-configsvr", "crawler-store-shard"] {
+        check_hardened(&etc.join(format!("{unit}.service")), "crawler-mongodb");
+    }
+    nft_checks(&etc.join("crawler.nft"));
     let nft = read("crawler.nft");
     for port in ["27017", "27018", "27019"] {
         assert!(
