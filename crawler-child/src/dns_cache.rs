@@ -229,7 +229,7 @@ impl DnsCache {
             result: Ok(addrs),
             ttl: None,
         };
-        self.finish(name.into(), &answered);
+        let _ = self.finish(name.into(), &answered);
     }
 
     /// Keeps a lookup's answer and ends its flight.
