@@ -1,65 +1,169 @@
-//! Name resolution for the fetcher: host overrides first, then the system
-//! resolver, with a small cache so a crawl does not ask the resolver once
-//! per request.
+//! Name resolution for the fetcher: host overrides first, then DNS (the
+//! system's resolver or `--dns-server`, see `dns_upstream`) through the
+//! child's cache (`dns_cache`: TTLs within bounds, failures kept a short
+//! time, one lookup in flight per name, a bounded number of names).
+//!
+//! A lookup never holds up another name's: each runs in its own task, at
+//! most [`LOOKUP_SLOTS`] at once, each asker waiting at most
+//! [`ASKER_DEADLINE`]. A slow or dead nameserver delays only the URLs
+//! whose names wait on it.
 //!
 //! It is also where the [`AddressPolicy`] holds for names: reqwest dials
 //! only what this resolver returns, so answers pointing at internal
-//! addresses are dropped here, on the addresses actually dialled, and a name
-//! that re-resolves to something else later (DNS rebinding) is checked
-//! again. Overrides are the operator's own words and are trusted.
+//! addresses are dropped here, on the addresses actually dialled, every
+//! time an answer is used (cached or not), so a name that re-resolves to
+//! something else later (DNS rebinding) is checked again. Overrides are the
+//! operator's own words and are trusted.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use shared::timing::{Op, TimingLog};
+use tokio::sync::Semaphore;
 
 use crate::address_policy::{AddressPolicy, BlockedAddress};
+use crate::dns_cache::{DnsCache, Limits, Outcome, Source};
+use crate::dns_upstream::{Answered, DnsFailure, Upstream};
+use crate::metric;
 use crate::resolve::HostOverrides;
 
-const CACHE_TTL: Duration = Duration::from_secs(300);
-
-/// When a name was resolved, and to what (every answer, before the policy).
-type Cached = (Instant, Vec<SocketAddr>);
+/// Lookups a child has in flight at once. A lookup costs a task (a
+/// blocking thread for the system's resolver) and a socket; 64 of them at
+/// 20–100 ms each are about a thousand names a second, far above the rate
+/// at which a child meets new domains.
+pub(crate) const LOOKUP_SLOTS: usize = 64;
+/// The most a lookup takes, its wait for a slot included: the named
+/// server's tries (2 × 2 s) and a little more. Past it the name counts as
+/// timed out.
+const LOOKUP_DEADLINE: Duration = Duration::from_secs(5);
+/// The most one asker waits for a name: a bit more than a lookup, so that
+/// an asker who joined a lookup late still gets its answer.
+const ASKER_DEADLINE: Duration = Duration::from_secs(6);
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The names no override covers: the cache, the source, the slots.
+pub(crate) struct Names {
+    cache: Arc<DnsCache>,
+    upstream: Upstream,
+    slots: Arc<Semaphore>,
+    timing: TimingLog,
+}
+
+impl Names {
+    pub(crate) fn new(upstream: Upstream, timing: TimingLog) -> Arc<Names> {
+        Arc::new(Names {
+            cache: DnsCache::new(Limits::default()),
+            upstream,
+            slots: Arc::new(Semaphore::new(LOOKUP_SLOTS)),
+            timing,
+        })
+    }
+
+    /// The system's resolver, logging only to metrics (unit tests).
+    #[cfg(test)]
+    pub(crate) fn system() -> Arc<Names> {
+        Self::new(Upstream::System, TimingLog::disabled())
+    }
+
+    /// Names kept in the cache, for a gauge.
+    pub(crate) fn cached(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Lookups in flight, for a gauge.
+    pub(crate) fn active(&self) -> usize {
+        LOOKUP_SLOTS.saturating_sub(self.slots.available_permits())
+    }
+
+    /// `name`'s addresses (every answer, before the policy).
+    async fn resolve(self: &Arc<Self>, name: &str) -> Outcome {
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        let this = self.clone();
+        let key = name.clone();
+        let (outcome, source) = self
+            .cache
+            .get(&name, ASKER_DEADLINE, move || async move { this.ask(&key).await })
+            .await;
+        metric::DNS_CACHE.at([source.as_str()]).increment(1);
+        if source == Source::Deadline {
+            tracing::debug!(name = %name, "DNS: gave up waiting for a lookup");
+        }
+        outcome
+    }
+
+    /// One lookup at the source, within a slot and [`LOOKUP_DEADLINE`],
+    /// counted and timed.
+    async fn ask(&self, name: &str) -> Answered {
+        let start = Instant::now();
+        let asked = tokio::time::timeout(LOOKUP_DEADLINE, async {
+            match self.slots.clone().acquire_owned().await {
+                Ok(slot) => self.upstream.lookup(name, slot).await,
+                Err(_) => Answered::failed(DnsFailure::Error),
+            }
+        })
+        .await;
+        let answered = asked.unwrap_or_else(|_| Answered::failed(DnsFailure::Timeout));
+        let outcome = match &answered.result {
+            Ok(_) => "ok",
+            Err(f) => f.as_str(),
+        };
+        metric::DNS_LOOKUPS.at([outcome]).increment(1);
+        self.timing
+            .record(Op::DnsLookup, start.elapsed(), outcome, Some(name), None);
+        answered
+    }
+
+    /// Keeps `addrs` as `name`'s answer, as if DNS had given it.
+    #[cfg(test)]
+    pub(crate) fn put(&self, name: &str, addrs: Vec<IpAddr>) {
+        self.cache.put(name, addrs);
+    }
+}
 
 #[derive(Clone)]
 pub(crate) struct Resolver {
     overrides: Arc<HostOverrides>,
     policy: AddressPolicy,
-    cache: Arc<Mutex<HashMap<String, Cached>>>,
+    names: Arc<Names>,
 }
 
 impl Resolver {
-    pub(crate) fn new(overrides: HostOverrides, policy: AddressPolicy) -> Self {
+    pub(crate) fn new(overrides: HostOverrides, policy: AddressPolicy, names: Arc<Names>) -> Self {
         Resolver {
             overrides: Arc::new(overrides),
             policy,
-            cache: Arc::default(),
+            names,
         }
+    }
+
+    pub(crate) fn names(&self) -> &Names {
+        &self.names
     }
 
     /// The addresses `host` may be dialled at: its override, or the DNS
     /// answers the policy allows. A name whose answers are all refused is
-    /// an error holding [`BlockedAddress`] (reqwest keeps it as the source
-    /// of its connect error, see `http::FetchError`).
+    /// an error holding [`BlockedAddress`], and one without answers an
+    /// error holding [`DnsFailure`] (reqwest keeps either as the source of
+    /// its connect error, see `http::FetchError`).
     pub(crate) async fn lookup(&self, host: &str) -> Result<Vec<SocketAddr>, BoxError> {
         if let Some(ip) = self.overrides.lookup(host) {
             return Ok(vec![SocketAddr::new(ip, 0)]);
         }
-        let answers = self.resolve_cached(host).await?;
+        let answers = self.names.resolve(host).await?;
         let mut refused = None;
         let allowed: Vec<SocketAddr> = answers
-            .into_iter()
-            .filter(|a| match self.policy.check(host, a.ip()) {
+            .iter()
+            .filter(|a| match self.policy.check(host, **a) {
                 Ok(()) => true,
                 Err(e) => {
                     refused.get_or_insert(e);
                     false
                 }
             })
+            .map(|a| SocketAddr::new(*a, 0))
             .collect();
         match refused {
             Some(blocked) if allowed.is_empty() => Err(Box::new(blocked) as BoxError),
@@ -77,19 +181,6 @@ impl Resolver {
         let addrs = self.lookup(host).await.ok()?;
         Some((addrs.into_iter().map(|a| a.ip()).collect(), false))
     }
-
-    async fn resolve_cached(&self, host: &str) -> std::io::Result<Vec<SocketAddr>> {
-        if let Some((at, addrs)) = self.cache.lock().ok().and_then(|c| c.get(host).cloned()) {
-            if at.elapsed() < CACHE_TTL {
-                return Ok(addrs);
-            }
-        }
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, 0)).await?.collect();
-        if let Ok(mut c) = self.cache.lock() {
-            c.insert(host.to_string(), (Instant::now(), addrs.clone()));
-        }
-        Ok(addrs)
-    }
 }
 
 impl Resolve for Resolver {
@@ -100,6 +191,18 @@ impl Resolve for Resolver {
             Ok(Box::new(addrs.into_iter()) as Addrs)
         })
     }
+}
+
+/// The [`DnsFailure`] behind an error, if the name gave no address.
+pub(crate) fn dns_cause(e: &(dyn std::error::Error + 'static)) -> Option<DnsFailure> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(f) = err.downcast_ref::<DnsFailure>() {
+            return Some(*f);
+        }
+        cur = err.source();
+    }
+    None
 }
 
 /// The [`BlockedAddress`] behind an error, if the policy is why it failed.
@@ -126,19 +229,14 @@ mod tests {
             AddressPolicy {
                 allow_private_networks: allow,
             },
+            Names::system(),
         )
     }
 
     /// Puts answers in the cache, as if DNS had given them.
     fn answer(r: &Resolver, host: &str, addrs: &[&str]) {
-        let addrs = addrs
-            .iter()
-            .map(|a| SocketAddr::new(a.parse().unwrap(), 0))
-            .collect();
-        r.cache
-            .lock()
-            .unwrap()
-            .insert(host.into(), (Instant::now(), addrs));
+        r.names
+            .put(host, addrs.iter().map(|a| a.parse().unwrap()).collect());
     }
 
     #[tokio::test]

@@ -10,6 +10,7 @@
 //! since reqwest dials those without asking the resolver.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use link::protocol::{CrawlPolicy, FailureKind};
@@ -19,7 +20,8 @@ use store::docs::{Head, PageDoc};
 use url::{Host, Url};
 
 use crate::address_policy::{self, AddressPolicy, BlockedAddress};
-use crate::dns::{self, Resolver};
+use crate::dns::{self, Names, Resolver};
+use crate::dns_upstream::DnsFailure;
 use crate::metric;
 use crate::resolve::HostOverrides;
 use crate::server_pace::Server;
@@ -37,8 +39,6 @@ pub(crate) struct Http {
     /// The resolver reqwest uses, for [`Http::admit`].
     resolver: Resolver,
     addresses: AddressPolicy,
-    /// Bounds [`Http::admit`]'s lookup, as it bounds a request's.
-    connect_timeout: Duration,
     /// The headers every request carries besides `Host`, as stored with
     /// each page (`store::exchange`).
     request_head: Head,
@@ -114,6 +114,9 @@ pub(crate) enum FetchError {
     /// Refused by the address policy: nothing was sent.
     #[error("{0}")]
     Blocked(BlockedAddress),
+    /// The host name gave no address to dial: nothing was sent.
+    #[error("{0}")]
+    Dns(DnsFailure),
     /// This node's right to crawl had run out (`link::fence`): nothing
     /// was sent.
     #[error("not fetched: this node's right to crawl has run out (it lost the dispatcher)")]
@@ -127,6 +130,7 @@ impl FetchError {
             FetchError::Connect(_) => FailureKind::Connect,
             FetchError::Other(_) => FailureKind::Http,
             FetchError::Blocked(_) => FailureKind::BlockedAddress,
+            FetchError::Dns(f) => f.kind(),
             FetchError::Fenced => FailureKind::Fenced,
         }
     }
@@ -140,6 +144,8 @@ impl FetchError {
     fn from_reqwest(e: reqwest::Error) -> Self {
         if let Some(b) = dns::blocked_cause(&e) {
             FetchError::blocked(b.clone(), "dns")
+        } else if let Some(f) = dns::dns_cause(&e) {
+            FetchError::Dns(f)
         } else if e.is_timeout() {
             FetchError::Timeout
         } else if e.is_connect() {
@@ -162,11 +168,15 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 impl Http {
-    pub(crate) fn new(policy: &CrawlPolicy, overrides: HostOverrides) -> anyhow::Result<Http> {
+    pub(crate) fn new(
+        policy: &CrawlPolicy,
+        overrides: HostOverrides,
+        names: Arc<Names>,
+    ) -> anyhow::Result<Http> {
         let addresses = AddressPolicy {
             allow_private_networks: policy.allow_private_networks,
         };
-        let resolver = Resolver::new(overrides, addresses);
+        let resolver = Resolver::new(overrides, addresses, names);
         let client = shared::http_client::builder()
             .user_agent(policy.user_agent.clone())
             .redirect(Policy::none())
@@ -194,24 +204,29 @@ impl Http {
             max_body: policy.max_body_bytes,
             resolver,
             addresses,
-            connect_timeout: Duration::from_millis(policy.connect_timeout_ms),
         })
+    }
+
+    /// The child's DNS names, for its gauges.
+    pub(crate) fn dns_names(&self) -> &Names {
+        self.resolver.names()
     }
 
     /// Whether `url` may be fetched at all, asked before robots.txt and
     /// politeness so a refused URL costs no request and no wait, and fails
-    /// as `blocked_address` rather than as an unreachable robots.txt. The
-    /// same checks run again when the request is made (on the addresses
-    /// then dialled); a lookup that fails for another reason is left to
-    /// the request to report, and so is one that takes longer than the
-    /// connect timeout.
+    /// as `blocked_address` (or its name's DNS failure) rather than as an
+    /// unreachable robots.txt. The same checks run again when the request
+    /// is made (on the addresses then dialled; the answer comes from the
+    /// cache then). The lookup is bounded by the resolver's deadlines.
     pub(crate) async fn admit(&self, url: &Url) -> Result<(), FetchError> {
         self.check_literal(url)?;
         if let Some(Host::Domain(name)) = url.host() {
-            let lookup = tokio::time::timeout(self.connect_timeout, self.resolver.lookup(name)).await;
-            if let Ok(Err(e)) = lookup {
+            if let Err(e) = self.resolver.lookup(name).await {
                 if let Some(b) = dns::blocked_cause(e.as_ref()) {
                     return Err(FetchError::blocked(b.clone(), "dns"));
+                }
+                if let Some(f) = dns::dns_cause(e.as_ref()) {
+                    return Err(FetchError::Dns(f));
                 }
             }
         }
@@ -226,9 +241,7 @@ impl Http {
         let (addrs, named) = match url.host()? {
             Host::Ipv4(v4) => (vec![IpAddr::from(v4)], false),
             Host::Ipv6(v6) => (vec![IpAddr::from(v6)], false),
-            Host::Domain(name) => tokio::time::timeout(self.connect_timeout, self.resolver.server(name))
-                .await
-                .ok()??,
+            Host::Domain(name) => self.resolver.server(name).await?,
         };
         let first = *addrs.first()?;
         let named = named || address_policy::blocked_range(first).is_some();
@@ -395,7 +408,7 @@ mod tests {
             allow_private_networks,
             ..crate::robots::tests::policy()
         };
-        Http::new(&policy, HostOverrides::default()).unwrap()
+        Http::new(&policy, HostOverrides::default(), Names::system()).unwrap()
     }
 
     fn u(s: &str) -> Url {

@@ -13,6 +13,8 @@
 mod address_policy;
 mod body_dict;
 mod dns;
+mod dns_cache;
+mod dns_upstream;
 pub mod extract;
 #[cfg(feature = "fault-injection")]
 mod fault;
@@ -49,14 +51,16 @@ pub use shared::shutdown::Shutdown;
 
 const ROLE: &str = "crawler-child";
 
-/// What a child runs with: its stores, how it is observed, and the host
-/// names it dials somewhere else than DNS says. The crawl's own settings
-/// come from the supervisor (`ToChild::Configure`), not from here.
+/// What a child runs with: its stores, how it is observed, the host
+/// names it dials somewhere else than DNS says, and the nameserver it asks
+/// (`None`: the system's resolver). The crawl's own settings come from the
+/// supervisor (`ToChild::Configure`), not from here.
 #[derive(Debug)]
 pub struct Config {
     pub store: StoreArgs,
     pub obs: ObsArgs,
     pub hosts: HostOverrides,
+    pub dns_server: Option<std::net::SocketAddr>,
 }
 
 /// How long a stopping child works on the URLs it holds before it leaves
@@ -70,7 +74,12 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// stop; then finishes the URLs in hand (within `DRAIN`), stores and
 /// reports them.
 pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
-    let Config { store, obs, hosts } = config;
+    let Config {
+        store,
+        obs,
+        hosts,
+        dns_server,
+    } = config;
     let mut stdin = tokio::io::stdin();
     // A stop asked before the supervisor configured this child leaves
     // nothing to finish.
@@ -103,7 +112,11 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     let times = politeness::DomainTimes::new(stores.clone());
     times.spawn_flusher(timing.clone());
     let ctx = Arc::new(pipeline::Ctx {
-        http: http::Http::new(&policy, hosts)?,
+        http: http::Http::new(
+            &policy,
+            hosts,
+            dns::Names::new(dns_upstream::Upstream::new(dns_server)?, timing.clone()),
+        )?,
         canonical: pipeline::canonicalizer(&policy),
         robots: robots::RobotsSource {
             stores: stores.clone(),
@@ -230,6 +243,9 @@ async fn write_gauges(worker: Weak<worker::Worker>, ctx: Weak<pipeline::Ctx>, ti
         line.set(&metric::FETCH_SLOTS, slots as f64);
         line.set(&metric::STORE_QUEUE, store_queue);
         line.set(&metric::SERVERS_PACED, ctx.servers.len() as f64);
+        let names = ctx.http.dns_names();
+        line.set(&metric::DNS_CACHED, names.cached() as f64);
+        line.set(&metric::DNS_LOOKUPS_ACTIVE, names.active() as f64);
         line.log_only(profiling::gauge_values(false));
         line.log_only(store::work::gauge_values());
         line.write(&timing);

@@ -33,12 +33,17 @@ struct Args {
     /// Hosts file (`ADDR NAME...` lines) with more overrides.
     #[arg(long)]
     hosts_file: Vec<std::path::PathBuf>,
+    /// Resolve names through this nameserver (ADDR or ADDR:PORT, port 53
+    /// by default) instead of the system's resolver.
+    #[arg(long, value_parser = shared::cli::dns_server)]
+    dns_server: Option<std::net::SocketAddr>,
 }
 
 impl Args {
     fn into_config(self) -> anyhow::Result<Config> {
         Ok(Config {
             hosts: HostOverrides::from_args(&self.resolve, &self.hosts_file)?,
+            dns_server: self.dns_server,
             store: self.store,
             obs: self.obs,
         })

@@ -20,6 +20,30 @@ pub(crate) const DISALLOWED: Counter = Counter::new(
     [],
 );
 
+pub(crate) const DNS_CACHE: Counter<1> = Counter::new(
+    "crawler_dns_cache_total",
+    "Host names asked of the child's DNS cache (overrides aside), by result: hit (addresses kept), negative_hit (a failure or a missing name kept), joined (waited for a lookup already in flight), miss (started a lookup), deadline (gave up waiting).",
+    ["result"],
+);
+
+pub(crate) const DNS_CACHED: Gauge = Gauge::new(
+    "crawler_dns_cached_names",
+    "Host names (answers and failures) in the child's DNS cache, set once a second.",
+    [],
+);
+
+pub(crate) const DNS_LOOKUPS: Counter<1> = Counter::new(
+    "crawler_dns_lookups_total",
+    "DNS lookups sent to the source (the system's resolver or --dns-server), by outcome (ok, nxdomain, no_address, servfail, timeout, error).",
+    ["outcome"],
+);
+
+pub(crate) const DNS_LOOKUPS_ACTIVE: Gauge = Gauge::new(
+    "crawler_dns_lookups_active",
+    "DNS lookups this child has in flight, set once a second.",
+    [],
+);
+
 pub(crate) const FETCH_FAILURES: Counter<1> = Counter::new(
     "crawler_fetch_failures_total",
     "URLs that ended without a page, by kind of failure (timeout, robots unavailable, throttled, ...).",
@@ -127,6 +151,10 @@ pub(crate) static FAMILIES: &[&dyn Described] = &[
     &BLOCKED_REQUESTS,
     &CHILD_PENDING,
     &DISALLOWED,
+    &DNS_CACHE,
+    &DNS_CACHED,
+    &DNS_LOOKUPS,
+    &DNS_LOOKUPS_ACTIVE,
     &FETCH_FAILURES,
     &FETCH_SLOTS,
     &FETCHED_BYTES,

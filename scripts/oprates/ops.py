@@ -36,6 +36,7 @@ OP_ORDER = (
     "domain_flush",
     "frontier_read",
     "seen_scan",
+    "dns_lookup",
 )
 
 # Steps that wait rather than work (Op::is_wait). Trend leaves them out of

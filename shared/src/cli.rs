@@ -122,6 +122,18 @@ fn names_a_dir(p: &std::path::Path) -> bool {
     p.is_dir() || p.as_os_str().to_string_lossy().ends_with('/')
 }
 
+/// `--dns-server`'s value: an address, with a port or without one (53,
+/// DNS's). IPv6 with a port in brackets (`[::1]:5353`).
+pub fn dns_server(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let bare = s.trim_start_matches('[').trim_end_matches(']');
+    bare.parse::<std::net::IpAddr>()
+        .map(|ip| SocketAddr::new(ip, 53))
+        .map_err(|_| format!("{s:?}: expected ADDR or ADDR:PORT (e.g. 127.0.0.53, 10.0.0.2:5353, [::1]:53)"))
+}
+
 pub fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: buf is valid for its length; gethostname NUL-terminates on success.
@@ -136,6 +148,16 @@ pub fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dns_server_takes_an_address_with_or_without_a_port() {
+        assert_eq!(dns_server("127.0.0.53"), Ok("127.0.0.53:53".parse().unwrap()));
+        assert_eq!(dns_server("10.0.0.2:5353"), Ok("10.0.0.2:5353".parse().unwrap()));
+        assert_eq!(dns_server("::1"), Ok("[::1]:53".parse().unwrap()));
+        assert_eq!(dns_server("[::1]:5353"), Ok("[::1]:5353".parse().unwrap()));
+        assert!(dns_server("resolver.example").is_err());
+        assert!(dns_server("127.0.0.1:99999").is_err());
+    }
     use clap::Parser;
 
     #[derive(Parser)]

@@ -61,10 +61,13 @@ pub enum Op {
     /// the seen-set (or the whole collection at once, when pages cannot
     /// order every stored entry).
     SeenScan,
+    /// Child: one DNS lookup of a host name at its source (the system's
+    /// resolver or `--dns-server`), not answered from the cache.
+    DnsLookup,
 }
 
 impl Op {
-    pub const ALL: [Op; 19] = [
+    pub const ALL: [Op; 20] = [
         Op::QueueWait,
         Op::Dispatch,
         Op::StartWait,
@@ -84,6 +87,7 @@ impl Op {
         Op::DomainFlush,
         Op::FrontierRead,
         Op::SeenScan,
+        Op::DnsLookup,
     ];
 
     pub fn name(self) -> &'static str {
@@ -107,6 +111,7 @@ impl Op {
             Op::DomainFlush => "domain_flush",
             Op::FrontierRead => "frontier_read",
             Op::SeenScan => "seen_scan",
+            Op::DnsLookup => "dns_lookup",
         }
     }
 
@@ -132,6 +137,7 @@ impl Op {
             Op::DomainFlush => "crawler_domain_flush_duration_seconds",
             Op::FrontierRead => "crawler_frontier_read_duration_seconds",
             Op::SeenScan => "crawler_seen_scan_duration_seconds",
+            Op::DnsLookup => "crawler_dns_lookup_duration_seconds",
         }
     }
 
@@ -172,6 +178,7 @@ impl Op {
             Op::DomainFlush => "Work: writing the last-crawled times of the domains a child paced since its last flush.",
             Op::FrontierRead => "Work: reading a domain's next queued URLs from the store into the dispatcher's window.",
             Op::SeenScan => "Work: after a restart, reading a page of the stored URLs into the dispatcher's seen-set.",
+            Op::DnsLookup => "Work: one DNS lookup of a host name at its source (the system's resolver or --dns-server), by outcome (ok, nxdomain, no_address, servfail, timeout, error); answers from the child's cache are not counted here.",
         }
     }
 }

@@ -63,6 +63,12 @@ struct Args {
     /// Hosts file (`ADDR NAME...`) for the children.
     #[arg(long)]
     hosts_file: Vec<PathBuf>,
+    /// The children resolve names through this nameserver (ADDR or
+    /// ADDR:PORT, port 53 by default; e.g. a local caching resolver)
+    /// instead of the system's resolver. Overrides (--resolve,
+    /// --hosts-file) still come first; /etc/hosts is not read then.
+    #[arg(long, value_parser = shared::cli::dns_server)]
+    dns_server: Option<std::net::SocketAddr>,
     #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]
@@ -83,6 +89,9 @@ impl Args {
             child
                 .args
                 .extend(["--hosts-file".into(), h.to_string_lossy().into_owned()]);
+        }
+        if let Some(server) = self.dns_server {
+            child.args.extend(["--dns-server".into(), server.to_string()]);
         }
         Config {
             dispatcher: self.dispatcher,

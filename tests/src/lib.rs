@@ -2,6 +2,7 @@
 
 #![warn(unreachable_pub)]
 
+pub mod dns_server;
 #[cfg(test)]
 mod doc_paths;
 pub mod harness;

@@ -56,11 +56,19 @@ pub enum FailureKind {
     /// result names the server, and the dispatcher queues the URL again,
     /// like [`FailureKind::Fenced`], for the server's owner.
     Regrouped,
+    /// The host name does not exist (NXDOMAIN) or has no address (no A or
+    /// AAAA records): an answer, not a failure to get one. Final: the
+    /// answer is kept for its negative TTL anyway.
+    DnsNotFound,
+    /// The name's lookup failed: SERVFAIL, REFUSED or another error answer.
+    DnsFailed,
+    /// The name's lookup got no answer in time.
+    DnsTimeout,
 }
 
 impl FailureKind {
     /// Every kind.
-    pub const ALL: [FailureKind; 16] = [
+    pub const ALL: [FailureKind; 19] = [
         FailureKind::BadUrl,
         FailureKind::Timeout,
         FailureKind::Connect,
@@ -77,6 +85,9 @@ impl FailureKind {
         FailureKind::Fenced,
         FailureKind::Recalled,
         FailureKind::Regrouped,
+        FailureKind::DnsNotFound,
+        FailureKind::DnsFailed,
+        FailureKind::DnsTimeout,
     ];
 
     /// Bounded label for metrics, logs and the stored frontier.
@@ -98,6 +109,9 @@ impl FailureKind {
             FailureKind::Fenced => "fenced",
             FailureKind::Recalled => "recalled",
             FailureKind::Regrouped => "regrouped",
+            FailureKind::DnsNotFound => "dns_not_found",
+            FailureKind::DnsFailed => "dns_failed",
+            FailureKind::DnsTimeout => "dns_timeout",
         }
     }
 
@@ -113,14 +127,17 @@ impl FailureKind {
             | FailureKind::Connect
             | FailureKind::Http
             | FailureKind::RobotsUnavailable
-            | FailureKind::ChildCrashed => 3,
+            | FailureKind::ChildCrashed
+            | FailureKind::DnsFailed
+            | FailureKind::DnsTimeout => 3,
             FailureKind::BadUrl
             | FailureKind::RedirectLoop
             | FailureKind::TooManyRedirects
             | FailureKind::RedirectDisallowed
             | FailureKind::Internal
             | FailureKind::StoreRejected
-            | FailureKind::BlockedAddress => 1,
+            | FailureKind::BlockedAddress
+            | FailureKind::DnsNotFound => 1,
         }
     }
 
@@ -144,6 +161,9 @@ impl FailureKind {
                 | FailureKind::Http
                 | FailureKind::Throttled
                 | FailureKind::RobotsUnavailable
+                | FailureKind::DnsNotFound
+                | FailureKind::DnsFailed
+                | FailureKind::DnsTimeout
         )
     }
 }

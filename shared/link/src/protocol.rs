@@ -31,7 +31,9 @@ pub use crate::failure::FailureKind;
 /// the Welcome, sealed ([`ToDispatcher::Holding`]), so that a peer not yet
 /// proven sends the dispatcher only small messages
 /// ([`crate::socket::UNTRUSTED_MESSAGE_BYTES`]).
-pub const PROTOCOL_VERSION: u32 = 15;
+/// 16: DNS failures of their own kinds (`FailureKind::DnsNotFound`,
+/// `DnsFailed`, `DnsTimeout`).
+pub const PROTOCOL_VERSION: u32 = 16;
 
 /// One URL to crawl, leased to whoever holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
