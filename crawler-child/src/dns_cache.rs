@@ -121,6 +121,12 @@ struct Inner {
 pub(crate) struct DnsCache {
     limits: Limits,
     inner: Mutex<Inner>,
+    /// How far the tests moved the cache's clock ahead: they check TTLs of
+    /// minutes to an hour without waiting for them, and without tokio's
+    /// paused clock (its `test-util` feature, as a dev-dependency, made the
+    /// test build compile tokio and everything above it a second time).
+    #[cfg(test)]
+    skew: Mutex<Duration>,
 }
 
 impl DnsCache {
@@ -128,7 +134,23 @@ impl DnsCache {
         Arc::new(DnsCache {
             limits,
             inner: Mutex::default(),
+            #[cfg(test)]
+            skew: Mutex::default(),
         })
+    }
+
+    /// The cache's time: tokio's clock (moved ahead by the tests).
+    fn now(&self) -> Instant {
+        let now = Instant::now();
+        #[cfg(test)]
+        let now = now + *self.skew.lock().unwrap_or_else(|e| e.into_inner());
+        now
+    }
+
+    /// Moves the cache's clock `by` ahead (tests).
+    #[cfg(test)]
+    fn advance(&self, by: Duration) {
+        *self.skew.lock().unwrap_or_else(|e| e.into_inner()) += by;
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -197,7 +219,7 @@ impl DnsCache {
 
     /// A fresh kept outcome for `name`, moved to the young generation.
     fn kept(&self, inner: &mut Inner, name: &str) -> Option<Outcome> {
-        let now = Instant::now();
+        let now = self.now();
         if let Some(e) = inner.young.get(name) {
             if e.expires > now {
                 return Some(e.outcome.clone());
@@ -235,7 +257,7 @@ impl DnsCache {
     /// Keeps a lookup's answer and ends its flight.
     fn finish(&self, key: Box<str>, answered: &Answered) -> Outcome {
         let outcome: Outcome = answered.result.clone().map(Arc::from);
-        let expires = Instant::now() + self.limits.keep(answered);
+        let expires = self.now() + self.limits.keep(answered);
         let mut inner = self.lock();
         inner.pending.remove(&key);
         inner.old.remove(&key);
@@ -291,19 +313,19 @@ mod tests {
         cache.get(name, DEADLINE, counted(calls, a, Duration::ZERO)).await
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn answers_are_kept_for_their_ttl_within_floor_and_cap() {
         let cache = DnsCache::new(Limits::default());
         let calls = Arc::new(AtomicUsize::new(0));
         // A TTL of 120 s is kept 120 s.
         let (o, s) = get(&cache, &calls, "a.test", answer(Some(120))).await;
         assert_eq!((o.unwrap().to_vec(), s), (vec![ip("192.0.2.1")], Source::Looked));
-        tokio::time::advance(Duration::from_secs(119)).await;
+        cache.advance(Duration::from_secs(119));
         assert_eq!(
             get(&cache, &calls, "a.test", answer(Some(120))).await.1,
             Source::Hit
         );
-        tokio::time::advance(Duration::from_secs(2)).await;
+        cache.advance(Duration::from_secs(2));
         assert_eq!(
             get(&cache, &calls, "a.test", answer(Some(120))).await.1,
             Source::Looked
@@ -313,13 +335,13 @@ mod tests {
         // A TTL of 1 s (and none at all) is raised to the 30 s floor.
         for (name, ttl) in [("b.test", Some(1)), ("c.test", None)] {
             let _ = get(&cache, &calls, name, answer(ttl)).await;
-            tokio::time::advance(Duration::from_secs(29)).await;
+            cache.advance(Duration::from_secs(29));
             assert_eq!(
                 get(&cache, &calls, name, answer(ttl)).await.1,
                 Source::Hit,
                 "{name}"
             );
-            tokio::time::advance(Duration::from_secs(2)).await;
+            cache.advance(Duration::from_secs(2));
             assert_eq!(
                 get(&cache, &calls, name, answer(ttl)).await.1,
                 Source::Looked,
@@ -329,26 +351,26 @@ mod tests {
 
         // A TTL of a day is cut to the hour.
         let _ = get(&cache, &calls, "d.test", answer(Some(86_400))).await;
-        tokio::time::advance(Duration::from_secs(3599)).await;
+        cache.advance(Duration::from_secs(3599));
         assert_eq!(get(&cache, &calls, "d.test", answer(None)).await.1, Source::Hit);
-        tokio::time::advance(Duration::from_secs(2)).await;
+        cache.advance(Duration::from_secs(2));
         assert_eq!(
             get(&cache, &calls, "d.test", answer(None)).await.1,
             Source::Looked
         );
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn failures_are_kept_a_short_time_and_no_such_name_by_its_negative_ttl() {
         let cache = DnsCache::new(Limits::default());
         let calls = Arc::new(AtomicUsize::new(0));
         let servfail = Answered::failed(DnsFailure::ServFail);
         let (o, s) = get(&cache, &calls, "s.test", servfail.clone()).await;
         assert_eq!((o, s), (Err(DnsFailure::ServFail), Source::Looked));
-        tokio::time::advance(Duration::from_secs(14)).await;
+        cache.advance(Duration::from_secs(14));
         let (o, s) = get(&cache, &calls, "s.test", servfail.clone()).await;
         assert_eq!((o, s), (Err(DnsFailure::ServFail), Source::NegativeHit));
-        tokio::time::advance(Duration::from_secs(2)).await;
+        cache.advance(Duration::from_secs(2));
         assert_eq!(get(&cache, &calls, "s.test", servfail).await.1, Source::Looked);
 
         // NXDOMAIN with an SOA minimum of 120 s: kept 120 s; of 5 s: 30 s; of a day: 5 min.
@@ -359,22 +381,22 @@ mod tests {
                 ttl: Some(Duration::from_secs(ttl)),
             };
             let _ = get(&cache, &calls, &name, nx.clone()).await;
-            tokio::time::advance(Duration::from_secs(kept - 1)).await;
+            cache.advance(Duration::from_secs(kept - 1));
             assert_eq!(
                 get(&cache, &calls, &name, nx.clone()).await.1,
                 Source::NegativeHit,
                 "{name}"
             );
-            tokio::time::advance(Duration::from_secs(2)).await;
+            cache.advance(Duration::from_secs(2));
             assert_eq!(get(&cache, &calls, &name, nx).await.1, Source::Looked, "{name}");
         }
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn one_lookup_in_flight_per_name() {
         let cache = DnsCache::new(Limits::default());
         let calls = Arc::new(AtomicUsize::new(0));
-        let slow = Duration::from_millis(500);
+        let slow = Duration::from_secs(3);
         let askers: Vec<_> = (0..20)
             .map(|_| {
                 let cache = cache.clone();
@@ -384,7 +406,7 @@ mod tests {
             .collect();
         // Another name is not held up by the slow one.
         let other = tokio::time::timeout(
-            Duration::from_millis(10),
+            Duration::from_secs(2),
             get(&cache, &calls, "other.test", answer(Some(60))),
         )
         .await
@@ -401,12 +423,12 @@ mod tests {
         assert_eq!(sources.iter().filter(|s| **s == Source::Joined).count(), 19);
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn an_asker_past_its_deadline_times_out_and_the_answer_is_still_kept() {
         let cache = DnsCache::new(Limits::default());
         let calls = Arc::new(AtomicUsize::new(0));
-        let lookup = counted(&calls, answer(Some(60)), Duration::from_secs(8));
-        let (o, s) = cache.get("late.test", Duration::from_secs(5), lookup).await;
+        let lookup = counted(&calls, answer(Some(60)), Duration::from_millis(1500));
+        let (o, s) = cache.get("late.test", Duration::from_millis(300), lookup).await;
         assert_eq!((o, s), (Err(DnsFailure::Timeout), Source::Deadline));
         // A second asker joins the same lookup rather than starting another.
         let lookup = counted(&calls, answer(Some(60)), Duration::ZERO);
@@ -420,7 +442,7 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn the_cache_is_bounded_and_keeps_names_in_use() {
         let cache = DnsCache::new(Limits {
             capacity: 100,
