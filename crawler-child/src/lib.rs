@@ -243,6 +243,7 @@ async fn write_gauges(worker: Weak<worker::Worker>, ctx: Weak<pipeline::Ctx>, ti
         line.set(&metric::FETCH_SLOTS, slots as f64);
         line.set(&metric::STORE_QUEUE, store_queue);
         line.set(&metric::SERVERS_PACED, ctx.servers.len() as f64);
+        line.set(&metric::DOMAINS_HELD, worker.domains() as f64);
         let names = ctx.http.dns_names();
         line.set(&metric::DNS_CACHED, names.cached() as f64);
         line.set(&metric::DNS_LOOKUPS_ACTIVE, names.active() as f64);

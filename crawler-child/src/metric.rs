@@ -44,6 +44,18 @@ pub(crate) const DNS_LOOKUPS_ACTIVE: Gauge = Gauge::new(
     [],
 );
 
+pub(crate) const DOMAINS_FORGOTTEN: Counter = Counter::new(
+    "crawler_child_domains_forgotten_total",
+    "Domains this child forgot after they were idle (60 s, or an hour while backing off): their state, robots rules included, is read again if they come back.",
+    [],
+);
+
+pub(crate) const DOMAINS_HELD: Gauge = Gauge::new(
+    "crawler_child_domains",
+    "Domains whose state (pace, robots rules, queue) this child holds, set once a second.",
+    [],
+);
+
 pub(crate) const FETCH_FAILURES: Counter<1> = Counter::new(
     "crawler_fetch_failures_total",
     "URLs that ended without a page, by kind of failure (timeout, robots unavailable, throttled, ...).",
@@ -155,6 +167,8 @@ pub(crate) static FAMILIES: &[&dyn Described] = &[
     &DNS_CACHED,
     &DNS_LOOKUPS,
     &DNS_LOOKUPS_ACTIVE,
+    &DOMAINS_FORGOTTEN,
+    &DOMAINS_HELD,
     &FETCH_FAILURES,
     &FETCH_SLOTS,
     &FETCHED_BYTES,

@@ -279,6 +279,12 @@ fn fenced(ctx: &Ctx) -> Result<(), FetchError> {
 }
 
 impl DomainState {
+    /// Whether forgetting the domain would lose a backoff: 429/503 answers
+    /// or robots.txt failures in a row, which set how long it waits next.
+    pub(crate) fn backing_off(&self) -> bool {
+        self.throttles > 0 || !self.robots_failures.is_empty()
+    }
+
     /// On 429 and 503 the domain waits: as long as `Retry-After` says
     /// (capped), or with exponential backoff from one second when it says
     /// nothing. Returns the wait, or `None` for any other status.
@@ -326,6 +332,23 @@ pub(crate) struct SharedDomain {
 }
 
 impl SharedDomain {
+    /// Whether the domain may be forgotten, as far as its state says: no
+    /// request holds it, and it is not backing off. (`None`: busy.)
+    pub(crate) fn backing_off(&self) -> Option<bool> {
+        if self.connections.available_permits() < self.max_connections as usize {
+            return None;
+        }
+        self.state.try_lock().ok().map(|s| s.backing_off())
+    }
+
+    /// Puts the domain in a 429 backoff, as an answer would (tests).
+    #[cfg(test)]
+    pub(crate) fn throttle(&self) {
+        if let Ok(mut s) = self.state.try_lock() {
+            s.throttles = 1;
+        }
+    }
+
     pub(crate) fn new(domain: &str, max_connections: u32) -> SharedDomain {
         let max_connections = max_connections.clamp(1, tokio::sync::Semaphore::MAX_PERMITS as u32);
         SharedDomain {

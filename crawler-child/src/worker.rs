@@ -5,6 +5,14 @@
 //! side by side up to the child's fetch concurrency. A domain's tasks exit
 //! when its queue is empty and are started again by the next URL, keeping
 //! the domain's state.
+//!
+//! A research crawl meets hundreds of thousands of domains, each for a few
+//! pages, so a child forgets a domain idle for [`FORGET_IDLE`] (or
+//! [`FORGET_BACKING_OFF`] while it backs off), looked for whenever the map
+//! has doubled since the last look: its memory stays flat in the number
+//! of domains met. Nothing polite is lost: a domain idle for 3 s reloads
+//! its pace from the store anyway (`pipeline::DomainState::pace`), and its
+//! robots rules come back from the robots store.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,18 +24,78 @@ use link::protocol::{now_ms, FailureKind, WorkItem};
 use shared::timing::Op;
 use tokio::sync::Notify;
 
+use crate::metric;
 use crate::pipeline::{self, Ctx, SharedDomain};
+
+/// How long a domain no URL came for is kept.
+const FORGET_IDLE: Duration = Duration::from_secs(60);
+/// How long a domain backing off (429/503, robots.txt failures) is kept:
+/// longer than its backoff can grow (an hour at most).
+const FORGET_BACKING_OFF: Duration = Duration::from_secs(3600);
+/// Domains kept before idle ones are looked for.
+const PRUNE_FROM: usize = 1024;
 
 struct Domain {
     /// Queue (each URL with when it arrived) and the number of tasks
     /// draining it, changed together under one lock.
     queue: Mutex<(VecDeque<(WorkItem, Instant)>, u32)>,
     state: SharedDomain,
+    /// When the last URL came for it.
+    used: Mutex<Instant>,
+}
+
+impl Domain {
+    /// Whether the domain can be forgotten at `now`: nothing queued or
+    /// running, and idle long enough.
+    fn forgettable(&self, now: Instant) -> bool {
+        let idle = {
+            let used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+            now.saturating_duration_since(*used)
+        };
+        if idle < FORGET_IDLE {
+            return false;
+        }
+        let q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if !q.0.is_empty() || q.1 > 0 {
+            return false;
+        }
+        match self.state.backing_off() {
+            None => false,
+            Some(true) => idle >= FORGET_BACKING_OFF,
+            Some(false) => true,
+        }
+    }
+}
+
+/// The domains a child holds, and when to look for idle ones.
+#[derive(Default)]
+struct Domains {
+    by_name: HashMap<String, Arc<Domain>>,
+    /// Look when there are more than this many.
+    prune_at: usize,
+}
+
+impl Domains {
+    /// Forgets the idle domains if the map has grown enough since the
+    /// last look; the next look is at twice what is left (at least
+    /// [`PRUNE_FROM`]), so looking costs O(1) a URL, amortised.
+    fn prune_if_grown(&mut self, now: Instant) {
+        if self.by_name.len() < self.prune_at.max(PRUNE_FROM) {
+            return;
+        }
+        let before = self.by_name.len();
+        self.by_name.retain(|_, d| !d.forgettable(now));
+        let forgotten = before.saturating_sub(self.by_name.len());
+        if forgotten > 0 {
+            metric::DOMAINS_FORGOTTEN.get().increment(forgotten as u64);
+        }
+        self.prune_at = self.by_name.len().saturating_mul(2);
+    }
 }
 
 pub(crate) struct Worker {
     ctx: Arc<Ctx>,
-    domains: Mutex<HashMap<String, Arc<Domain>>>,
+    domains: Mutex<Domains>,
     /// URLs received and not yet handed on (to the writer or the report).
     pending: AtomicUsize,
     idle: Notify,
@@ -53,18 +121,24 @@ impl Worker {
                 .record(Op::StartWait, waited, "ok", Some(&item.domain), None);
         }
         let max_tasks = self.ctx.policy.max_domain_connections.max(1);
+        let now = Instant::now();
         let domain = {
             let mut domains = self.domains.lock().unwrap_or_else(|e| e.into_inner());
-            domains
+            domains.prune_if_grown(now);
+            let domain = domains
+                .by_name
                 .entry(item.domain.clone())
                 .or_insert_with(|| {
                     Arc::new(Domain {
                         queue: Mutex::new((VecDeque::new(), 0)),
                         state: SharedDomain::new(&item.domain, max_tasks),
+                        used: Mutex::new(now),
                     })
                 })
-                .clone()
+                .clone();
+            domain
         };
+        *domain.used.lock().unwrap_or_else(|e| e.into_inner()) = now;
         let start = {
             let mut q = domain.queue.lock().unwrap_or_else(|e| e.into_inner());
             q.0.push_back((item, Instant::now()));
@@ -110,6 +184,7 @@ impl Worker {
                 .domains
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
+                .by_name
                 .get(name)
                 .cloned()
             else {
@@ -133,6 +208,15 @@ impl Worker {
         }
     }
 
+    /// Domains held now (for a gauge).
+    pub(crate) fn domains(&self) -> usize {
+        self.domains
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .by_name
+            .len()
+    }
+
     pub(crate) fn pending(&self) -> usize {
         self.pending.load(Ordering::SeqCst)
     }
@@ -146,5 +230,64 @@ impl Worker {
             }
             notified.await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn domain(name: &str, used: Instant) -> Arc<Domain> {
+        Arc::new(Domain {
+            queue: Mutex::new((VecDeque::new(), 0)),
+            state: SharedDomain::new(name, 1),
+            used: Mutex::new(used),
+        })
+    }
+
+    #[test]
+    fn idle_domains_are_forgotten_once_the_map_has_grown_and_busy_ones_kept() {
+        let t0 = Instant::now();
+        let mut d = Domains::default();
+        for i in 0..PRUNE_FROM - 4 {
+            d.by_name.insert(format!("idle{i}.test"), domain("idle", t0));
+        }
+        // A domain with a task running, one backing off, one in use later.
+        let running = domain("running.test", t0);
+        running.queue.lock().unwrap().1 = 1;
+        d.by_name.insert("running.test".into(), running.clone());
+        let throttled = domain("throttled.test", t0);
+        throttled.state.throttle();
+        d.by_name.insert("throttled.test".into(), throttled);
+        let recent = t0 + FORGET_IDLE;
+        d.by_name
+            .insert("recent.test".into(), domain("recent.test", recent));
+        // Under the threshold nothing is looked at, however idle.
+        let later = t0 + FORGET_IDLE + Duration::from_secs(1);
+        d.prune_if_grown(later);
+        assert_eq!(d.by_name.len(), PRUNE_FROM - 1);
+        d.by_name.insert("new.test".into(), domain("new.test", later));
+        d.prune_if_grown(later);
+        let mut kept: Vec<&str> = d.by_name.keys().map(String::as_str).collect();
+        kept.sort_unstable();
+        assert_eq!(
+            kept,
+            ["new.test", "recent.test", "running.test", "throttled.test"]
+        );
+        // The next look waits for the map to double (from the floor).
+        assert_eq!(d.prune_at, 8);
+        // Backing off, a domain is kept an hour; done running, it goes.
+        running.queue.lock().unwrap().1 = 0;
+        for i in 0..PRUNE_FROM {
+            d.by_name.insert(format!("more{i}.test"), domain("more", later));
+        }
+        d.prune_if_grown(t0 + FORGET_BACKING_OFF);
+        assert!(!d.by_name.contains_key("throttled.test") && !d.by_name.contains_key("running.test"));
+        assert_eq!(
+            d.by_name.len(),
+            0,
+            "{:?}",
+            d.by_name.keys().take(3).collect::<Vec<_>>()
+        );
     }
 }
