@@ -117,6 +117,10 @@ pub(crate) enum FetchError {
     /// The host name gave no address to dial: nothing was sent.
     #[error("{0}")]
     Dns(DnsFailure),
+    /// The TLS handshake failed (the certificate did not verify, most
+    /// often): nothing was sent.
+    #[error("TLS handshake failed: {0}")]
+    Tls(String),
     /// This node's right to crawl had run out (`link::fence`): nothing
     /// was sent.
     #[error("not fetched: this node's right to crawl has run out (it lost the dispatcher)")]
@@ -131,6 +135,7 @@ impl FetchError {
             FetchError::Other(_) => FailureKind::Http,
             FetchError::Blocked(_) => FailureKind::BlockedAddress,
             FetchError::Dns(f) => f.kind(),
+            FetchError::Tls(_) => FailureKind::Tls,
             FetchError::Fenced => FailureKind::Fenced,
         }
     }
@@ -146,6 +151,9 @@ impl FetchError {
             FetchError::blocked(b.clone(), "dns")
         } else if let Some(f) = dns::dns_cause(&e) {
             FetchError::Dns(f)
+        } else if let Some(tls) = tls_cause(&e) {
+            metric::TLS_FAILURES.at([tls_failure_label(tls)]).increment(1);
+            FetchError::Tls(tls.to_string())
         } else if e.is_timeout() {
             FetchError::Timeout
         } else if e.is_connect() {
@@ -153,6 +161,43 @@ impl FetchError {
         } else {
             FetchError::Other(error_chain(&e))
         }
+    }
+}
+
+/// The rustls error behind a failed request, if its handshake failed.
+/// (rustls hands it to the connection as the inner error of an
+/// `io::Error`, whose `source()` skips it: look inside each one.)
+fn tls_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(t) = err.downcast_ref::<rustls::Error>() {
+            return Some(t);
+        }
+        if let Some(t) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return Some(t);
+        }
+        cur = err.source();
+    }
+    None
+}
+
+/// A bounded label for a TLS failure, for the metric.
+fn tls_failure_label(e: &rustls::Error) -> &'static str {
+    match e {
+        rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer) => "unknown_issuer",
+        rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName)
+        | rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForNameContext { .. }) => {
+            "wrong_name"
+        }
+        rustls::Error::InvalidCertificate(rustls::CertificateError::Expired)
+        | rustls::Error::InvalidCertificate(rustls::CertificateError::ExpiredContext { .. }) => "expired",
+        rustls::Error::InvalidCertificate(_) => "bad_certificate",
+        rustls::Error::AlertReceived(_) => "alert",
+        _ => "other",
     }
 }
 
@@ -172,6 +217,7 @@ impl Http {
         policy: &CrawlPolicy,
         overrides: HostOverrides,
         names: Arc<Names>,
+        extra_roots: Vec<reqwest::Certificate>,
     ) -> anyhow::Result<Http> {
         let addresses = AddressPolicy {
             allow_private_networks: policy.allow_private_networks,
@@ -187,6 +233,7 @@ impl Http {
             .tcp_nodelay(true)
             .no_proxy()
             .dns_resolver(resolver.clone())
+            .tls_certs_merge(extra_roots)
             .build()?;
         // What reqwest sends on every request: our User-Agent, its default
         // Accept, and the Accept-Encoding its gzip and brotli features add.
@@ -408,7 +455,7 @@ mod tests {
             allow_private_networks,
             ..crate::robots::tests::policy()
         };
-        Http::new(&policy, HostOverrides::default(), Names::system()).unwrap()
+        Http::new(&policy, HostOverrides::default(), Names::system(), Vec::new()).unwrap()
     }
 
     fn u(s: &str) -> Url {

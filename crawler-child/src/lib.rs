@@ -61,6 +61,8 @@ pub struct Config {
     pub obs: ObsArgs,
     pub hosts: HostOverrides,
     pub dns_server: Option<std::net::SocketAddr>,
+    /// Certificate authorities trusted besides the system's (`--ca-file`).
+    pub extra_roots: Vec<reqwest::Certificate>,
 }
 
 /// How long a stopping child works on the URLs it holds before it leaves
@@ -79,6 +81,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         obs,
         hosts,
         dns_server,
+        extra_roots,
     } = config;
     let mut stdin = tokio::io::stdin();
     // A stop asked before the supervisor configured this child leaves
@@ -116,6 +119,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
             &policy,
             hosts,
             dns::Names::new(dns_upstream::Upstream::new(dns_server)?, timing.clone()),
+            extra_roots,
         )?,
         canonical: pipeline::canonicalizer(&policy),
         robots: robots::RobotsSource {

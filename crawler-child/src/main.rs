@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use crawler_child::{Config, HostOverrides, Shutdown};
-use shared::cli::ObsArgs;
+use shared::cli::{NetArgs, ObsArgs};
 use store::StoreArgs;
 
 /// mimalloc instead of the system allocator: link extraction, URL
@@ -27,23 +27,16 @@ struct Args {
     store: StoreArgs,
     #[command(flatten)]
     obs: ObsArgs,
-    /// Host override HOST:PORT:ADDR (like curl --resolve); `*.suffix` allowed.
-    #[arg(long)]
-    resolve: Vec<String>,
-    /// Hosts file (`ADDR NAME...` lines) with more overrides.
-    #[arg(long)]
-    hosts_file: Vec<std::path::PathBuf>,
-    /// Resolve names through this nameserver (ADDR or ADDR:PORT, port 53
-    /// by default) instead of the system's resolver.
-    #[arg(long, value_parser = shared::cli::dns_server)]
-    dns_server: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    net: NetArgs,
 }
 
 impl Args {
     fn into_config(self) -> anyhow::Result<Config> {
         Ok(Config {
-            hosts: HostOverrides::from_args(&self.resolve, &self.hosts_file)?,
-            dns_server: self.dns_server,
+            hosts: HostOverrides::from_args(&self.net.resolve, &self.net.hosts_file)?,
+            dns_server: self.net.dns_server,
+            extra_roots: self.net.extra_roots()?,
             store: self.store,
             obs: self.obs,
         })

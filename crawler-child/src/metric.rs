@@ -143,6 +143,12 @@ pub(crate) const STORE_REJECTED: Counter = Counter::new(
     [],
 );
 
+pub(crate) const TLS_FAILURES: Counter<1> = Counter::new(
+    "crawler_tls_failures_total",
+    "Requests whose TLS handshake failed (failed as `tls`), by why: unknown_issuer (see --ca-file), wrong_name, expired, bad_certificate, alert, other.",
+    ["why"],
+);
+
 pub(crate) const THROTTLED: Counter<1> = Counter::new(
     "crawler_throttled_total",
     "429 and 503 responses after which the domain waits (Retry-After or backoff), by status class.",
@@ -185,6 +191,7 @@ pub(crate) static FAMILIES: &[&dyn Described] = &[
     &STORE_QUEUE,
     &STORE_REJECTED,
     &THROTTLED,
+    &TLS_FAILURES,
 ];
 
 #[cfg(test)]

@@ -115,6 +115,70 @@ impl ObsArgs {
     }
 }
 
+/// Where a node's children connect, and whom they trust: names the
+/// operator maps, the nameserver, extra certificate authorities. Given to
+/// the supervisor, which passes them on to every child it starts.
+#[derive(Debug, Clone, Default, Args)]
+pub struct NetArgs {
+    /// Host override HOST:PORT:ADDR (like curl --resolve); `*.suffix` allowed.
+    #[arg(long)]
+    pub resolve: Vec<String>,
+    /// Hosts file (`ADDR NAME...` lines) with more overrides.
+    #[arg(long)]
+    pub hosts_file: Vec<PathBuf>,
+    /// Resolve names through this nameserver (ADDR or ADDR:PORT, port 53
+    /// by default; e.g. a local caching resolver) instead of the system's
+    /// resolver. Overrides (--resolve, --hosts-file) still come first;
+    /// /etc/hosts is not read then.
+    #[arg(long, value_parser = dns_server)]
+    pub dns_server: Option<SocketAddr>,
+    /// PEM file of certificate authorities to trust besides the system's
+    /// (an intranet's private CA, a test web's): HTTPS servers whose
+    /// certificates chain to one of them are accepted too.
+    #[arg(long, value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
+}
+
+impl NetArgs {
+    /// The same settings for a child (files by absolute path: a child
+    /// may run from elsewhere).
+    pub fn to_child(&self) -> ChildSettings {
+        let abs = |p: &PathBuf| {
+            std::path::absolute(p)
+                .unwrap_or_else(|_| p.clone())
+                .to_string_lossy()
+                .into_owned()
+        };
+        let mut args = Vec::new();
+        for r in &self.resolve {
+            args.extend(["--resolve".into(), r.clone()]);
+        }
+        for h in &self.hosts_file {
+            args.extend(["--hosts-file".into(), abs(h)]);
+        }
+        if let Some(server) = self.dns_server {
+            args.extend(["--dns-server".into(), server.to_string()]);
+        }
+        if let Some(ca) = &self.ca_file {
+            args.extend(["--ca-file".into(), abs(ca)]);
+        }
+        ChildSettings {
+            args,
+            env: Vec::new(),
+        }
+    }
+
+    /// The certificate authorities of --ca-file (none without it); an
+    /// unreadable file, or one without a certificate, is an error that
+    /// names the file.
+    pub fn extra_roots(&self) -> anyhow::Result<Vec<reqwest::Certificate>> {
+        let Some(path) = &self.ca_file else {
+            return Ok(Vec::new());
+        };
+        crate::http_client::roots_from_pem_file(path)
+    }
+}
+
 /// Whether `--timing-log` names a directory: one that exists, or a path
 /// ending in `/`, which the first process to open its log creates (so a
 /// process must not judge by what exists when it starts).

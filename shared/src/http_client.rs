@@ -17,6 +17,21 @@ pub fn builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
 }
 
+/// The certificates of a PEM bundle file (`--ca-file`), to trust beside
+/// the system's roots ([`reqwest::ClientBuilder::tls_certs_merge`]).
+pub fn roots_from_pem_file(path: &std::path::Path) -> anyhow::Result<Vec<reqwest::Certificate>> {
+    use anyhow::Context;
+    let pem = std::fs::read(path).with_context(|| format!("reading the CA file {}", path.display()))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+        .with_context(|| format!("the CA file {} is not PEM certificates", path.display()))?;
+    anyhow::ensure!(
+        !certs.is_empty(),
+        "the CA file {} holds no certificate (expected PEM: -----BEGIN CERTIFICATE-----)",
+        path.display()
+    );
+    Ok(certs)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use link::args::ClusterArgs;
 use link::cluster_auth::{ClusterKey, SECRET_ENV, SECRET_FILE_ENV};
-use shared::cli::ObsArgs;
+use shared::cli::{NetArgs, ObsArgs};
 use store::StoreArgs;
 use supervisor::{Config, Shutdown};
 
@@ -57,18 +57,9 @@ struct Args {
     /// that kills its child 3 times is failed on its own).
     #[arg(long, default_value_t = 8)]
     max_child_crashes: u32,
-    /// Host override HOST:PORT:ADDR for the children (like curl --resolve).
-    #[arg(long)]
-    resolve: Vec<String>,
-    /// Hosts file (`ADDR NAME...`) for the children.
-    #[arg(long)]
-    hosts_file: Vec<PathBuf>,
-    /// The children resolve names through this nameserver (ADDR or
-    /// ADDR:PORT, port 53 by default; e.g. a local caching resolver)
-    /// instead of the system's resolver. Overrides (--resolve,
-    /// --hosts-file) still come first; /etc/hosts is not read then.
-    #[arg(long, value_parser = shared::cli::dns_server)]
-    dns_server: Option<std::net::SocketAddr>,
+    /// The children's names, nameserver and extra CAs.
+    #[command(flatten)]
+    net: NetArgs,
     #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]
@@ -82,17 +73,7 @@ impl Args {
     fn into_config(self, key: ClusterKey) -> Config {
         let mut child = self.store.to_child();
         child.extend(self.obs.to_child());
-        for r in self.resolve {
-            child.args.extend(["--resolve".into(), r]);
-        }
-        for h in &self.hosts_file {
-            child
-                .args
-                .extend(["--hosts-file".into(), h.to_string_lossy().into_owned()]);
-        }
-        if let Some(server) = self.dns_server {
-            child.args.extend(["--dns-server".into(), server.to_string()]);
-        }
+        child.extend(self.net.to_child());
         Config {
             dispatcher: self.dispatcher,
             id: self.id,
@@ -119,6 +100,9 @@ fn main() -> anyhow::Result<()> {
     shared::logging::init("supervisor");
     let args = Args::parse();
     let key = args.cluster.key(std::env::var_os(SECRET_ENV))?;
+    // A bad --ca-file stops the supervisor here, with its reason, rather
+    // than every child it would start.
+    args.net.extra_roots()?;
     // Read once; no child (nor anything else this process starts) inherits
     // it. Still single-threaded here, so changing the environment is sound.
     std::env::remove_var(SECRET_ENV);

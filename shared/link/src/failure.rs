@@ -64,11 +64,16 @@ pub enum FailureKind {
     DnsFailed,
     /// The name's lookup got no answer in time.
     DnsTimeout,
+    /// The TLS handshake failed: a certificate that does not verify
+    /// (expired, for another name, from an authority not trusted: see
+    /// `--ca-file`) or no protocol both sides speak. Final: the site's
+    /// certificate will not change within a retry's few seconds.
+    Tls,
 }
 
 impl FailureKind {
     /// Every kind.
-    pub const ALL: [FailureKind; 19] = [
+    pub const ALL: [FailureKind; 20] = [
         FailureKind::BadUrl,
         FailureKind::Timeout,
         FailureKind::Connect,
@@ -88,6 +93,7 @@ impl FailureKind {
         FailureKind::DnsNotFound,
         FailureKind::DnsFailed,
         FailureKind::DnsTimeout,
+        FailureKind::Tls,
     ];
 
     /// Bounded label for metrics, logs and the stored frontier.
@@ -112,6 +118,7 @@ impl FailureKind {
             FailureKind::DnsNotFound => "dns_not_found",
             FailureKind::DnsFailed => "dns_failed",
             FailureKind::DnsTimeout => "dns_timeout",
+            FailureKind::Tls => "tls",
         }
     }
 
@@ -137,7 +144,8 @@ impl FailureKind {
             | FailureKind::Internal
             | FailureKind::StoreRejected
             | FailureKind::BlockedAddress
-            | FailureKind::DnsNotFound => 1,
+            | FailureKind::DnsNotFound
+            | FailureKind::Tls => 1,
         }
     }
 
@@ -164,6 +172,7 @@ impl FailureKind {
                 | FailureKind::DnsNotFound
                 | FailureKind::DnsFailed
                 | FailureKind::DnsTimeout
+                | FailureKind::Tls
         )
     }
 }
