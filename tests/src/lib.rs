@@ -9,6 +9,7 @@ pub mod harness;
 pub mod host_server;
 pub mod netns;
 pub mod relay;
+pub mod tls;
 pub mod verify;
 pub mod web;
 pub mod zmtp;

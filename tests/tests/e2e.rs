@@ -32,4 +32,5 @@ mod revisit_e2e;
 mod robots_meta_e2e;
 mod server_politeness_e2e;
 mod sitemaps_e2e;
+mod tls_e2e;
 mod traps_e2e;

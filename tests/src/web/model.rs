@@ -181,6 +181,10 @@ pub struct WebExtras {
     /// crawler's revisits can be answered 304: see [`Changing`]. `None`
     /// leaves every response as it always was.
     pub changing: Option<Changing>,
+    /// Serve HTTPS instead of plain HTTP, offering this by ALPN, with a
+    /// certificate of the run's own CA (`crate::tls`; the crawler needs
+    /// `--ca-file`): every URL and link is then `https://`.
+    pub tls: Option<crate::tls::Offer>,
 }
 
 /// The opt-in "changing web" of [`WebExtras::changing`], to test a

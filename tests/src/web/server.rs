@@ -8,7 +8,9 @@
 //! overhead to parsing the host/path and rendering the body.
 //!
 //! With [`WebExtras`] the same handler also serves the hostile hosts
-//! (streamed, dripping and never-answered bodies) and slow hosts.
+//! (streamed, dripping and never-answered bodies) and slow hosts, and with
+//! [`WebExtras::tls`] it serves HTTPS (HTTP/2 and HTTP/1.1 by ALPN) with a
+//! certificate of the run's own CA ([`crate::tls`]), counting handshakes.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +31,7 @@ use tokio::task::JoinHandle;
 
 use super::hostile::{self, HostileState, Reply, ReplyBody};
 use super::{Conditions, SyntheticWeb, WebExtras, WebSpec};
+use crate::tls::TestCa;
 
 /// One answered request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,9 +84,22 @@ pub struct WebServer {
     /// Connections accepted on the main address: with the request
     /// count, how well clients reuse them (`scripts/bench.py`).
     accepted: Arc<AtomicU64>,
+    /// With [`WebExtras::tls`]: the CA that signed the server's certificate.
+    ca: Option<Arc<TestCa>>,
+    /// TLS handshakes completed: full, resumed (by session ticket or id).
+    handshakes: Arc<Handshakes>,
     stop: Option<oneshot::Sender<()>>,
     closing: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
+}
+
+/// TLS handshakes the HTTPS server completed, by kind.
+#[derive(Debug, Default)]
+pub struct Handshakes {
+    pub full: AtomicU64,
+    pub resumed: AtomicU64,
+    /// Connections closed before their handshake completed.
+    pub failed: AtomicU64,
 }
 
 fn lock(log: &Log) -> MutexGuard<'_, Vec<RequestRecord>> {
@@ -115,6 +131,7 @@ impl WebServer {
         let listener = TcpListener::bind(bind).await?;
         let addr = listener.local_addr()?;
         let extras_internal = extras.internal;
+        let tls = extras.tls;
         let web = Arc::new(SyntheticWeb::with_extras(spec, extras, addr.port()));
         let log: Log = Arc::new(Mutex::new(Vec::new()));
         let (closing, closing_rx) = watch::channel(false);
@@ -143,24 +160,45 @@ impl WebServer {
             }
         }
         let accepted = Arc::new(AtomicU64::new(0));
-        let counter = accepted.clone();
-        let listener = listener.tap_io(move |tcp| {
-            counter.fetch_add(1, Ordering::Relaxed);
-            let _ = tcp.set_nodelay(true);
-        });
+        let handshakes = Arc::new(Handshakes::default());
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
+        let (task, ca) = match tls {
+            Some(offer) => {
+                let mut names = web.host_names();
+                names.push("localhost".into());
+                let ca = Arc::new(TestCa::new(&names)?);
+                let config = ca.server_config(offer)?;
+                let serving = Tls {
+                    acceptor: tokio_rustls::TlsAcceptor::from(config),
+                    app,
+                    accepted: accepted.clone(),
+                    handshakes: handshakes.clone(),
+                };
+                (tokio::spawn(serving.serve(listener, stopped)), Some(ca))
+            }
+            None => {
+                let counter = accepted.clone();
+                let listener = listener.tap_io(move |tcp| {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    let _ = tcp.set_nodelay(true);
+                });
+                let task = tokio::spawn(async move {
+                    let _ = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+                        .with_graceful_shutdown(async {
+                            let _ = stopped.await;
+                        })
+                        .await;
+                });
+                (task, None)
+            }
+        };
         Ok(WebServer {
             addr,
             web,
             log,
             accepted,
+            ca,
+            handshakes,
             stop: Some(stop),
             closing,
             task: Some(task),
@@ -190,6 +228,17 @@ impl WebServer {
         self.accepted.load(Ordering::Relaxed)
     }
 
+    /// The PEM certificate of the CA behind the HTTPS server's certificate
+    /// (with [`WebExtras::tls`]), for the crawler's `--ca-file`.
+    pub fn ca(&self) -> Option<&TestCa> {
+        self.ca.as_deref()
+    }
+
+    /// TLS handshakes so far (all zero over plain HTTP).
+    pub fn handshakes(&self) -> &Handshakes {
+        &self.handshakes
+    }
+
     /// Signals shutdown without waiting (same as dropping).
     pub fn shutdown(self) {}
 
@@ -213,6 +262,58 @@ impl Drop for WebServer {
         let _ = self.closing.send(true);
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
+        }
+    }
+}
+
+/// The HTTPS server: each connection's handshake (bounded), then HTTP/2 or
+/// HTTP/1.1 as ALPN chose, on the same handler as plain HTTP.
+struct Tls {
+    acceptor: tokio_rustls::TlsAcceptor,
+    app: Router,
+    accepted: Arc<AtomicU64>,
+    handshakes: Arc<Handshakes>,
+}
+
+impl Tls {
+    /// Serves until `stopped`; open connections are then dropped.
+    async fn serve(self, listener: TcpListener, mut stopped: oneshot::Receiver<()>) {
+        let mut connections = tokio::task::JoinSet::new();
+        loop {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                _ = &mut stopped => return,
+            };
+            let Ok((tcp, peer)) = accepted else {
+                // Out of descriptors, most likely: let some close.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            self.accepted.fetch_add(1, Ordering::Relaxed);
+            let _ = tcp.set_nodelay(true);
+            let acceptor = self.acceptor.clone();
+            let handshakes = self.handshakes.clone();
+            let app = self.app.clone().layer(axum::Extension(ConnectInfo(peer)));
+            connections.spawn(async move {
+                let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                    Ok(Ok(tls)) => tls,
+                    _ => {
+                        handshakes.failed.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                };
+                let kind = match tls.get_ref().1.handshake_kind() {
+                    Some(rustls::HandshakeKind::Resumed) => &handshakes.resumed,
+                    _ => &handshakes.full,
+                };
+                kind.fetch_add(1, Ordering::Relaxed);
+                let service = hyper_util::service::TowerToHyperService::new(app);
+                let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+            });
+            // Reap the finished ones as we go.
+            while connections.try_join_next().is_some() {}
         }
     }
 }

@@ -94,7 +94,8 @@ impl SyntheticWeb {
         if extras.site_family {
             specials.extend(FamilyHost::ALL.map(SpecialHost::Family));
         }
-        let port_suffix = if port == 80 {
+        let default_port = if extras.tls.is_some() { 443 } else { 80 };
+        let port_suffix = if port == default_port {
             String::new()
         } else {
             format!(":{port}")
@@ -155,7 +156,16 @@ impl SyntheticWeb {
 
     /// `http://{host}:PORT{path}`, the normalised URL of `path` on a served name.
     pub fn url_on(&self, host: &str, path: &str) -> String {
-        format!("http://{host}{}{path}", self.port_suffix)
+        format!("{}://{host}{}{path}", self.scheme(), self.port_suffix)
+    }
+
+    /// `https` with [`WebExtras::tls`], else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.extras.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// The hostile and oversized hosts served, in in-scope order (empty
@@ -392,7 +402,13 @@ impl SyntheticWeb {
 
     /// `http://site3.test:PORT`, optionally with an upper-case scheme or host.
     pub(crate) fn write_origin(&self, out: &mut String, h: HostRef, upper_scheme: bool, upper_host: bool) {
-        out.push_str(if upper_scheme { "HTTP://" } else { "http://" });
+        let scheme = match (self.extras.tls.is_some(), upper_scheme) {
+            (false, false) => "http://",
+            (false, true) => "HTTP://",
+            (true, false) => "https://",
+            (true, true) => "HTTPS://",
+        };
+        out.push_str(scheme);
         self.write_host_name(out, h, upper_host);
         out.push_str(&self.port_suffix);
     }
