@@ -27,6 +27,7 @@ mod hostile_peers_e2e;
 mod netns_e2e;
 mod partition_e2e;
 mod politeness_gap_e2e;
+mod replay_e2e;
 mod revisit_e2e;
 mod robots_meta_e2e;
 mod server_politeness_e2e;
