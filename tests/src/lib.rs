@@ -3,6 +3,8 @@
 #![warn(unreachable_pub)]
 
 #[cfg(test)]
+mod doc_flags;
+#[cfg(test)]
 mod doc_paths;
 pub mod harness;
 pub mod host_server;
