@@ -16,6 +16,7 @@ mod cluster_auth_e2e;
 mod cluster_profile;
 mod control_e2e;
 mod crawl_e2e;
+mod dashboard_e2e;
 mod dispatcher_load_e2e;
 mod domain_connections_e2e;
 mod export_e2e;
