@@ -1,10 +1,12 @@
 //! The Grafana dashboard (`profiling/dashboards/crawler.json`) over a live
 //! crawl: a real Prometheus (Debian's `prometheus`; the test says it skipped
-//! where that is not installed) scrapes every process of a short crawl, with
-//! the bearer token the processes were given (`shared::debug_token`: a
-//! token given guards `/metrics` too, as on a cluster off loopback), and
-//! every expression of every panel is evaluated through Prometheus's HTTP
-//! query API over the crawl's time: each must return data.
+//! where that is not installed) finds every process of a short crawl at the
+//! dispatcher's `/debug/targets` (its HTTP service discovery) and scrapes
+//! them, with the bearer token the processes were given
+//! (`shared::debug_token`: a token given guards `/metrics` too, as on a
+//! cluster off loopback), and every expression of every panel is evaluated
+//! through Prometheus's HTTP query API over the crawl's time: each must
+//! return data.
 //!
 //! The crawl revisits (`--revisit-after`) a web with hostile hosts, and
 //! paces its server (`--min-ip-delay-ms`), so that the revisit queue, the
@@ -89,54 +91,17 @@ impl Prometheus {
     }
 }
 
-/// One scrape target: a process of the crawl, from `/debug/cluster`.
-struct Target {
-    role: String,
-    node: String,
-    addr: String,
-}
-
-fn targets(view: &serde_json::Value) -> Vec<Target> {
-    let one = |p: &serde_json::Value| -> Option<Target> {
-        Some(Target {
-            role: p["role"].as_str()?.to_string(),
-            node: p["node"].as_str()?.to_string(),
-            addr: p["debug_addr"].as_str()?.to_string(),
-        })
-    };
-    let mut out: Vec<Target> = view.get("dispatcher").and_then(one).into_iter().collect();
-    for sup in view["supervisors"]
-        .as_object()
-        .into_iter()
-        .flat_map(|m| m.values())
-    {
-        out.extend(sup.get("process").and_then(one));
-        out.extend(
-            sup["children"]
-                .as_object()
-                .into_iter()
-                .flat_map(|m| m.values())
-                .filter_map(one),
-        );
-    }
-    out
-}
-
-/// The scrape configuration: every process, labelled with its role and
-/// node (what the dashboard groups by), the token read from a file, as a
-/// cluster's would be (docs/observability.md).
-fn scrape_config(targets: &[Target], token_file: &Path) -> String {
-    let mut out = format!(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: crawler\n    authorization:\n      type: Bearer\n      credentials_file: {}\n    static_configs:\n",
+/// The scrape configuration of a cluster (docs/observability.md): the
+/// targets from the dispatcher's `/debug/targets`, looked at every second
+/// here, and the token from a file, for both.
+fn scrape_config(dispatcher_debug: &str, token_file: &Path) -> String {
+    let auth = format!(
+        "authorization: {{type: Bearer, credentials_file: '{}'}}",
         token_file.display()
     );
-    for t in targets {
-        out.push_str(&format!(
-            "      - targets: ['{}']\n        labels: {{role: '{}', node: '{}'}}\n",
-            t.addr, t.role, t.node
-        ));
-    }
-    out
+    format!(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: crawler\n    {auth}\n    http_sd_configs:\n      - url: 'http://{dispatcher_debug}/debug/targets'\n        refresh_interval: 1s\n        {auth}\n"
+    )
 }
 
 /// A response's body as JSON, if it is.
@@ -216,31 +181,44 @@ async fn every_dashboard_query_returns_data_from_a_live_crawl() {
         .build()
         .unwrap();
 
-    // Every process, from the dispatcher's list.
+    // Every process, in the dispatcher's list of targets.
     let want = 1 + cluster.supervisors * (1 + cluster.children);
     let deadline = Instant::now() + Duration::from_secs(60);
-    let procs = loop {
-        let view = http
-            .get(format!("http://{debug_addr}/debug/cluster"))
+    let targets = loop {
+        let listed = http
+            .get(format!("http://{debug_addr}/debug/targets"))
             .bearer_auth(&token)
             .send()
             .await;
-        if let Ok(r) = view {
-            if let Some(v) = json(r).await {
-                let t = targets(&v);
-                if t.len() >= want {
-                    break t;
+        if let Ok(r) = listed {
+            if let Some(serde_json::Value::Array(groups)) = json(r).await {
+                if groups.len() >= want {
+                    break groups;
                 }
             }
         }
         assert!(
             Instant::now() < deadline,
-            "the cluster never listed {want} processes"
+            "the dispatcher never listed {want} targets"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    let roles: std::collections::BTreeSet<&str> = targets
+        .iter()
+        .filter_map(|g| g["labels"]["role"].as_str())
+        .collect();
+    assert_eq!(
+        roles,
+        ["crawler-child", "dispatcher", "supervisor"].into(),
+        "{targets:?}"
+    );
+    let child = targets
+        .iter()
+        .find(|g| g["labels"]["role"] == "crawler-child")
+        .and_then(|g| g["targets"][0].as_str())
+        .unwrap();
     let unauthorised = http
-        .get(format!("http://{}/metrics", procs[0].addr))
+        .get(format!("http://{child}/metrics"))
         .send()
         .await
         .unwrap()
@@ -249,7 +227,7 @@ async fn every_dashboard_query_returns_data_from_a_live_crawl() {
 
     let prom_dir = dir.path().join("prometheus");
     std::fs::create_dir_all(&prom_dir).unwrap();
-    let prom = Prometheus::start(&prometheus, &prom_dir, &scrape_config(&procs, &token_file));
+    let prom = Prometheus::start(&prometheus, &prom_dir, &scrape_config(&debug_addr, &token_file));
     let from = now_secs();
     // Every target scraped successfully (the token accepted).
     let deadline = Instant::now() + Duration::from_secs(30);
