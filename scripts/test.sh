@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/store.sh install
 scripts/ansible.sh install
 scripts/warcio.sh install
+scripts/pywb.sh install
 PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s scripts/oprates/tests -t scripts  # oprates.py's unit tests
 # One release build: the end-to-end tests run these binaries, with the
 # crawler child's test hooks (crawler-child/src/fault.rs) compiled in. The

@@ -675,10 +675,9 @@ fn csv_field(f: &str) -> String {
     }
 }
 
-/// The response, request and metadata records of one page; returns the
-/// bytes written.
 /// A page's records: its `response` (a `revisit` for an unchanged
-/// capture, see `captures::revisit_fields`), `request` and `metadata`.
+/// capture, see `captures::revisit`), `request` and `metadata`; returns
+/// the bytes written.
 fn write_warc_page(
     out: &mut impl Write,
     page: &PageDoc,
@@ -694,8 +693,8 @@ fn write_warc_page(
     let payload = body.unwrap_or_default();
     // The head as received, but for the framing: the payload is written
     // whole and decoded, so its length is given and any chunking dropped.
-    let revisit = capture.and_then(|c| captures::revisit_fields(c, &target));
-    // A revisit record holds the head alone, as received.
+    let revisit = capture.and_then(|c| captures::revisit(c, &target));
+    // A revisit record holds the head alone, as received, or nothing.
     let reframe = revisit.is_none();
     let mut headers: Vec<(String, Vec<u8>)> = ex
         .headers
@@ -710,7 +709,13 @@ fn write_warc_page(
     if reframe {
         headers.push(("Content-Length".into(), payload.len().to_string().into_bytes()));
     }
-    let block = warc::http_block(&status_line(&ex, row.status), &headers, payload);
+    let status_line = status_line(&ex, row.status);
+    let block = match &revisit {
+        Some(r) if !r.head_in_block => Vec::new(),
+        _ => warc::http_block(&status_line, &headers, payload),
+    };
+    // The head a revisit's block leaves out, for its metadata record.
+    let kept_head = captures::received_head_fields(capture, &ex, &status_line);
     let response_id = warc::record_id();
     let mut response_headers = vec![
         ("WARC-Target-URI", target.clone()),
@@ -719,8 +724,8 @@ fn write_warc_page(
     if let Some(ip) = &ex.ip {
         response_headers.push(("WARC-IP-Address", ip.clone()));
     }
-    if let Some(fields) = revisit {
-        response_headers.extend(fields);
+    if let Some(r) = revisit {
+        response_headers.extend(r.fields);
         let written = Record {
             kind: "revisit",
             id: &response_id,
@@ -730,9 +735,8 @@ fn write_warc_page(
             block: &block,
         }
         .write_gz(out)?;
-        return Ok(
-            written + write_warc_companions(out, page, row, &target, &date, &response_id, warcinfo_id)?
-        );
+        let ids = (response_id.as_str(), warcinfo_id);
+        return Ok(written + write_warc_companions(out, page, row, &target, &date, ids, &kept_head)?);
     }
     // The digest taken at fetch time when the record holds the whole body
     // received, so a reader checking it checks the stored body against
@@ -760,19 +764,21 @@ fn write_warc_page(
         block: &block,
     }
     .write_gz(out)?;
-    Ok(written + write_warc_companions(out, page, row, &target, &date, &response_id, warcinfo_id)?)
+    let ids = (response_id.as_str(), warcinfo_id);
+    Ok(written + write_warc_companions(out, page, row, &target, &date, ids, &[])?)
 }
 
 /// The `request` and `metadata` records of a `response` (or `revisit`)
-/// record, `WARC-Concurrent-To` it.
+/// record, `WARC-Concurrent-To` it (`ids`: its record id and the
+/// `warcinfo`'s); `extra` are further metadata fields, after the row's.
 fn write_warc_companions(
     out: &mut impl Write,
     page: &PageDoc,
     row: &Row,
     target: &str,
     date: &str,
-    response_id: &str,
-    warcinfo_id: &str,
+    (response_id, warcinfo_id): (&str, &str),
+    extra: &[(&str, String)],
 ) -> anyhow::Result<u64> {
     let ex = Exchange::of(page);
     let target = target.to_string();
@@ -816,6 +822,9 @@ fn write_warc_companions(
         if let Some(v) = value {
             field(name, v);
         }
+    }
+    for (name, value) in extra {
+        field(name, value);
     }
     written += Record {
         kind: "metadata",

@@ -12,7 +12,7 @@
 //! | `GET /metrics`                         | Prometheus text, with the `process_*` families|
 //! | `GET /healthz`                         | `ok`                                          |
 //!
-//! Callers may merge extra routes (the dispatcher adds `/debug/cluster`). Requests a
+//! Callers may merge extra routes (the dispatcher adds `/debug/cluster` and `/debug/targets`). Requests a
 //! browser was made to send from another site are refused (`origin.rs`).
 //!
 //! Only one capture runs per process at a time (the profiler is process-wide); a concurrent
@@ -42,6 +42,7 @@ pub mod folded;
 mod metrics;
 mod origin;
 mod process;
+mod reach;
 mod server;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -57,6 +58,7 @@ pub use axum;
 pub use crate::folded::Stacks;
 pub use crate::metrics::{install_metrics, spawn_upkeep};
 pub use crate::process::{gauge_values, machine_cpu, process_sample, MachineCpu, ProcessSample};
+pub use crate::reach::reachable_addr;
 
 /// Where and how the debug server listens.
 #[derive(Debug, Clone)]

@@ -34,7 +34,7 @@ const DOCS: &str = "docs";
 const EXTENSIONS: &[&str] = &["rs", "py", "sh", "md", "toml", "yml", "yaml", "json", "ini", "j2"];
 
 /// The file paths `text` names.
-fn named_paths(text: &str) -> Vec<&str> {
+pub(crate) fn named_paths(text: &str) -> Vec<&str> {
     text.split(|c: char| !(c.is_ascii_alphanumeric() || "_./-".contains(c)))
         .map(|w| w.trim_end_matches('.'))
         .filter(|w| w.contains('/') && !w.starts_with('/'))
@@ -46,7 +46,7 @@ fn named_paths(text: &str) -> Vec<&str> {
 }
 
 /// Every file under `dir`, but build output, git's and the virtualenvs.
-fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -77,6 +77,13 @@ fn manual(root: &Path) -> Vec<String> {
     docs
 }
 
+/// Every document checked: [`DOCUMENTS`] and the manual.
+pub(crate) fn documents(root: &Path) -> Vec<String> {
+    let mut all: Vec<String> = DOCUMENTS.iter().map(|d| d.to_string()).collect();
+    all.extend(manual(root));
+    all
+}
+
 #[test]
 fn every_path_the_documents_name_exists() {
     let root = crate::harness::repo_root();
@@ -85,7 +92,7 @@ fn every_path_the_documents_name_exists() {
     let manual = manual(&root);
     assert!(!manual.is_empty(), "no documents under {DOCS}/");
     let mut missing = Vec::new();
-    for doc in DOCUMENTS.iter().copied().chain(manual.iter().map(String::as_str)) {
+    for doc in &documents(&root) {
         let text = std::fs::read_to_string(root.join(doc)).unwrap_or_else(|e| panic!("reading {doc}: {e}"));
         let dir = root
             .join(doc)

@@ -4,6 +4,8 @@
 
 pub mod dns_server;
 #[cfg(test)]
+mod doc_flags;
+#[cfg(test)]
 mod doc_paths;
 pub mod harness;
 pub mod host_server;

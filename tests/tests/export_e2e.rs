@@ -144,7 +144,7 @@ with open(warc, 'rb') as f:
         rec = next(ArchiveIterator(io.BytesIO(member)))
         ok = (rec.rec_type in ('response', 'revisit') and rec.rec_headers.get_header('WARC-Target-URI') == url
               and re.sub(r'\D', '', rec.rec_headers.get_header('WARC-Date')) == ts
-              and rec.http_headers.get_statuscode() == status)
+              and (rec.http_headers.get_statuscode() if rec.http_headers else None) == status)
         if not ok:
             raise SystemExit(f'not the record indexed at {offset}: {url}')
         rec.content_stream().read()
@@ -153,6 +153,31 @@ print(json.dumps({'lines': len(ours), 'sorted': ours == sorted(ours), 'same_as_c
                   'cdxj_indexer_lines': len(theirs), 'read_at_offsets': read,
                   'first_difference': next(([a, b] for a, b in zip(mine, other) if a != b), None)}))
 "#;
+
+/// Counts the `metadata` records that keep a 304's head (a
+/// `response-status-line` of status 304, see `pages/src/export/captures.rs`)
+/// and are concurrent to a `server-not-modified` revisit record.
+const METADATA_304: &str = r#"
+import sys
+from warcio.archiveiterator import ArchiveIterator
+revisits, found = set(), 0
+with open(sys.argv[1], 'rb') as f:
+    for rec in ArchiveIterator(f):
+        h = rec.rec_headers
+        if rec.rec_type == 'revisit' and (h.get_header('WARC-Profile') or '').endswith('/server-not-modified'):
+            revisits.add(h.get_header('WARC-Record-ID'))
+        elif rec.rec_type == 'metadata' and h.get_header('WARC-Concurrent-To') in revisits:
+            fields = rec.content_stream().read().decode('utf-8').split('\r\n')
+            status = [l.split(': ', 1)[1] for l in fields if l.startswith('response-status-line: ')]
+            if status and status[0].split()[1] == '304':
+                found += 1
+print(found)
+"#;
+
+/// Runs [`METADATA_304`] on `file`.
+pub(crate) fn warcio_304_metadata(file: &Path) -> usize {
+    warcio_python(METADATA_304, file).trim().parse().unwrap()
+}
 
 /// Runs [`CDXJ_CHECK`] on `file`; its findings.
 pub(crate) fn check_cdxj(file: &Path) -> serde_json::Value {

@@ -74,7 +74,7 @@ pub struct Flags {
     /// Most URLs admitted per domain (host and port), 0 for no limit.
     /// Those past it are stored as deferred (a later run with a larger
     /// budget crawls them) and counted as `over_domain_budget`. Why 10,000:
-    /// see shared/src/limits.rs.
+    /// see dispatcher/src/limits.rs.
     #[arg(long, default_value_t = crate::limits::DEFAULT_MAX_PAGES_PER_DOMAIN)]
     pub max_pages_per_domain: u32,
     /// Most distinct queries admitted per path of a domain (a calendar or

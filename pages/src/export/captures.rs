@@ -3,17 +3,30 @@
 //! written as a page is (`response`, `request`, `metadata`); an unchanged
 //! one as a `revisit` record with the profile that says why (WARC 1.1
 //! §6.7): `server-not-modified` for a 304, `identical-payload-digest` for
-//! a 200 with the payload's digest of before. Either refers to the
-//! capture holding that payload by URL and date (`WARC-Refers-To-Target-URI`,
-//! `WARC-Refers-To-Date`, the `WARC-Date` of its `response`), which is
-//! what replay tools (pywb) look up; record ids are made at export time,
-//! so `WARC-Refers-To` is left out.
+//! a 200 (or any status) with the payload's digest of before. Either refers
+//! to the capture holding that payload by URL and date
+//! (`WARC-Refers-To-Target-URI`, `WARC-Refers-To-Date`, the `WARC-Date` of
+//! its `response`), which is what replay tools (pywb) look up; record ids
+//! are made at export time, so `WARC-Refers-To` is left out.
+//!
+//! A `server-not-modified` record's block is empty, as Heritrix writes it
+//! (its `RevisitRecordBuilder` keeps the head only for
+//! `identical-payload-digest`): pywb 2.10 answers a revisit whose own HTTP
+//! head has a 3xx status with that head and no payload (the redirect
+//! shortcut of its `ResolvingLoader`, in `pywb.warcserver.resource`), so a
+//! 304 head in the block would replay as an empty 304; with no head it
+//! takes the head and payload of the capture referred to, which is what a
+//! 304 says the page still is. The 304 is not lost: its status line and
+//! headers, as received, go into the `metadata` record concurrent to the
+//! revisit ([`received_head_fields`]), and JSON lines and CSV keep its
+//! status. WARC 1.1 §6.7.3 leaves what the block holds to the writer.
 //!
 //! Captures are read in `(URL, time)` order; a resumed export goes on
 //! after the last one written ([`super::State::last_capture`]).
 
 use bson::{doc, Document};
 use store::docs::{CaptureDoc, CaptureKind};
+use store::exchange::Exchange;
 use store::Stores;
 
 use super::reader::Reader;
@@ -40,9 +53,18 @@ pub(super) fn kind_str(kind: CaptureKind) -> &'static str {
     }
 }
 
-/// The WARC fields of the `revisit` record an unchanged capture is
-/// written as; `None` for a changed one (written as a `response`).
-pub(super) fn revisit_fields(c: &CaptureDoc, target: &str) -> Option<Vec<(&'static str, String)>> {
+/// What the `revisit` record of an unchanged capture says.
+pub(super) struct Revisit {
+    /// Its WARC fields beyond those of every response (see the module's doc).
+    pub(super) fields: Vec<(&'static str, String)>,
+    /// Whether its block holds the response head as received: not for a
+    /// 304, whose head stays in the `metadata` record (the module's doc).
+    pub(super) head_in_block: bool,
+}
+
+/// The `revisit` record an unchanged capture is written as; `None` for a
+/// changed one (written as a `response`).
+pub(super) fn revisit(c: &CaptureDoc, target: &str) -> Option<Revisit> {
     let profile = match c.kind {
         CaptureKind::Changed => return None,
         CaptureKind::NotModified => NOT_MODIFIED,
@@ -59,7 +81,33 @@ pub(super) fn revisit_fields(c: &CaptureDoc, target: &str) -> Option<Vec<(&'stat
         // The payload the record does not repeat (a 304 had none).
         fields.push(("WARC-Payload-Digest", d.warc()));
     }
-    Some(fields)
+    Some(Revisit {
+        fields,
+        head_in_block: c.kind != CaptureKind::NotModified,
+    })
+}
+
+/// The `metadata` fields that keep a 304's head, as received, when its
+/// `revisit` record's block does not (see [`Revisit::head_in_block`]):
+/// `response-status-line` (`HTTP/1.1 304 Not Modified`), then a
+/// `response-header` (`name: value`) per header, in order. None for any
+/// other record.
+pub(super) fn received_head_fields(
+    c: Option<&CaptureDoc>,
+    ex: &Exchange,
+    status_line: &str,
+) -> Vec<(&'static str, String)> {
+    if c.is_none_or(|c| c.kind != CaptureKind::NotModified) {
+        return Vec::new();
+    }
+    let mut fields = vec![("response-status-line", status_line.to_string())];
+    for (name, value) in &ex.headers {
+        fields.push((
+            "response-header",
+            format!("{name}: {}", String::from_utf8_lossy(value)),
+        ));
+    }
+    fields
 }
 
 /// Writes every capture `filter` selects after the last one written.
@@ -121,8 +169,9 @@ mod tests {
 
     #[test]
     fn unchanged_captures_become_revisit_records_that_refer_to_the_payload_they_repeat() {
-        assert!(revisit_fields(&capture(CaptureKind::Changed), "http://a.test/").is_none());
-        let f = revisit_fields(&capture(CaptureKind::NotModified), "http://a.test/").unwrap();
+        assert!(revisit(&capture(CaptureKind::Changed), "http://a.test/").is_none());
+        let r = revisit(&capture(CaptureKind::NotModified), "http://a.test/").unwrap();
+        let f = &r.fields;
         assert_eq!(f[0], ("WARC-Profile", NOT_MODIFIED.to_string()));
         assert!(f.contains(&("WARC-Refers-To-Target-URI", "http://a.test/".to_string())));
         assert!(f
@@ -132,8 +181,39 @@ mod tests {
             !f.iter().any(|(k, _)| *k == "WARC-Payload-Digest"),
             "a 304 had no payload"
         );
-        let f = revisit_fields(&capture(CaptureKind::SamePayload), "http://a.test/").unwrap();
-        assert_eq!(f[0], ("WARC-Profile", IDENTICAL_PAYLOAD.to_string()));
-        assert!(f.contains(&("WARC-Payload-Digest", PayloadDigest::of(b"abc").warc())));
+        assert!(!r.head_in_block, "a 304's head would replay as an empty 304");
+        let r = revisit(&capture(CaptureKind::SamePayload), "http://a.test/").unwrap();
+        assert_eq!(r.fields[0], ("WARC-Profile", IDENTICAL_PAYLOAD.to_string()));
+        assert!(r
+            .fields
+            .contains(&("WARC-Payload-Digest", PayloadDigest::of(b"abc").warc())));
+        assert!(r.head_in_block);
+    }
+
+    #[test]
+    fn a_304s_head_is_kept_in_metadata_fields_and_nothing_else_is() {
+        let ex = Exchange {
+            headers: vec![
+                ("etag".into(), b"\"v1\"".to_vec()),
+                ("last-modified".into(), b"Sun, 06 Dec 2026 10:00:00 GMT".to_vec()),
+            ],
+            ..Exchange::default()
+        };
+        let line = "HTTP/1.1 304 Not Modified";
+        let c = capture(CaptureKind::NotModified);
+        assert_eq!(
+            received_head_fields(Some(&c), &ex, line),
+            vec![
+                ("response-status-line", line.to_string()),
+                ("response-header", "etag: \"v1\"".to_string()),
+                (
+                    "response-header",
+                    "last-modified: Sun, 06 Dec 2026 10:00:00 GMT".to_string()
+                ),
+            ]
+        );
+        let same = capture(CaptureKind::SamePayload);
+        assert!(received_head_fields(Some(&same), &ex, line).is_empty());
+        assert!(received_head_fields(None, &ex, line).is_empty());
     }
 }

@@ -19,7 +19,6 @@
 //! all could be profiled.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -250,13 +249,9 @@ fn normalise_base_url(s: &str) -> String {
     }
 }
 
-/// The URL of a process's debug server. A wildcard bind address (`0.0.0.0`, `::`) says
-/// nothing about where to connect, so the process's node name is used as the host.
+/// The URL of a process's debug server (see [`profiling::reachable_addr`]).
 fn process_base_url(debug_addr: &str, node: &str) -> String {
-    match debug_addr.parse::<SocketAddr>() {
-        Ok(addr) if addr.ip().is_unspecified() => format!("http://{node}:{}", addr.port()),
-        _ => normalise_base_url(debug_addr),
-    }
+    normalise_base_url(&profiling::reachable_addr(debug_addr, node))
 }
 
 fn targets(view: &ClusterView) -> (Vec<Target>, Vec<String>) {
