@@ -379,7 +379,7 @@ async fn the_playbook_installs_a_crawl_that_runs() {
     let inv = inventory.to_string_lossy().into_owned();
     let extra = format!("@{}", vars_file.display());
 
-    for book in ["stop.yml", "collect.yml"] {
+    for book in ["stop.yml", "collect.yml", "prometheus.yml"] {
         let out = playbook(dir.path(), &["-i", &inv, "--syntax-check", book]).await;
         assert!(
             out.status.success(),
