@@ -23,6 +23,7 @@ mod metric;
 mod page_writer;
 mod pipeline;
 mod politeness;
+mod prune;
 mod resolve;
 mod revisit;
 mod robots;

@@ -23,15 +23,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shared::timing::{Op, TimingLog};
+
+use crate::prune::Pruning;
 use tokio::sync::MutexGuard;
 use tokio::time::Instant;
 
 /// The longest gap kept: a flag's value is clamped to it, so instant
 /// arithmetic cannot overflow.
 const MAX_GAP: Duration = Duration::from_secs(3600);
-
-/// Gates kept before idle ones are dropped.
-const PRUNE_FROM: usize = 1024;
 
 /// The address a domain's requests go to, and how it was found.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,8 +55,7 @@ pub(crate) struct ServerPaces {
 #[derive(Default)]
 struct Gates {
     by_addr: HashMap<IpAddr, Arc<ServerGate>>,
-    /// Prune when there are more than this many.
-    prune_at: usize,
+    pruning: Pruning,
 }
 
 /// One server's turn: when its next request may start.
@@ -90,9 +88,9 @@ impl ServerPaces {
         if let Some(gate) = g.by_addr.get(&addr) {
             return gate.clone();
         }
-        if g.by_addr.len() >= g.prune_at.max(PRUNE_FROM) {
-            g.prune();
-        }
+        let now = Instant::now();
+        let Gates { by_addr, pruning } = &mut *g;
+        pruning.retain_if_grown(by_addr, |_, gate| gate.needed(now));
         let gate = Arc::new(ServerGate::new(gap));
         g.by_addr.insert(addr, gate.clone());
         gate
@@ -105,18 +103,22 @@ impl ServerPaces {
 }
 
 impl Gates {
-    /// Drops the gates nobody holds whose next turn is due: made again,
-    /// one would start a gap from then, which is later still.
+    /// Drops the gates not needed now, whatever the map's size (tests; the
+    /// crawl looks only when the map has grown, in [`ServerPaces::gate`]).
+    #[cfg(test)]
     fn prune(&mut self) {
         let now = Instant::now();
-        self.by_addr.retain(|_, gate| {
-            Arc::strong_count(gate) > 1 || gate.next.try_lock().map_or(true, |next| *next > now)
-        });
-        self.prune_at = self.by_addr.len().saturating_mul(2);
+        self.pruning.retain(&mut self.by_addr, |_, gate| gate.needed(now));
     }
 }
 
 impl ServerGate {
+    /// Whether the gate must be kept at `now`: held, or its next turn not
+    /// due yet. One dropped and made again would start a gap from then.
+    fn needed(self: &Arc<Self>, now: Instant) -> bool {
+        Arc::strong_count(self) > 1 || self.next.try_lock().map_or(true, |next| *next > now)
+    }
+
     fn new(gap: Duration) -> ServerGate {
         ServerGate {
             next: tokio::sync::Mutex::new(Instant::now() + gap.min(MAX_GAP)),
@@ -151,6 +153,7 @@ impl ServerGate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prune::PRUNE_FROM;
 
     fn timing() -> TimingLog {
         TimingLog::disabled()

@@ -26,14 +26,13 @@ use tokio::sync::Notify;
 
 use crate::metric;
 use crate::pipeline::{self, Ctx, SharedDomain};
+use crate::prune::Pruning;
 
 /// How long a domain no URL came for is kept.
 const FORGET_IDLE: Duration = Duration::from_secs(60);
 /// How long a domain backing off (429/503, robots.txt failures) is kept:
 /// longer than its backoff can grow (an hour at most).
 const FORGET_BACKING_OFF: Duration = Duration::from_secs(3600);
-/// Domains kept before idle ones are looked for.
-const PRUNE_FROM: usize = 1024;
 
 struct Domain {
     /// Queue (each URL with when it arrived) and the number of tasks
@@ -67,29 +66,24 @@ impl Domain {
     }
 }
 
-/// The domains a child holds, and when to look for idle ones.
+/// The domains a child holds, and when to look for idle ones
+/// (`crate::prune`).
 #[derive(Default)]
 struct Domains {
     by_name: HashMap<String, Arc<Domain>>,
-    /// Look when there are more than this many.
-    prune_at: usize,
+    pruning: Pruning,
 }
 
 impl Domains {
     /// Forgets the idle domains if the map has grown enough since the
-    /// last look; the next look is at twice what is left (at least
-    /// [`PRUNE_FROM`]), so looking costs O(1) a URL, amortised.
+    /// last look.
     fn prune_if_grown(&mut self, now: Instant) {
-        if self.by_name.len() < self.prune_at.max(PRUNE_FROM) {
-            return;
-        }
-        let before = self.by_name.len();
-        self.by_name.retain(|_, d| !d.forgettable(now));
-        let forgotten = before.saturating_sub(self.by_name.len());
+        let forgotten = self
+            .pruning
+            .retain_if_grown(&mut self.by_name, |_, d| !d.forgettable(now));
         if forgotten > 0 {
             metric::DOMAINS_FORGOTTEN.get().increment(forgotten as u64);
         }
-        self.prune_at = self.by_name.len().saturating_mul(2);
     }
 }
 
@@ -236,6 +230,7 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prune::PRUNE_FROM;
 
     fn domain(name: &str, used: Instant) -> Arc<Domain> {
         Arc::new(Domain {
@@ -275,7 +270,7 @@ mod tests {
             ["new.test", "recent.test", "running.test", "throttled.test"]
         );
         // The next look waits for the map to double (from the floor).
-        assert_eq!(d.prune_at, 8);
+        assert_eq!(d.pruning.next(), 8);
         // Backing off, a domain is kept an hour; done running, it goes.
         running.queue.lock().unwrap().1 = 0;
         for i in 0..PRUNE_FROM {
