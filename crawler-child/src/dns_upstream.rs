@@ -63,7 +63,7 @@ pub(crate) enum DnsFailure {
 }
 
 impl DnsFailure {
-    /// The URL's failure (see `link::failure`).
+    /// The URL's failure (see `shared::failure`).
     pub(crate) fn kind(self) -> FailureKind {
         match self {
             DnsFailure::NxDomain | DnsFailure::NoAddress => FailureKind::DnsNotFound,

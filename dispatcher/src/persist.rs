@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, RawDocumentBuf};
 use futures::TryStreamExt;
-use link::failure::FailureKind;
+use shared::failure::FailureKind;
 use shared::timing::{Op, TimingLog};
 use store::docs::{
     Deferral, Outcome, OutcomeDoc, SegmentBuilder, SegmentDoc, SegmentState, UrlDoc, UrlState,

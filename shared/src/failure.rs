@@ -44,7 +44,7 @@ pub enum FailureKind {
     /// URL would be refused again.
     BlockedAddress,
     /// Not fetched: the node's right to crawl the domain had run out (it
-    /// lost the dispatcher; see `crate::fence`). Not a failure of the URL:
+    /// lost the dispatcher; see `link::fence`). Not a failure of the URL:
     /// the dispatcher queues it again without counting a try.
     Fenced,
     /// Not fetched: the dispatcher recalled the URL's domain, to move it to

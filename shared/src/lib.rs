@@ -1,6 +1,7 @@
 //! What every crawler process needs, whatever its role: logging and the
 //! per-operation timing log, typed metric families (`metric`), command-line pieces common
-//! to all (`cli`), the allocator's tuning, graceful shutdown, URL rules
+//! to all (`cli`), why a URL failed (`failure`: the wire and the stores
+//! both carry it), the allocator's tuning, graceful shutdown, URL rules
 //! (`urls`, `canonical`) and where HTTP clients are built (`http_client`).
 //!
 //! The wire between processes is the `link` crate and the stores are the
@@ -12,6 +13,7 @@ pub mod alloc;
 pub mod canonical;
 pub mod cli;
 pub mod debug_token;
+pub mod failure;
 pub mod http_client;
 pub mod live_line;
 pub mod logging;

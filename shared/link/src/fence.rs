@@ -26,7 +26,7 @@
 //!
 //! A cut-off node therefore stops starting requests `margin` before the
 //! dispatcher hands its domains on; the URLs it holds come back as
-//! [`crate::failure::FailureKind::Fenced`] results, not fetched, and what it
+//! [`shared::failure::FailureKind::Fenced`] results, not fetched, and what it
 //! did fetch waits, unacknowledged, until it is back.
 //!
 //! The dispatcher measures `T` on a monotonic clock too

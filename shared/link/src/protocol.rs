@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::failure::FailureKind;
+pub use shared::failure::FailureKind;
 
 /// Bumped whenever a message changes shape; peers with another version are refused.
 /// 6: the introduction is a challenge–response on the cluster secret

@@ -21,7 +21,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Parser;
 use futures::stream::{self, StreamExt};
-use link::failure::FailureKind;
+use shared::failure::FailureKind;
 use store::docs::{Outcome, OutcomeDoc, SeedDoc, SegmentDoc, SegmentEntry, SegmentState, UrlState};
 use store::StoreArgs;
 use store::{CrawlId, Stores};

@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use link::failure::FailureKind;
+use shared::failure::FailureKind;
 
 /// Where a URL stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -14,7 +14,7 @@ use bson::oid::ObjectId;
 use bson::DateTime;
 use serde::{Deserialize, Serialize};
 
-use link::failure::FailureKind;
+use shared::failure::FailureKind;
 
 use super::frontier::UrlState;
 
