@@ -83,7 +83,8 @@ pub(crate) struct Parsed {
 /// The config of the command line `argv` (with its `--config` file), the
 /// cluster secret from `secret` (the environment variable's value) if no
 /// file names it. Bad rules are refused here, before anything is started
-/// or stored.
+/// or stored. Every refusal is returned, never an exit: a bad flag, or
+/// `--help`, is a `clap::Error` inside the error (see `main.rs`).
 pub fn load(argv: Vec<OsString>, secret: Option<OsString>) -> anyhow::Result<Config> {
     let Parsed {
         args: flags,
@@ -110,10 +111,10 @@ pub(crate) fn parse(argv: Vec<OsString>) -> anyhow::Result<Parsed> {
         full.extend(file_args(&cmd, path)?);
     }
     full.extend(argv.into_iter().skip(1));
-    let matches = match cmd.clone().try_get_matches_from(full) {
-        Ok(m) => m,
-        Err(e) => e.exit(),
-    };
+    // A bad flag (and `--help`, `--version`) is clap's error, returned as
+    // is: the binary prints it and exits as clap does (`main.rs`), a test
+    // or an in-process caller gets it.
+    let matches = cmd.clone().try_get_matches_from(full)?;
     let args = Flags::from_arg_matches(&matches)?;
     Ok(Parsed {
         settings: effective(&cmd, &matches, path.as_deref()),
@@ -286,6 +287,16 @@ mod tests {
             };
             assert!(err.contains(want), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn a_bad_flag_and_help_are_returned_not_exits() {
+        let err = parse(argv(&["--no-such-flag"])).err().expect("refused");
+        let usage = err.downcast_ref::<clap::Error>().expect("clap's error");
+        assert_eq!(usage.kind(), clap::error::ErrorKind::UnknownArgument);
+        let help = parse(argv(&["--help"])).err().expect("help is not a config");
+        let help = help.downcast_ref::<clap::Error>().expect("clap's error");
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
     }
 
     #[test]
