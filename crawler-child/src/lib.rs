@@ -12,6 +12,7 @@
 
 mod address_policy;
 mod body_dict;
+mod config;
 mod dns;
 mod dns_cache;
 mod dns_upstream;
@@ -39,32 +40,17 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use link::framing::{read_frame, write_frame};
 use link::protocol::{now_ms, CrawlResult, FromChild, ProcessInfo, ToChild};
-use shared::cli::ObsArgs;
 use shared::metric::GaugeLine;
 use shared::timing::TimingLog;
-use store::StoreArgs;
 use store::Stores;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, Semaphore};
 
+pub use config::Config;
 pub use resolve::HostOverrides;
 pub use shared::shutdown::Shutdown;
 
 const ROLE: &str = "crawler-child";
-
-/// What a child runs with: its stores, how it is observed, the host
-/// names it dials somewhere else than DNS says, and the nameserver it asks
-/// (`None`: the system's resolver). The crawl's own settings come from the
-/// supervisor (`ToChild::Configure`), not from here.
-#[derive(Debug)]
-pub struct Config {
-    pub store: StoreArgs,
-    pub obs: ObsArgs,
-    pub hosts: HostOverrides,
-    pub dns_server: Option<std::net::SocketAddr>,
-    /// Certificate authorities trusted besides the system's (`--ca-file`).
-    pub extra_roots: Vec<reqwest::Certificate>,
-}
 
 /// How long a stopping child works on the URLs it holds before it leaves
 /// the rest to be handed out again (they are leased, nothing is lost).
@@ -76,7 +62,24 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// supervisor says Stop, goes away (stdin closes) or `shutdown` asks it to
 /// stop; then finishes the URLs in hand (within `DRAIN`), stores and
 /// reports them.
-pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
+pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
+    run_on(config, shutdown, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// [`run`] over any pipe pair: `from_supervisor` carries [`ToChild`]
+/// frames, `to_supervisor` gets [`FromChild`] frames. The binary passes
+/// its stdin and stdout; a test can run a child as a task of its own
+/// process over `tokio::io::duplex` (tests/tests/child_in_process.rs).
+pub async fn run_on<R, W>(
+    config: Config,
+    mut shutdown: Shutdown,
+    mut from_supervisor: R,
+    to_supervisor: W,
+) -> anyhow::Result<()>
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let Config {
         store,
         obs,
@@ -84,11 +87,10 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         dns_server,
         extra_roots,
     } = config;
-    let mut stdin = tokio::io::stdin();
     // A stop asked before the supervisor configured this child leaves
     // nothing to finish.
     let first = tokio::select! {
-        first = read_frame::<_, ToChild>(&mut stdin) => first?,
+        first = read_frame::<_, ToChild>(&mut from_supervisor) => first?,
         _ = shutdown.requested() => return Ok(()),
     };
     let policy = match first {
@@ -154,14 +156,14 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         pid: std::process::id(),
         debug_addr: Some(debug.addr.to_string()),
     };
-    let writer = tokio::spawn(write_stdout(report_rx, info));
+    let writer = tokio::spawn(write_results(to_supervisor, report_rx, info));
 
     // Read work until Stop, a shutdown (a signal), or the supervisor going
     // away (stdin closes). Frames are read in their own task: reading is not cancel-safe.
     let (work_tx, mut work_rx) = mpsc::channel(64);
     tokio::spawn(async move {
         loop {
-            let msg = read_frame::<_, ToChild>(&mut stdin).await;
+            let msg = read_frame::<_, ToChild>(&mut from_supervisor).await;
             let end = !matches!(
                 msg,
                 Ok(Some(
@@ -260,11 +262,12 @@ async fn write_gauges(worker: Weak<worker::Worker>, ctx: Weak<pipeline::Ctx>, ti
 
 /// Sends Ready, then results as they come, and a heartbeat every second so
 /// the supervisor can tell a hung child from an idle one.
-async fn write_stdout(
+async fn write_results(
+    to_supervisor: impl tokio::io::AsyncWrite + Unpin,
     mut results: mpsc::UnboundedReceiver<CrawlResult>,
     info: ProcessInfo,
 ) -> std::io::Result<()> {
-    let mut out = tokio::io::BufWriter::with_capacity(64 * 1024, tokio::io::stdout());
+    let mut out = tokio::io::BufWriter::with_capacity(64 * 1024, to_supervisor);
     write_frame(&mut out, &FromChild::Ready(info)).await?;
     out.flush().await?;
     let mut beat = tokio::time::interval(Duration::from_secs(1));

@@ -4,10 +4,7 @@
 
 use std::time::Duration;
 
-use clap::Parser;
-use crawler_child::{Config, HostOverrides, Shutdown};
-use shared::cli::{NetArgs, ObsArgs};
-use store::StoreArgs;
+use crawler_child::{Config, Shutdown};
 
 /// mimalloc instead of the system allocator: link extraction, URL
 /// resolution and page documents allocate many small values per page,
@@ -17,36 +14,17 @@ use store::StoreArgs;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[derive(Parser, Debug)]
-#[command(
-    version,
-    about = "Crawler child process: started by a supervisor, speaks on stdin/stdout"
-)]
-struct Args {
-    #[command(flatten)]
-    store: StoreArgs,
-    #[command(flatten)]
-    obs: ObsArgs,
-    #[command(flatten)]
-    net: NetArgs,
-}
-
-impl Args {
-    fn into_config(self) -> anyhow::Result<Config> {
-        Ok(Config {
-            hosts: HostOverrides::from_args(&self.net.resolve, &self.net.hosts_file)?,
-            dns_server: self.net.dns_server,
-            extra_roots: self.net.extra_roots()?,
-            store: self.store,
-            obs: self.obs,
-        })
-    }
-}
-
 fn main() -> anyhow::Result<()> {
     shared::alloc::tune();
     shared::logging::init("crawler-child");
-    let config = Args::parse().into_config()?;
+    let config = match Config::from_args(std::env::args_os()) {
+        Ok(c) => c,
+        // Usage, `--help` and `--version` as clap prints them, and its exit code.
+        Err(e) => match e.downcast::<clap::Error>() {
+            Ok(usage) => usage.exit(),
+            Err(e) => return Err(e),
+        },
+    };
     let runtime = shared::runtime()?;
     let res = runtime.block_on(async { crawler_child::run(config, Shutdown::on_signals()).await });
     // A URL stuck in synchronous code must not keep the process alive.

@@ -291,10 +291,14 @@ mod tests {
 
     #[test]
     fn a_bad_flag_and_help_are_returned_not_exits() {
-        let err = parse(argv(&["--no-such-flag"])).err().expect("refused");
+        let Err(err) = parse(argv(&["--no-such-flag"])) else {
+            panic!("an unknown flag was accepted")
+        };
         let usage = err.downcast_ref::<clap::Error>().expect("clap's error");
         assert_eq!(usage.kind(), clap::error::ErrorKind::UnknownArgument);
-        let help = parse(argv(&["--help"])).err().expect("help is not a config");
+        let Err(help) = parse(argv(&["--help"])) else {
+            panic!("--help was taken for a config")
+        };
         let help = help.downcast_ref::<clap::Error>().expect("clap's error");
         assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
     }

@@ -12,6 +12,7 @@
 
 mod ansible_e2e;
 mod breaker_e2e;
+mod child_in_process;
 mod cluster_auth_e2e;
 mod cluster_profile;
 mod control_e2e;
