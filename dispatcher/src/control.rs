@@ -9,6 +9,7 @@
 //! is checked here and refused with a reason a person can act on.
 
 pub(crate) mod http;
+pub mod request;
 
 use std::collections::BTreeMap;
 

@@ -32,6 +32,8 @@ mod state;
 mod stats;
 
 pub use config::Config;
+/// The control requests `crawlctl` sends (see `control/request.rs`).
+pub use control::request as control_request;
 pub use shared::shutdown::Shutdown;
 
 const ROLE: &str = "dispatcher";

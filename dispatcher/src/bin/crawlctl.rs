@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
+use dispatcher::control_request::{parse_delay_ms, seed_lines, BlockEnd, ControlRequest};
 
 #[derive(Parser)]
 #[command(name = "crawlctl", about = "Steer a running crawl")]
@@ -51,7 +52,8 @@ enum Verb {
     /// DOMAIN's minimum gap between requests in ms, or `default`.
     Delay {
         domain: String,
-        ms: String,
+        #[arg(value_parser = |v: &str| parse_delay_ms(v).map(Ms))]
+        ms: Ms,
     },
     /// Add seeds: URLs, or @FILE for a file of one URL per line.
     Seeds {
@@ -59,6 +61,11 @@ enum Verb {
         seeds: Vec<String>,
     },
 }
+
+/// A delay in ms, or none for `default` (a plain `Option` would make the
+/// argument optional to clap).
+#[derive(Clone, Debug)]
+struct Ms(Option<u64>);
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {
@@ -72,55 +79,53 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
-    let base = cli.dispatcher.trim_end_matches('/');
-    let (path, query, body): (&str, Vec<(&str, String)>, String) = match &cli.verb {
-        Verb::Status => ("status", vec![], String::new()),
-        Verb::Pause => ("pause", vec![], String::new()),
-        Verb::Resume => ("resume", vec![], String::new()),
-        Verb::Stop => ("stop", vec![], String::new()),
-        Verb::Block { domain, for_, reason } => {
-            let mut q = vec![("domain", domain.clone()), ("reason", reason.clone())];
-            if let Some(d) = for_ {
-                q.push(("for_s", d.as_secs().to_string()));
-            }
-            ("block", q, String::new())
-        }
-        Verb::Unblock { domain } => ("unblock", vec![("domain", domain.clone())], String::new()),
-        Verb::Delay { domain, ms } => (
-            "delay",
-            vec![("domain", domain.clone()), ("ms", ms.clone())],
-            String::new(),
-        ),
+/// The typed request the dispatcher's endpoint reads back
+/// (`dispatcher/src/control/request.rs`).
+fn request_of(verb: Verb) -> anyhow::Result<ControlRequest> {
+    Ok(match verb {
+        Verb::Status => ControlRequest::Status,
+        Verb::Pause => ControlRequest::Pause,
+        Verb::Resume => ControlRequest::Resume,
+        Verb::Stop => ControlRequest::Stop,
+        Verb::Block { domain, for_, reason } => ControlRequest::Block {
+            domain,
+            end: for_.map(|d| BlockEnd::AfterSecs(d.as_secs())),
+            reason,
+        },
+        Verb::Unblock { domain } => ControlRequest::Unblock { domain },
+        Verb::Delay { domain, ms: Ms(ms) } => ControlRequest::Delay { domain, ms },
         Verb::Seeds { seeds } => {
-            let mut body = String::new();
+            let mut urls = Vec::new();
             for s in seeds {
                 match s.strip_prefix('@') {
                     Some(file) => {
-                        body += &std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?;
-                        body.push('\n');
+                        let text =
+                            std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?;
+                        urls.extend(seed_lines(&text));
                     }
-                    None => {
-                        body += s;
-                        body.push('\n');
-                    }
+                    None => urls.push(s),
                 }
             }
-            ("seeds", vec![], body)
+            ControlRequest::Seeds(urls)
         }
-    };
+    })
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let base = cli.dispatcher.trim_end_matches('/');
+    let form = request_of(cli.verb)?.to_http();
     let http = shared::http_client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(60))
         .build()
         .context("making an HTTP client")?;
-    let url = url::Url::parse_with_params(&format!("{base}/control/{path}"), &query).with_context(|| {
-        format!("{base} is not a URL (give the dispatcher's debug URL, http://host:port)")
-    })?;
-    let mut req = if path == "status" {
+    let url = url::Url::parse_with_params(&format!("{base}{}", form.verb.path()), &form.query).with_context(
+        || format!("{base} is not a URL (give the dispatcher's debug URL, http://host:port)"),
+    )?;
+    let mut req = if form.verb.reads_only() {
         http.get(url)
     } else {
-        http.post(url).body(body)
+        http.post(url).body(form.body)
     };
     if let Some(token) = shared::debug_token::for_client(None) {
         req = req.bearer_auth(token);
