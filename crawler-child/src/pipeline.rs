@@ -484,7 +484,10 @@ fn result(item: &WorkItem, outcome: Outcome, outlinks: Vec<String>) -> CrawlResu
 }
 
 fn failed(item: &WorkItem, kind: FailureKind, message: impl Into<String>) -> Done {
-    metric::FETCH_FAILURES.at([kind.as_str()]).increment(1);
+    // A URL handed back (fenced, recalled) did not fail: not counted.
+    if !kind.is_handed_back() {
+        metric::FETCH_FAILURES.at([kind.as_str()]).increment(1);
+    }
     Done::NoPage(result(item, Outcome::failed(kind, message), Vec::new()))
 }
 

@@ -515,10 +515,9 @@ async fn a_stop_waiting_on_a_gone_store_ends_at_a_second_sigterm_and_the_next_ru
     // Its supervisors' children give up their unstored pages within 12 s;
     // then the dispatcher's own last writes wait on the store.
     let deadline = first + Duration::from_secs(60);
-    let text = loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if said(&text) {
-            break text;
+    loop {
+        if said(&std::fs::read_to_string(&log).unwrap_or_default()) {
+            break;
         }
         assert!(
             !crawl.dispatcher_exited(),
@@ -526,7 +525,7 @@ async fn a_stop_waiting_on_a_gone_store_ends_at_a_second_sigterm_and_the_next_ru
         );
         assert!(Instant::now() < deadline, "no word of the wait after a minute");
         tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    }
     let waiting_after = first.elapsed();
     let second = Instant::now();
     signal(dispatcher, libc::SIGTERM);

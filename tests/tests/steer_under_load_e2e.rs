@@ -132,17 +132,26 @@ struct After {
     late: usize,
     /// The last of them, after the command returned.
     last: Option<Duration>,
+    /// The hosts most of them went to, with their counts.
+    hosts: Vec<(String, usize)>,
 }
 
 fn after(reqs: &[(String, String, Instant)], at: Instant) -> After {
-    let late: Vec<Duration> = reqs
+    let late: Vec<&(String, String, Instant)> = reqs
         .iter()
-        .map(|r| r.2.saturating_duration_since(at))
-        .filter(|d| *d > TAKES_HOLD)
+        .filter(|r| r.2.saturating_duration_since(at) > TAKES_HOLD)
         .collect();
+    let mut by_host: HashMap<String, usize> = HashMap::new();
+    for r in &late {
+        *by_host.entry(r.0.clone()).or_default() += 1;
+    }
+    let mut hosts: Vec<(String, usize)> = by_host.into_iter().collect();
+    hosts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    hosts.truncate(4);
     After {
         late: late.len(),
-        last: late.iter().max().copied(),
+        last: late.iter().map(|r| r.2 - at).max(),
+        hosts,
     }
 }
 
@@ -226,17 +235,18 @@ async fn block_pause_and_stop_take_hold_at_once_under_load() {
     );
     eprintln!(
         "pause: {during_pause} requests while paused (2 s), {} of them more than {TAKES_HOLD:?} after \
-         crawlctl returned, the last at {:?}",
-        paused.late, paused.last
+         crawlctl returned, the last at {:?} (most to {:?})",
+        paused.late, paused.last, paused.hosts
     );
     eprintln!(
         "stop: {} requests after it, {} more than {TAKES_HOLD:?} after crawlctl returned, the last at {:?}; \
-         every process gone after {all_gone:?} (dispatcher {:?}, supervisors {:?})",
+         every process gone after {all_gone:?} (dispatcher {:?}, supervisors {:?}); late ones most to {:?}",
         after_stop.len(),
         stopped.late,
         stopped.last,
         run.dispatcher,
-        run.supervisors
+        run.supervisors,
+        stopped.hosts
     );
 
     // Nothing fetched twice: what was handed back had not been requested.

@@ -30,7 +30,7 @@ pub(super) fn on_abandon(writer: FrontierWriter) {
     shared::shutdown::on_abandon(move || {
         tracing::error!(
             frontier_writes = writer.backlog(),
-            "NOT WRITTEN: the frontier writes above (new URLs from stored pages' links, URLs' outcomes, \
+            "NOT WRITTEN: frontier_writes writes (new URLs from stored pages' links, URLs' outcomes, \
              domains' progress). The next run on this store recovers them: a page stored past its \
              domain's recorded progress finishes its URL and its links are offered again, and every URL \
              leased and not finished is still queued. Not recovered: a link whose page was not stored \
