@@ -125,6 +125,10 @@ pub(crate) enum FetchError {
     /// was sent.
     #[error("not fetched: this node's right to crawl has run out (it lost the dispatcher)")]
     Fenced,
+    /// Recalled (a block, a pause, a new delay, a move) or stopping
+    /// before its request started (`crate::recall`): nothing was sent.
+    #[error("not started: handed back ({0})")]
+    Recalled(&'static str),
 }
 
 impl FetchError {
@@ -137,6 +141,7 @@ impl FetchError {
             FetchError::Dns(f) => f.kind(),
             FetchError::Tls(_) => FailureKind::Tls,
             FetchError::Fenced => FailureKind::Fenced,
+            FetchError::Recalled(_) => FailureKind::Recalled,
         }
     }
 

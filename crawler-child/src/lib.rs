@@ -25,6 +25,7 @@ mod page_writer;
 mod pipeline;
 mod politeness;
 mod prune;
+mod recall;
 mod resolve;
 mod revisit;
 mod robots;
@@ -141,6 +142,7 @@ where
         fetch_slots: Semaphore::new(policy.child_concurrency.max(1) as usize),
         fence: fence.clone(),
         servers: server_pace::ServerPaces::default(),
+        stopping: recall::Recalls::default(),
         policy,
     });
     let worker = worker::Worker::new(ctx.clone());
@@ -186,14 +188,19 @@ where
                 Some(Ok(Some(ToChild::Configure(_)))) => {}
                 Some(Ok(Some(ToChild::Fence { until_mono_ms }))) => fence.set(until_mono_ms),
                 Some(Ok(Some(ToChild::Recall { domains }))) => worker.recall(&domains),
-                Some(Ok(Some(ToChild::Stop)) | Ok(None)) | None => break,
+                Some(Ok(Some(ToChild::Stop)) | Ok(None)) | None => {
+                    tracing::info!(held = worker.pending(), "stopping: handing back the URLs not started, finishing the requests under way");
+                    worker.stop();
+                    break;
+                }
                 Some(Err(e)) => {
                     tracing::error!(error = %e, "bad message from the supervisor; stopping");
                     break;
                 }
             },
             _ = shutdown.requested() => {
-                tracing::info!("signalled; finishing the URLs in hand");
+                tracing::info!(held = worker.pending(), "signalled: handing back the URLs not started, finishing the requests under way");
+                worker.stop();
                 break;
             }
         }

@@ -25,6 +25,12 @@ fn main() -> anyhow::Result<()> {
             Err(e) => return Err(e),
         },
     };
+    shared::shutdown::on_abandon(|| {
+        tracing::error!(
+            "NOT STORED: the pages this child still held unwritten. Their URLs were not reported, so \
+             they stay leased and are crawled again (after the lease, or by the next run)"
+        )
+    });
     let runtime = shared::runtime()?;
     let res = runtime.block_on(async { crawler_child::run(config, Shutdown::on_signals()).await });
     // A URL stuck in synchronous code must not keep the process alive.

@@ -40,6 +40,7 @@ use crate::http::{self, FetchError, Fetched, Http};
 use crate::metric;
 use crate::page_writer::PageWriter;
 use crate::politeness::{DomainTimes, Pace};
+use crate::recall::{Recalls, Ticket};
 use crate::revisit::{self, RevisitWrite};
 use crate::robots::{RobotsEntry, RobotsSource};
 use crate::robots_meta;
@@ -67,6 +68,9 @@ pub(crate) struct Ctx {
     pub fence: Fence,
     /// The servers this child paces (see `crate::server_pace`).
     pub servers: ServerPaces,
+    /// Fired once when the child stops: every URL not started comes back
+    /// (`crate::recall`).
+    pub stopping: Recalls,
 }
 
 /// Compiles the policy's canonical URL rules. The dispatcher checks them
@@ -162,6 +166,7 @@ async fn robots_for(
     url: &Url,
     own_min_ms: Option<u64>,
     server: Option<&Paced>,
+    unstarted: Option<Ticket>,
 ) -> Result<Arc<RobotsEntry>, FetchError> {
     let origin = origin_of(url);
     {
@@ -175,8 +180,15 @@ async fn robots_for(
             return Ok(entry);
         }
     }
-    let _alone = st.connections.acquire_many(st.max_connections).await.ok();
-    let mut s = st.state.lock().await;
+    let _alone = unless_recalled(
+        ctx,
+        st,
+        unstarted,
+        st.connections.acquire_many(st.max_connections),
+    )
+    .await?
+    .ok();
+    let mut s = unless_recalled(ctx, st, unstarted, st.state.lock()).await?;
     // Another task may have fetched it while this one waited.
     if let Some(entry) = s.cached_robots(&origin) {
         return Ok(entry);
@@ -184,8 +196,11 @@ async fn robots_for(
     let domain = s.domain.clone();
     let min = delay_for(&ctx.policy, own_min_ms, None);
     fenced(ctx)?;
-    s.pace(ctx).await.wait(min, &ctx.timing, &domain).await;
-    let turn = server_turn(ctx, server, &domain).await;
+    unless_recalled(ctx, st, unstarted, async {
+        s.pace(ctx).await.wait(min, &ctx.timing, &domain).await
+    })
+    .await?;
+    let turn = unless_recalled(ctx, st, unstarted, server_turn(ctx, server, &domain)).await?;
     fenced(ctx)?;
     let failures = s.robots_failures.get(&origin).copied().unwrap_or(0);
     let (entry, archived) = ctx.robots.fetch(&ctx.http, &origin, &domain, failures).await;
@@ -267,6 +282,38 @@ pub(crate) fn hand_back(ctx: &Ctx, item: &WorkItem, kind: FailureKind, why: &str
         .send(result(item, Outcome::failed(kind, why), Vec::new()));
 }
 
+/// `wait` (a wait of a URL whose request has not started: its domain's
+/// connections, its turn, its server's turn, a fetch slot), unless its
+/// domain is recalled or the child stops first (`crate::recall`). With no
+/// ticket (a redirect's later hop: the URL has started) it just waits.
+async fn unless_recalled<T>(
+    ctx: &Ctx,
+    st: &SharedDomain,
+    unstarted: Option<Ticket>,
+    wait: impl std::future::Future<Output = T>,
+) -> Result<T, FetchError> {
+    let Some(ticket) = unstarted else {
+        return Ok(wait.await);
+    };
+    if st.recalls.recalled(ticket) || ctx.stopping.recalled(Ticket::FIRST) {
+        return Err(FetchError::Recalled("its domain was recalled or the crawl stops"));
+    }
+    // Most waits are over at once (a free connection or slot, a turn
+    // already due): those cost two atomic loads, not the registration of
+    // two waiters (one on the child-wide stop signal) that the race below
+    // makes and undoes.
+    let mut wait = std::pin::pin!(wait);
+    if let std::task::Poll::Ready(done) = futures::poll!(wait.as_mut()) {
+        return Ok(done);
+    }
+    tokio::select! {
+        biased;
+        () = st.recalls.wait(ticket) => Err(FetchError::Recalled("its domain was recalled")),
+        () = ctx.stopping.wait(Ticket::FIRST) => Err(FetchError::Recalled("the crawl stops")),
+        done = wait => Ok(done),
+    }
+}
+
 /// An error when this child may not start a request now (see
 /// `link::fence`): checked before a politeness wait, so held URLs come
 /// back at once, and again after it, just before the request.
@@ -329,6 +376,8 @@ pub(crate) struct SharedDomain {
     /// delay from the previous start, yet arrive or end closer than it.
     connections: tokio::sync::Semaphore,
     max_connections: u32,
+    /// Fired when the domain is recalled (`crate::recall`).
+    pub(crate) recalls: Recalls,
 }
 
 impl SharedDomain {
@@ -355,6 +404,7 @@ impl SharedDomain {
             state: tokio::sync::Mutex::new(DomainState::new(domain)),
             connections: tokio::sync::Semaphore::new(max_connections as usize),
             max_connections,
+            recalls: Recalls::default(),
         }
     }
 }
@@ -362,15 +412,29 @@ impl SharedDomain {
 /// Crawls one URL and hands its result on (to the page writer, which
 /// reports after storing, or straight to the report channel). A panic
 /// while crawling it fails this URL alone (kind `internal`): the domain's
-/// task, its other URLs and the child go on.
-pub(crate) async fn crawl(ctx: &Ctx, st: &SharedDomain, item: WorkItem) {
+/// task, its other URLs and the child go on. `ticket`: when the URL left
+/// its queue; a recall after that, or the child's stop, hands it back if
+/// its request has not started (`crate::recall`).
+pub(crate) async fn crawl(ctx: &Ctx, st: &SharedDomain, item: WorkItem, ticket: Ticket) {
     #[cfg(feature = "fault-injection")]
     crate::fault::freeze_on(&item.url);
     if let Err(e) = fenced(ctx) {
         hand_back(ctx, &item, e.kind(), &e.to_string());
         return;
     }
-    let done = match AssertUnwindSafe(crawl_url(ctx, st, &item)).catch_unwind().await {
+    if st.recalls.recalled(ticket) || ctx.stopping.recalled(Ticket::FIRST) {
+        hand_back(
+            ctx,
+            &item,
+            FailureKind::Recalled,
+            "not started: recalled or stopping",
+        );
+        return;
+    }
+    let done = match AssertUnwindSafe(crawl_url(ctx, st, &item, ticket))
+        .catch_unwind()
+        .await
+    {
         Ok(done) => done,
         Err(panic) => {
             let what = panic
@@ -431,11 +495,14 @@ fn result(item: &WorkItem, outcome: Outcome, outlinks: Vec<String>) -> CrawlResu
 }
 
 fn failed(item: &WorkItem, kind: FailureKind, message: impl Into<String>) -> Done {
-    metric::FETCH_FAILURES.at([kind.as_str()]).increment(1);
+    // A URL handed back (fenced, recalled) did not fail: not counted.
+    if !kind.is_handed_back() {
+        metric::FETCH_FAILURES.at([kind.as_str()]).increment(1);
+    }
     Done::NoPage(result(item, Outcome::failed(kind, message), Vec::new()))
 }
 
-async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
+async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem, ticket: Ticket) -> Done {
     #[cfg(feature = "fault-injection")]
     crate::fault::panic_on(&item.url);
     let url = match urls::parse(&item.url) {
@@ -461,7 +528,10 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
                 Err(found) => return regrouped(item, found),
             };
         }
-        let robots = match robots_for(ctx, st, &current, item.min_delay_ms, server.as_ref()).await {
+        // Until its first request, the URL can be recalled.
+        let unstarted = (hops.len() == 1).then_some(ticket);
+        let robots = match robots_for(ctx, st, &current, item.min_delay_ms, server.as_ref(), unstarted).await
+        {
             Ok(robots) => robots,
             Err(e) => return failed(item, e.kind(), e.to_string()),
         };
@@ -484,7 +554,7 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem) -> Done {
             );
         }
         let delay = delay_for(&ctx.policy, item.min_delay_ms, Some(&robots));
-        let resp = fetch(ctx, st, &current, delay, server.as_ref(), &conditions).await;
+        let resp = fetch(ctx, st, &current, delay, server.as_ref(), &conditions, unstarted).await;
         let resp = match resp {
             Ok(r) => r,
             Err(e) => return failed(item, e.kind(), e.to_string()),
@@ -632,7 +702,9 @@ fn sitemap_links(
 
 /// Takes the domain's connections (all of them when it has a delay, see
 /// [`SharedDomain`]), waits for its turn (holding its lock, so its tasks
-/// start one by one), then fetches without the lock.
+/// start one by one), then fetches without the lock. Each wait gives way
+/// to a recall or the stop while the URL is `unstarted`.
+#[allow(clippy::too_many_arguments)]
 async fn fetch(
     ctx: &Ctx,
     st: &SharedDomain,
@@ -640,26 +712,32 @@ async fn fetch(
     delay: Duration,
     server: Option<&Paced>,
     conditions: &reqwest::header::HeaderMap,
+    unstarted: Option<Ticket>,
 ) -> Result<Fetched, http::FetchError> {
     let permits = if delay.is_zero() { 1 } else { st.max_connections };
     let asked = Instant::now();
-    let _connections = st.connections.acquire_many(permits).await.ok();
+    let _connections = unless_recalled(ctx, st, unstarted, st.connections.acquire_many(permits))
+        .await?
+        .ok();
     let domain = {
         // Waiting for the lock is waiting for the domain too: another of
         // its tasks holds it through its politeness wait.
-        let mut s = st.state.lock().await;
+        let mut s = unless_recalled(ctx, st, unstarted, st.state.lock()).await?;
         let domain = s.domain.clone();
         record_wait(ctx, Op::DomainWait, asked, &domain);
         fenced(ctx)?;
-        s.pace(ctx).await.wait(delay, &ctx.timing, &domain).await;
+        unless_recalled(ctx, st, unstarted, async {
+            s.pace(ctx).await.wait(delay, &ctx.timing, &domain).await
+        })
+        .await?;
         domain
     };
     // The server's turn, after the domain's (so a domain's wait never
     // holds its server) and before a fetch slot (so a server's wait never
     // holds a slot).
-    let turn = server_turn(ctx, server, &domain).await;
+    let turn = unless_recalled(ctx, st, unstarted, server_turn(ctx, server, &domain)).await?;
     let asked = Instant::now();
-    let permit = ctx.fetch_slots.acquire().await;
+    let permit = unless_recalled(ctx, st, unstarted, ctx.fetch_slots.acquire()).await?;
     record_wait(ctx, Op::SlotWait, asked, &domain);
     fenced(ctx)?;
     let start = Instant::now();

@@ -150,10 +150,13 @@ impl Worker {
 
     async fn drain(self: Arc<Self>, domain: Arc<Domain>) {
         loop {
-            let (item, arrived) = {
+            // The ticket is taken under the queue's lock, as a recall
+            // empties the queue and fires: the URL is either taken back
+            // from the queue or recalled in its waits.
+            let ((item, arrived), ticket) = {
                 let mut q = domain.queue.lock().unwrap_or_else(|e| e.into_inner());
                 match q.0.pop_front() {
-                    Some(queued) => queued,
+                    Some(queued) => (queued, domain.state.recalls.ticket()),
                     None => {
                         q.1 -= 1;
                         return;
@@ -162,7 +165,7 @@ impl Worker {
             };
             // Waiting for one of the domain's tasks is waiting for the domain.
             pipeline::record_wait(&self.ctx, Op::DomainWait, arrived, &item.domain);
-            pipeline::crawl(&self.ctx, &domain.state, item).await;
+            pipeline::crawl(&self.ctx, &domain.state, item, ticket).await;
             if self.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
                 self.idle.notify_waiters();
             }
@@ -170,8 +173,10 @@ impl Worker {
     }
 
     /// Hands back the URLs of `domains` not started yet, as `Recalled`
-    /// results: the dispatcher is moving those domains to another node.
-    /// A URL being crawled finishes as usual.
+    /// results: the dispatcher blocked, paused, re-paced or moved those
+    /// domains. Those queued come back now; those waiting for their turn,
+    /// their server's or a fetch slot give up their wait and come back
+    /// (`crate::recall`). A URL whose request started finishes as usual.
     pub(crate) fn recall(&self, domains: &[String]) {
         for name in domains {
             let Some(domain) = self
@@ -184,20 +189,43 @@ impl Worker {
             else {
                 continue;
             };
-            let taken: Vec<WorkItem> = {
-                let mut q = domain.queue.lock().unwrap_or_else(|e| e.into_inner());
-                q.0.drain(..).map(|(item, _)| item).collect()
-            };
-            for item in taken {
-                pipeline::hand_back(
-                    &self.ctx,
-                    &item,
-                    FailureKind::Recalled,
-                    "its domain moves to another node",
-                );
-                if self.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
-                    self.idle.notify_waiters();
-                }
+            self.take_back(
+                &domain,
+                "recalled (its domain was blocked, paused, given a new delay or moved)",
+            );
+        }
+    }
+
+    /// At the stop: every URL not started comes back (queued ones now,
+    /// waiting ones from their waits), and nothing new starts; requests
+    /// under way finish (within the child's drain deadline).
+    pub(crate) fn stop(&self) {
+        self.ctx.stopping.fire();
+        let all: Vec<Arc<Domain>> = self
+            .domains
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .by_name
+            .values()
+            .cloned()
+            .collect();
+        for domain in all {
+            self.take_back(&domain, "not started: the crawl stops");
+        }
+    }
+
+    /// Empties `domain`'s queue and fires its recall, under the queue's
+    /// lock (see `drain`); hands the queued URLs back.
+    fn take_back(&self, domain: &Domain, why: &str) {
+        let taken: Vec<WorkItem> = {
+            let mut q = domain.queue.lock().unwrap_or_else(|e| e.into_inner());
+            domain.state.recalls.fire();
+            q.0.drain(..).map(|(item, _)| item).collect()
+        };
+        for item in taken {
+            pipeline::hand_back(&self.ctx, &item, FailureKind::Recalled, why);
+            if self.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
+                self.idle.notify_waiters();
             }
         }
     }

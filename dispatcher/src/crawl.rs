@@ -105,6 +105,7 @@ pub(crate) async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()
     let (reader, mut read) = QueueReader::spawn(&stores, ended.clone(), timing.clone());
     let exact = args.seen_check == crate::seen::SeenCheck::Store;
     let (writer, mut confirmations) = FrontierWriter::spawn(stores.clone(), exact, timing.clone());
+    stop::on_abandon(writer.clone());
     let io = Io {
         writer,
         reader,
@@ -618,8 +619,14 @@ impl Dispatcher {
     async fn on_control(&mut self, request: control::http::Request) -> anyhow::Result<bool> {
         let stop = request.command == Command::Stop;
         let answer = self.state.steer(request.command, now_ms());
-        let _ = request.answer.send(answer);
+        if stop {
+            // Told before the operator hears back, so nothing starts after
+            // `crawlctl stop` returns (`finish` does not tell them again).
+            self.state.stop();
+        }
+        // Recalls, a pause's among them, leave before the answer too.
         self.apply().await?;
+        let _ = request.answer.send(answer);
         self.dispatch().await?;
         Ok(stop)
     }

@@ -997,6 +997,10 @@ impl<C> CrawlState<C> {
     /// `state/write_gate.rs`).
     pub(crate) fn dispatch(&mut self, now_ms: u64, write_backlog: usize) {
         self.writer_behind = write_backlog > self.settings.max_write_backlog;
+        if self.stopping {
+            // The supervisors were told to stop: nothing new goes out.
+            return;
+        }
         if !self.started_dispatching {
             let live = self.members.iter().filter(|m| m.live).count();
             if live < self.settings.min_supervisors.max(1) {
@@ -1143,12 +1147,15 @@ impl<C> CrawlState<C> {
     /// The crawl stops: every live supervisor is told to, and one that
     /// joins from now on too. The connections told, to wait for their Byes.
     pub(crate) fn stop(&mut self) -> Vec<SupId> {
+        let first = !self.stopping;
         self.stopping = true;
         let live: Vec<SupId> = (0..self.members.len())
             .filter(|&s| self.members[s].live)
             .collect();
-        for &s in &live {
-            self.effects.push(Effect::Send(s, ToSupervisor::Stop));
+        if first {
+            for &s in &live {
+                self.effects.push(Effect::Send(s, ToSupervisor::Stop));
+            }
         }
         live
     }

@@ -4,8 +4,31 @@
 //! A role's `run` takes a [`Shutdown`] rather than listening for signals
 //! itself, so a test can run the role in-process and stop it, and a binary
 //! stops it on SIGTERM or SIGINT ([`Shutdown::on_signals`]).
+//!
+//! The operator keeps control of a stop: a second SIGTERM or SIGINT ends
+//! the process at once, without its last writes (a stop waiting on a store
+//! that went away would otherwise wait as long as the store stays away).
+//! Before it exits, the process says what it leaves unwritten and how the
+//! next run recovers it ([`on_abandon`]).
+
+use std::sync::OnceLock;
 
 use tokio::sync::watch;
+
+/// The exit status of a process ended by a second signal: 128 + SIGINT,
+/// as a shell reports an interrupted command.
+pub const ABANDONED_EXIT: i32 = 130;
+
+/// What the process says when a second signal ends it (see [`on_abandon`]).
+type AbandonNote = Box<dyn Fn() + Send + Sync>;
+static ON_ABANDON: OnceLock<AbandonNote> = OnceLock::new();
+
+/// Registers what a process logs when a second signal ends it: what it
+/// leaves unwritten, and how the next run recovers it. The first
+/// registration holds.
+pub fn on_abandon(note: impl Fn() + Send + Sync + 'static) {
+    let _ = ON_ABANDON.set(Box::new(note));
+}
 
 /// A request to stop, that any number of holders can wait for.
 #[derive(Debug, Clone)]
@@ -40,12 +63,28 @@ impl Shutdown {
         (Trigger { tx }, Shutdown { requested })
     }
 
-    /// A shutdown that happens on SIGTERM or SIGINT. Needs a runtime.
+    /// A shutdown that happens on SIGTERM or SIGINT; a second one ends
+    /// the process at once ([`ABANDONED_EXIT`]), after the note registered
+    /// with [`on_abandon`]. Needs a runtime.
     pub fn on_signals() -> Shutdown {
         let (trigger, shutdown) = Shutdown::new();
         tokio::spawn(async move {
-            signalled().await;
+            let Some(mut signals) = Signals::new() else {
+                // Without handlers the default action (exit) applies; the
+                // trigger is kept, as dropping it would stop the role.
+                let _kept = trigger;
+                return std::future::pending::<()>().await;
+            };
+            signals.next().await;
             trigger.stop();
+            signals.next().await;
+            tracing::error!(
+                "a second signal while stopping: exiting now, without waiting for the last writes"
+            );
+            if let Some(note) = ON_ABANDON.get() {
+                note();
+            }
+            std::process::exit(ABANDONED_EXIT);
         });
         shutdown
     }
@@ -62,17 +101,28 @@ impl Shutdown {
     }
 }
 
-/// Resolves when the process receives SIGTERM or SIGINT.
-async fn signalled() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
-        // Without handlers the default action (exit) applies; never resolve.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+/// SIGTERM and SIGINT, listened for from when they are made: a signal
+/// that comes while the first is being handled is not missed.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> Option<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Some(Signals {
+            term: signal(SignalKind::terminate()).ok()?,
+            int: signal(SignalKind::interrupt()).ok()?,
+        })
+    }
+
+    /// Resolves on the next SIGTERM or SIGINT.
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::core::restarts::MAX_BACKOFF;
+use crate::lane::Inbox;
 use link::fence::Fence;
 use link::framing::{read_frame, write_frame};
 use link::protocol::{CrawlPolicy, CrawlResult, FailureKind, FromChild, Outcome, ToChild, WorkItem};
@@ -77,7 +78,7 @@ pub(crate) async fn run_slot(
     slot: usize,
     spec: ChildSpec,
     fence: Fence,
-    mut cmds: mpsc::Receiver<SlotCmd>,
+    mut cmds: Inbox,
     events: mpsc::Sender<SlotEvent>,
 ) {
     // Work sent while no child ran, for the next one.
@@ -121,7 +122,7 @@ pub(crate) async fn run_slot(
 async fn between_children(
     slot: usize,
     waiting: &mut Vec<WorkItem>,
-    cmds: &mut mpsc::Receiver<SlotCmd>,
+    cmds: &mut Inbox,
     events: &mpsc::Sender<SlotEvent>,
 ) -> bool {
     // The supervisor answers at once; a supervisor too busy to is not
@@ -143,20 +144,30 @@ async fn between_children(
                 // What waits here has not started: handed back as a child
                 // would (see `ToChild::Recall`).
                 Some(SlotCmd::Recall(domains)) => {
-                    let (recalled, kept) = std::mem::take(waiting)
+                    let (mut recalled, kept): (Vec<WorkItem>, Vec<WorkItem>) = std::mem::take(waiting)
                         .into_iter()
                         .partition(|item| domains.contains(&item.domain));
                     *waiting = kept;
-                    for item in recalled {
-                        let why = "its domain moves to another node";
-                        let r = CrawlResult::without_page(&item, Outcome::failed(FailureKind::Recalled, why));
-                        let _ = events.send(SlotEvent::Message(slot, FromChild::Result(r))).await;
-                    }
+                    recalled.extend(cmds.take_queued(Some(&domains)));
+                    hand_back(slot, recalled, RECALLED, events).await;
                 }
                 // The next child is told the latest right as it starts.
                 Some(SlotCmd::Fence(_)) => {}
             },
         }
+    }
+}
+
+/// Why URLs that never reached a child come back.
+const RECALLED: &str = "recalled (its domain was blocked, paused, given a new delay or moved)";
+const STOPPING: &str = "not started: the crawl stops";
+
+/// Hands `items` back unsent, as `Recalled` results, as a child would
+/// (see `ToChild::Recall`).
+async fn hand_back(slot: usize, items: Vec<WorkItem>, why: &str, events: &mpsc::Sender<SlotEvent>) {
+    for item in items {
+        let r = CrawlResult::without_page(&item, Outcome::failed(FailureKind::Recalled, why));
+        let _ = events.send(SlotEvent::Message(slot, FromChild::Result(r))).await;
     }
 }
 
@@ -240,7 +251,7 @@ async fn supervise(
     mut child: Child,
     mut stdin: ChildStdin,
     mut frames: Frames,
-    cmds: &mut mpsc::Receiver<SlotCmd>,
+    cmds: &mut Inbox,
     events: &mpsc::Sender<SlotEvent>,
 ) -> Incarnation {
     if let Err(e) = send(&mut stdin, &ToChild::Configure(spec.policy.clone())).await {
@@ -281,10 +292,18 @@ async fn supervise(
                 let msg = match cmd {
                     Some(SlotCmd::Work(items)) => ToChild::Work(items),
                     Some(SlotCmd::Fence(until_mono_ms)) => ToChild::Fence { until_mono_ms },
-                    Some(SlotCmd::Recall(domains)) => ToChild::Recall { domains },
+                    // Work sent before the recall and overtaken by it
+                    // (see `crate::lane`) comes back without reaching the child.
+                    Some(SlotCmd::Recall(domains)) => {
+                        hand_back(slot, cmds.take_queued(Some(&domains)), RECALLED, events).await;
+                        ToChild::Recall { domains }
+                    }
                     // Meant for a slot between children: this one lives.
                     Some(SlotCmd::Restart { .. }) => continue,
-                    Some(SlotCmd::Stop) | None => return stop(slot, child, stdin, frames, events).await,
+                    Some(SlotCmd::Stop) | None => {
+                        hand_back(slot, cmds.take_queued(None), STOPPING, events).await;
+                        return stop(slot, child, stdin, frames, events).await;
+                    }
                 };
                 if let Err(e) = send(&mut stdin, &msg).await {
                     let _ = child.start_kill();
@@ -358,23 +377,23 @@ mod tests {
     /// back what a recall names, as a child would.
     #[tokio::test]
     async fn a_slot_between_children_keeps_work_and_answers_recalls() {
-        let (cmd_tx, mut cmds) = mpsc::channel(8);
+        let (lanes, mut cmds) = crate::lane::lanes();
         let (events, mut heard) = mpsc::channel(8);
-        cmd_tx
-            .send(SlotCmd::Work(vec![item(1, "a.test"), item(2, "b.test")]))
-            .await
-            .unwrap();
-        cmd_tx.send(SlotCmd::Recall(vec!["b.test".into()])).await.unwrap();
-        cmd_tx.send(SlotCmd::Work(vec![item(3, "b.test")])).await.unwrap();
-        cmd_tx
+        let mut waiting = vec![item(1, "a.test"), item(2, "b.test")];
+        lanes.send(SlotCmd::Recall(vec!["b.test".into()])).await.unwrap();
+        lanes.send(SlotCmd::Work(vec![item(3, "b.test")])).await.unwrap();
+        lanes
             .send(SlotCmd::Restart {
                 after: Duration::ZERO,
             })
             .await
             .unwrap();
-        let mut waiting = Vec::new();
         assert!(between_children(0, &mut waiting, &mut cmds, &events).await);
-        let leases: Vec<u64> = waiting.iter().map(|i| i.lease).collect();
+        // Work 3 came after the recall: kept, for the next child (in
+        // `waiting`, or still in its lane, which the restart overtook).
+        let mut leases: Vec<u64> = waiting.iter().map(|i| i.lease).collect();
+        leases.extend(cmds.take_queued(None).iter().map(|i| i.lease));
+        leases.sort_unstable();
         assert_eq!(leases, vec![1, 3]);
         match heard.try_recv() {
             Ok(SlotEvent::Message(0, FromChild::Result(r))) => {
@@ -391,7 +410,7 @@ mod tests {
         }
         assert!(heard.try_recv().is_err(), "one URL was recalled");
         // A stop ends the slot; what waited is the supervisor's to hand in.
-        cmd_tx.send(SlotCmd::Stop).await.unwrap();
+        lanes.send(SlotCmd::Stop).await.unwrap();
         assert!(!between_children(0, &mut waiting, &mut cmds, &events).await);
         assert!(matches!(heard.try_recv(), Ok(SlotEvent::Stopped { slot: 0 })));
     }

@@ -15,6 +15,7 @@
 mod child;
 mod config;
 mod core;
+mod lane;
 mod metric;
 mod outbox;
 mod right;
@@ -152,15 +153,15 @@ async fn supervise(config: Config, debug_addr: SocketAddr, mut shutdown: Shutdow
     let (ev_tx, events) = mpsc::channel(4096);
     let slots = (0..children)
         .map(|slot| {
-            let (tx, rx) = mpsc::channel(1024);
+            let (lanes, inbox) = lane::lanes();
             tokio::spawn(child::run_slot(
                 slot,
                 spec.clone(),
                 fence.clone(),
-                rx,
+                inbox,
                 ev_tx.clone(),
             ));
-            tx
+            lanes
         })
         .collect();
     // The slots hold the only senders: when all have ended, `events` closes.

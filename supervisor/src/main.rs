@@ -108,5 +108,13 @@ fn main() -> anyhow::Result<()> {
     std::env::remove_var(SECRET_ENV);
     std::env::remove_var(SECRET_FILE_ENV);
     let config = args.into_config(key);
+    shared::shutdown::on_abandon(|| {
+        tracing::error!(
+            "NOT HANDED IN: the results this supervisor still held. Nothing is lost: their pages are \
+             stored (a child reports a URL only after storing its page), so the next run finds those \
+             URLs finished; the dispatcher hands out again what this node held once it stops hearing \
+             from it (or when the leases expire)"
+        )
+    });
     shared::runtime()?.block_on(async { supervisor::run(config, Shutdown::on_signals()).await })
 }

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use crate::child::{SlotCmd, SlotEvent};
 use crate::core::{Action, Core, Event};
+use crate::lane::Lanes;
 
 /// How long a slot may take to make room for a stop or a restart: a slot
 /// that does not is left to the core's deadlines.
@@ -24,8 +25,8 @@ const FAREWELL_WAIT: Duration = Duration::from_secs(5);
 pub(crate) struct Shell {
     pub(crate) core: Core,
     pub(crate) link: DispatcherLink,
-    /// Commands to each child slot.
-    pub(crate) slots: Vec<mpsc::Sender<SlotCmd>>,
+    /// Commands to each child slot (control overtakes work: `crate::lane`).
+    pub(crate) slots: Vec<Lanes>,
     /// Events from every slot.
     pub(crate) events: mpsc::Receiver<SlotEvent>,
     /// The right's end as the slots pass it to new children.
@@ -168,10 +169,11 @@ impl Shell {
         }
     }
 
-    /// Work and recalls wait for room in the slot's queue (a slot reads it
-    /// whenever it is not stopping a child, which is bounded); stops and
-    /// restarts wait at most [`CONTROL_SEND`]; a fence the slot has no room
-    /// for now is dropped, as the next one supersedes it.
+    /// Work and recalls wait for room in their lane (a slot reads both
+    /// whenever it is not stopping a child, which is bounded; recalls
+    /// overtake work); stops and restarts wait at most [`CONTROL_SEND`]; a
+    /// fence the slot has no room for now is dropped, as the next one
+    /// supersedes it.
     async fn to_slot(&self, slot: usize, cmd: SlotCmd) {
         let Some(tx) = self.slots.get(slot) else {
             return;

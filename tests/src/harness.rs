@@ -258,6 +258,9 @@ pub struct ClusterSpec {
     pub env: Vec<(String, String)>,
     /// Extra environment for the dispatcher.
     pub dispatcher_env: Vec<(String, String)>,
+    /// The dispatcher's log (its stderr) goes to this file when set, for a
+    /// test to read; otherwise to the test's stderr.
+    pub dispatcher_log: Option<PathBuf>,
     /// Extra supervisor flags.
     pub supervisor_args: Vec<String>,
     /// More flags for supervisor `i` only (index `i` of this list).
@@ -340,6 +343,7 @@ impl ClusterSpec {
             timing_dir: None,
             env: Vec::new(),
             dispatcher_env: Vec::new(),
+            dispatcher_log: None,
             supervisor_args: Vec::new(),
             per_supervisor_args: Vec::new(),
             cluster_secret: random_secret(),
@@ -507,6 +511,16 @@ fn command_in(ns: Option<&str>, program: PathBuf) -> Command {
 
 fn start_dispatcher(spec: &ClusterSpec, endpoint: &str) -> anyhow::Result<(Child, StdoutReader)> {
     let ns = spec.netns.as_ref().map(|p| p.dispatcher_ns.as_str());
+    let stderr = match &spec.dispatcher_log {
+        Some(path) => Stdio::from(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("opening {}", path.display()))?,
+        ),
+        None => Stdio::inherit(),
+    };
     let min_supervisors = spec
         .min_supervisors
         .unwrap_or(spec.supervisors - spec.late_supervisors.min(spec.supervisors));
@@ -520,7 +534,7 @@ fn start_dispatcher(spec: &ClusterSpec, endpoint: &str) -> anyhow::Result<(Child
         .env(shared::debug_token::TOKEN_FILE_ENV, spec.debug_token_file())
         .envs(spec.dispatcher_env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .kill_on_drop(true)
         .spawn()
         .context("starting dispatcher")?;

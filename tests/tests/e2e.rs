@@ -35,5 +35,6 @@ mod revisit_e2e;
 mod robots_meta_e2e;
 mod server_politeness_e2e;
 mod sitemaps_e2e;
+mod steer_under_load_e2e;
 mod tls_e2e;
 mod traps_e2e;

@@ -3,7 +3,8 @@
 //! the store for 30 s; SIGTERM everything and start again. Each run must end
 //! with exactly the ground truth stored, nothing disallowed fetched, and the
 //! stored frontier finished. SIGTERM with a frozen child must still end
-//! every process within its bound.
+//! every process within its bound. A dispatcher whose stop waits on a store
+//! that went away says so, and a second SIGTERM ends it at once.
 //!
 //! Each test prints one `fault-report ...` line (kills survived, recovery
 //! times, extra fetches) for the closing notes; run with `--nocapture`.
@@ -489,6 +490,84 @@ async fn a_store_outage_of_30_seconds_loses_nothing() {
         s.expected.pages.len(),
         resumed_after.as_secs_f64(),
         started.elapsed().as_secs_f64(),
+    );
+    s.server.stop(Duration::from_secs(5)).await;
+}
+
+/// Issue 63: a dispatcher SIGTERMed while its store is away waits for its
+/// last writes and says so (what it holds, how long it has waited); a
+/// second SIGTERM ends it within a second, saying what it did not write.
+/// The next run on the same store, back again, finishes the crawl with the
+/// ground truth stored once each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_waiting_on_a_gone_store_ends_at_a_second_sigterm_and_the_next_run_recovers() {
+    const HOSTS: usize = 8;
+    let mut s = setup(web(24, HOSTS, 50), StoreServer::start_persistent().unwrap(), 50).await;
+    let log = s.dir.path().join("dispatcher.log");
+    s.spec.dispatcher_log = Some(log.clone());
+    let mut crawl = spawn_crawl(&s.spec).await.unwrap();
+    wait_for_pages(&s.store, 100, Duration::from_secs(60)).await;
+    s.store.stop();
+    let dispatcher = crawl.dispatcher_pid().unwrap();
+    let first = Instant::now();
+    signal(dispatcher, libc::SIGTERM);
+    let said = |text: &str| text.contains("waiting for the store");
+    // Its supervisors' children give up their unstored pages within 12 s;
+    // then the dispatcher's own last writes wait on the store.
+    let deadline = first + Duration::from_secs(60);
+    loop {
+        if said(&std::fs::read_to_string(&log).unwrap_or_default()) {
+            break;
+        }
+        assert!(
+            !crawl.dispatcher_exited(),
+            "the dispatcher exited while its store was away"
+        );
+        assert!(Instant::now() < deadline, "no word of the wait after a minute");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let waiting_after = first.elapsed();
+    let second = Instant::now();
+    signal(dispatcher, libc::SIGTERM);
+    while !crawl.dispatcher_exited() {
+        assert!(
+            second.elapsed() < Duration::from_secs(10),
+            "a second SIGTERM did not end the dispatcher"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let ended_after = second.elapsed();
+    for i in 0..SUPERVISORS {
+        crawl.kill_supervisor(i).await.unwrap();
+    }
+    let run = crawl.wait(Duration::from_secs(10)).await.unwrap();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let wait_line = text.lines().find(|l| said(l)).unwrap_or_default().to_string();
+    let note = text
+        .lines()
+        .find(|l| l.contains("NOT WRITTEN"))
+        .map(str::to_string);
+    eprintln!(
+        "fault-report second-sigterm: waiting said {:.1}s after the first SIGTERM: {wait_line}\n\
+         ended {ended_after:?} after the second, {:?}; {note:?}",
+        waiting_after.as_secs_f64(),
+        run.dispatcher
+    );
+    assert_eq!(run.dispatcher.code(), Some(shared::shutdown::ABANDONED_EXIT));
+    assert!(note.is_some(), "no word of what was not written");
+    // Measured from the signal to the reaped exit, polled every 10 ms.
+    assert!(
+        ended_after <= Duration::from_secs(1),
+        "the second SIGTERM took {ended_after:?}"
+    );
+
+    s.store.restart().unwrap();
+    let again = run_crawl(&s.spec, Duration::from_secs(300)).await.unwrap();
+    verify::assert_finished(&again);
+    let repeats = s.assert_end_state().await;
+    eprintln!(
+        "fault-report second-sigterm: the next run finished in {:.1}s; {repeats:.2} page requests per page",
+        again.wall.as_secs_f64()
     );
     s.server.stop(Duration::from_secs(5)).await;
 }

@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::config::Flags;
 use crate::frontier::SupId;
+use crate::persist::FrontierWriter;
 use crate::stats::{self, Summary};
 
 use super::Dispatcher;
@@ -19,6 +20,25 @@ use super::Dispatcher;
 /// live one answers well within this; a stuck or gone one is not waited
 /// for longer (what it held stays `queued` in the store).
 const STOP_WAIT: Duration = Duration::from_secs(25);
+/// How often a stop waiting on the store says so.
+const SAY_WAIT_EVERY: Duration = Duration::from_secs(3);
+
+/// What the dispatcher says when a second signal ends it before its last
+/// writes: how many frontier writes were not made, and how the next run
+/// on the same store recovers them.
+pub(super) fn on_abandon(writer: FrontierWriter) {
+    shared::shutdown::on_abandon(move || {
+        tracing::error!(
+            frontier_writes = writer.backlog(),
+            "NOT WRITTEN: frontier_writes writes (new URLs from stored pages' links, URLs' outcomes, \
+             domains' progress). The next run on this store recovers them: a page stored past its \
+             domain's recorded progress finishes its URL and its links are offered again, and every URL \
+             leased and not finished is still queued. Not recovered: a link whose page was not stored \
+             either (that URL is crawled again, so its links come again), and an outcome without a page \
+             (the URL is tried again)."
+        );
+    });
+}
 
 impl Dispatcher {
     /// Flushes the frontier, stops the supervisors, prints the summary.
@@ -32,9 +52,11 @@ impl Dispatcher {
         // The summary and the last log lines start below the progress line.
         shared::live_line::finish();
         let finish_reason = self.state.finish_reason(signalled);
-        self.flush_beating().await;
+        // The supervisors first: they stop starting requests now, while
+        // the frontier's writes, however slow the store, go on below.
         let live = self.state.stop();
         self.apply().await?;
+        self.flush_beating().await;
         tracing::info!(
             supervisors = live.len(),
             "crawl finished; waiting for the supervisors to stop"
@@ -47,7 +69,7 @@ impl Dispatcher {
             tracing::warn!(error = %e, "while stopping");
         }
         // Results that arrived while supervisors drained are in the store too.
-        self.writer.flush().await;
+        self.flush_beating().await;
         self.control_writer.settle(Duration::from_secs(10)).await;
         // Its cursor would hold the client's shutdown up.
         self.seen_scan = None;
@@ -115,15 +137,34 @@ impl Dispatcher {
     /// Writes what the frontier writer holds, heartbeating meanwhile: with
     /// a slow store this can take longer than a supervisor's silence limit,
     /// and a supervisor that hears nothing takes us for dead and reconnects.
+    /// Every [`SAY_WAIT_EVERY`] it says what it waits for, and that a
+    /// second signal ends the wait (a store that went away keeps it
+    /// waiting as long as it stays away).
     async fn flush_beating(&mut self) {
         let writer = self.writer.clone();
         let flush = writer.flush();
         tokio::pin!(flush);
         let mut beat = tokio::time::interval(Duration::from_secs(1));
+        let started = tokio::time::Instant::now();
+        let mut say = tokio::time::interval_at(started + SAY_WAIT_EVERY, SAY_WAIT_EVERY);
         loop {
             tokio::select! {
                 _ = &mut flush => return,
                 _ = beat.tick() => self.beat_to_live().await,
+                _ = say.tick() => {
+                    let waited = started.elapsed().as_secs();
+                    let writes = self.writer.backlog();
+                    tracing::warn!(
+                        frontier_writes = writes,
+                        waited_s = waited,
+                        "stopping: waiting for the store to take the frontier's last writes; \
+                         a second SIGTERM (or Ctrl-C) exits now, and the next run recovers them (docs/running.md)"
+                    );
+                    shared::live_line::line(&format!(
+                        "STOPPING: waiting {waited}s for the store: {writes} frontier writes unwritten \
+                         (SIGTERM/Ctrl-C again exits now)"
+                    ));
+                }
             }
         }
     }
