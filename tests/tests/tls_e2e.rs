@@ -45,9 +45,9 @@ fn children_counted(dir: &std::path::Path) -> BTreeMap<String, f64> {
         let text = std::fs::read_to_string(&path).unwrap();
         let last = text
             .lines()
+            .rev()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter_map(|v| v.get("gauges").cloned())
-            .last();
+            .find_map(|v| v.get("gauges").cloned());
         for (k, v) in last.and_then(|g| g.as_object().cloned()).unwrap_or_default() {
             if k.starts_with("tls_") {
                 *sum.entry(k).or_insert(0.0) += v.as_f64().unwrap_or(0.0);
