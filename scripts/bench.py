@@ -721,6 +721,12 @@ def main():
     ap.add_argument("--nginx-gzip", choices=bench_nginx.GZIP_MODES, default="off",
                     help="--web nginx: off (default); on: compress each answer, as Debian's stock nginx.conf; "
                          "static: files compressed once, sent as they are (gzip_static)")
+    ap.add_argument("--https", action="store_true",
+                    help="--web wide: synthweb serves HTTPS (HTTP/2 by ALPN) with certificates of a CA made per run, "
+                         "trusted by the crawl through --ca-file; prints TLS handshakes per domain")
+    ap.add_argument("--dns", action="store_true",
+                    help="--web wide: names resolved only through synthweb's DNS server (--dns-server; 20-100 ms an "
+                         "answer, 1%% NXDOMAIN, 0.5%% never answered), no hosts file; prints DNS lookups per domain")
     ap.add_argument("--supervisors", type=int, default=2)
     ap.add_argument("--children", type=int, default=2)
     ap.add_argument("--timing-log", action="store_true", help="also write timing logs (to measure their cost)")
@@ -733,6 +739,8 @@ def main():
                     help="run each supervisor and its children in a cgroup limited to CORES of CPU (needs root)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, request log, the store's data) and print it")
     args = ap.parse_args()
+    if (args.https or args.dns) and args.web != "wide":
+        ap.error("--https and --dns go with --web wide")
 
     hosts, pages_per_host = WIDE_COUNTS if args.web == "wide" else DEFAULT_COUNTS[args.profile]
     hosts = args.hosts if args.hosts is not None else hosts
@@ -764,6 +772,16 @@ def main():
             web = nginx.proc
         else:
             extra = ["--response-delay-ms", str(args.response_delay_ms)] if args.web == "wide" else []
+            extra += ["--write-stats", os.path.join(work, "web-stats.json")]
+            if args.https:
+                extra += ["--tls-ca-out", os.path.join(work, "ca.pem")]
+                supervisor_flags += ["--ca-file", os.path.join(work, "ca.pem")]
+            if args.dns:
+                dns_addr = f"127.0.0.1:{free_port()}"
+                extra += ["--dns-listen", dns_addr]
+                supervisor_flags += ["--dns-server", dns_addr]
+                # Its answers are 127.0.0.1: an internal address, reached through DNS only with the opt-in.
+                dispatcher_flags += ["--allow-private-networks"]
             web, paths, info = start_web(args, work, hosts, pages_per_host, extra)
             procs.append(web)
         seeds, hosts_file, request_log = paths["seeds"], paths["hosts"], paths["request_log"]
@@ -798,7 +816,8 @@ def main():
                        for i in range(args.supervisors)]
         sups = [subprocess.Popen(
             [os.path.join(args.crawler_bin_dir, "supervisor"), "--dispatcher", endpoint, "--id", f"sup{i}",
-             "--children", str(args.children), "--hosts-file", hosts_file] + common + supervisor_flags,
+             "--children", str(args.children)] + ([] if args.dns else ["--hosts-file", hosts_file])
+            + common + supervisor_flags,
             stderr=open(os.path.join(work, f"supervisor{i}.log"), "w"), env=crawler_env,
             preexec_fn=cgroups[i].enter if cgroups else None) for i in range(args.supervisors)]
         procs += [dispatcher] + sups
@@ -809,6 +828,7 @@ def main():
         live = {p.pid: p for p in [dispatcher] + sups}
         tracked, store_pids, next_scan, next_stat = [], [store_pid], 0.0, started + 1
         dispatcher_rss, next_rss = [], started
+        child_rss = []  # (secs, sum of the children's VmRSS KiB, the largest), every 2 s
         web_w1 = web_w0
         while live:
             now = time.time()
@@ -823,6 +843,11 @@ def main():
                 if kib is not None:
                     dispatcher_rss.append([round(now - started, 1), round(kib / 1024, 1)])
                 next_rss += 5
+            if not child_rss or now - started >= child_rss[-1][0] + 2:
+                kids = [k for pid in tracked if (s0 := proc_sample(pid)) and s0[0] == "crawler-child"
+                        and (k := rss_kib(pid)) is not None]
+                if kids:
+                    child_rss.append((now - started, sum(kids), max(kids)))
             if now >= next_stat:
                 samples.append((now,) + cpu_times() + (role_cpu(cpu_by_pid), web_w1))
                 next_stat += 1
@@ -965,6 +990,10 @@ def main():
         if args.web == "wide":
             result["politeness"] = politeness(args, dispatcher_flags, info["spec"]["hosts"], request_log,
                                               [t for _, t in fetched], started, max((t for _, t in fetched), default=None))
+        stats_path = os.path.join(work, "web-stats.json")
+        if os.path.exists(stats_path):
+            result["open_web"] = open_web_figures(args, info, json.load(open(stats_path)), reqs, fetched,
+                                                  started, child_rss)
         human(result)
         print(json.dumps(result, indent=2))
         ok = all(c == 0 for c in codes)
@@ -989,6 +1018,38 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
 
 
+def open_web_figures(args, info, stats, reqs, fetched, started, child_rss):
+    """Handshakes and DNS lookups per domain (synthweb's counts), and the
+    children's memory at 10, 50 and 100 % of the crawl (by stored pages)."""
+    domains = info["spec"]["hosts"] + info["spec"].get("outside_hosts", 0)
+    out = {"domains": domains, "https": args.https, "dns": args.dns, "web_stats": stats}
+    if args.https:
+        hs = stats["handshakes"]
+        out["handshakes_per_domain"] = {k: round(hs[k] / max(domains, 1), 3) for k in ("full", "resumed", "failed")}
+        out["handshakes_per_page"] = round((hs["full"] + hs["resumed"]) / max(reqs.get("requests", 0), 1), 4)
+    if args.dns:
+        d = stats["dns"]
+        failing = len(info.get("dns_failing_hosts", []))
+        out["dns_lookups_per_domain"] = round(d["queries"] / max(d["names_asked"], 1), 3)
+        out["dns_lookups_per_answering_domain"] = round(d["answering_queries"] / max(d["answering_names_asked"], 1), 3)
+        out["dns_failing_domains"] = failing
+        out["expected_pages_resolving"] = info.get("expected_pages_resolving")
+    times = sorted(t - started for _, t in fetched)
+    mem = {}
+    for share in (10, 50, 100):
+        if not times or not child_rss:
+            break
+        at = times[min(len(times) - 1, max(0, len(times) * share // 100 - 1))]
+        secs, total, largest = min(child_rss, key=lambda r: abs(r[0] - at))
+        mem[f"{share}%"] = {"secs": round(secs, 1), "children_rss_mib": round(total / 1024, 1),
+                            "largest_child_rss_mib": round(largest / 1024, 1)}
+    out["child_memory"] = mem
+    if "10%" in mem and "100%" in mem:
+        out["child_memory_growth_10_to_100"] = round(
+            mem["100%"]["children_rss_mib"] / max(mem["10%"]["children_rss_mib"], 0.1), 3)
+    return out
+
+
 def human(r):
     e = lambda *a: print(*a, file=sys.stderr)
     w = r["web"]
@@ -996,6 +1057,18 @@ def human(r):
       f"{w['hosts']} hosts x {w['pages_per_host']} pages, {w['expected_pages']} URLs to store; "
       f"store {r['store']}; {r['setup']['supervisors']} supervisors x {r['setup']['children']} children")
     e(f"pages {r['pages']} in {r['wall_secs']} s: {r['pages_per_sec']} pages/s overall")
+    ow = r.get("open_web")
+    if ow:
+        if ow["https"]:
+            e(f"TLS handshakes per domain: {ow['handshakes_per_domain']} ({ow['handshakes_per_page']} per request)")
+        if ow["dns"]:
+            e(f"DNS lookups per domain: {ow['dns_lookups_per_domain']} ({ow['dns_lookups_per_answering_domain']} for "
+              f"the names that answer; {ow['dns_failing_domains']} domains fail: "
+              f"{ow['expected_pages_resolving']} pages can be stored)")
+        if ow["child_memory"]:
+            e("children's RSS at 10/50/100 % of the crawl: " + ", ".join(
+                f"{k} {v['children_rss_mib']} MiB (largest {v['largest_child_rss_mib']})" for k, v in ow["child_memory"].items())
+              + f"; 100 %/10 %: {ow.get('child_memory_growth_10_to_100')}")
     nd = r["no_delay"]
     if nd:
         e(f"hosts without Crawl-delay: {nd['pages']} pages in {nd['secs_to_last']} s: {nd['pages_per_sec']} pages/s")

@@ -6,6 +6,7 @@ timing logs, and which resource limits the crawl.
     oprates.py plot       LOGS... --out DIR [--window SECS] [--by op,node]
     oprates.py trend      LOGS... [--window SECS] [--by op] [--json]
     oprates.py bottleneck LOGS... [--window 5] [--json]
+    oprates.py tls        LOGS... [--json]
 
 The code is the package beside this file, scripts/oprates/ (see its
 __init__.py); this file only keeps `python3 scripts/oprates.py ARGS` working

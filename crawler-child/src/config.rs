@@ -23,7 +23,7 @@ pub struct Config {
     pub hosts: HostOverrides,
     pub dns_server: Option<std::net::SocketAddr>,
     /// Certificate authorities trusted besides the system's (`--ca-file`).
-    pub extra_roots: Vec<reqwest::Certificate>,
+    pub extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
 }
 
 #[derive(Parser, Debug)]

@@ -22,9 +22,11 @@ use url::{Host, Url};
 use crate::address_policy::{self, AddressPolicy, BlockedAddress};
 use crate::dns::{self, Names, Resolver};
 use crate::dns_upstream::DnsFailure;
+use crate::handshakes::Handshakes;
 use crate::metric;
 use crate::resolve::HostOverrides;
 use crate::server_pace::Server;
+use crate::tls_client;
 
 /// A body's first allocation when the server sends no Content-Length
 /// (chunked or compressed answers): about a realistic page.
@@ -42,6 +44,8 @@ pub(crate) struct Http {
     /// The headers every request carries besides `Host`, as stored with
     /// each page (`store::exchange`).
     request_head: Head,
+    /// TLS handshakes made, counted by the TLS client (`tls_client`).
+    handshakes: Arc<Handshakes>,
 }
 
 /// What came back, with the body capped.
@@ -151,14 +155,16 @@ impl FetchError {
         FetchError::Blocked(b)
     }
 
-    fn from_reqwest(e: reqwest::Error) -> Self {
+    /// `tls`: where a failed handshake is counted.
+    fn from_reqwest(e: reqwest::Error, tls: &Handshakes) -> Self {
         if let Some(b) = dns::blocked_cause(&e) {
             FetchError::blocked(b.clone(), "dns")
         } else if let Some(f) = dns::dns_cause(&e) {
             FetchError::Dns(f)
-        } else if let Some(tls) = tls_cause(&e) {
-            metric::TLS_FAILURES.at([tls_failure_label(tls)]).increment(1);
-            FetchError::Tls(tls.to_string())
+        } else if let Some(tls_error) = tls_cause(&e) {
+            let why = tls_failure_label(tls_error);
+            tls.failed(why);
+            FetchError::Tls(format!("{why}: {tls_error}"))
         } else if e.is_timeout() {
             FetchError::Timeout
         } else if e.is_connect() {
@@ -171,21 +177,18 @@ impl FetchError {
 
 /// The rustls error behind a failed request, if its handshake failed.
 /// (rustls hands it to the connection as the inner error of an
-/// `io::Error`, whose `source()` skips it: look inside each one.)
+/// `io::Error`, which reqwest's connector wraps in another `io::Error`,
+/// and `io::Error::source()` skips its inner error: look inside each one.)
 fn tls_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
     let mut cur = Some(e);
     while let Some(err) = cur {
         if let Some(t) = err.downcast_ref::<rustls::Error>() {
             return Some(t);
         }
-        if let Some(t) = err
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        {
-            return Some(t);
-        }
-        cur = err.source();
+        cur = match err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
     }
     None
 }
@@ -222,12 +225,14 @@ impl Http {
         policy: &CrawlPolicy,
         overrides: HostOverrides,
         names: Arc<Names>,
-        extra_roots: Vec<reqwest::Certificate>,
+        extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
     ) -> anyhow::Result<Http> {
         let addresses = AddressPolicy {
             allow_private_networks: policy.allow_private_networks,
         };
         let resolver = Resolver::new(overrides, addresses, names);
+        let handshakes = Arc::new(Handshakes::default());
+        let tls = tls_client::config(extra_roots, handshakes.clone())?;
         let client = shared::http_client::builder()
             .user_agent(policy.user_agent.clone())
             .redirect(Policy::none())
@@ -238,7 +243,7 @@ impl Http {
             .tcp_nodelay(true)
             .no_proxy()
             .dns_resolver(resolver.clone())
-            .tls_certs_merge(extra_roots)
+            .tls_backend_preconfigured(tls)
             .build()?;
         // What reqwest sends on every request: our User-Agent, its default
         // Accept, and the Accept-Encoding its gzip and brotli features add.
@@ -256,7 +261,13 @@ impl Http {
             max_body: policy.max_body_bytes,
             resolver,
             addresses,
+            handshakes,
         })
+    }
+
+    /// The TLS handshakes this child made, for its gauge line.
+    pub(crate) fn handshakes(&self) -> &Handshakes {
+        &self.handshakes
     }
 
     /// The child's DNS names, for its gauges.
@@ -350,7 +361,7 @@ impl Http {
             .headers(headers.clone())
             .send()
             .await
-            .map_err(FetchError::from_reqwest)?;
+            .map_err(|e| FetchError::from_reqwest(e, &self.handshakes))?;
         let header = |name| {
             resp.headers()
                 .get(name)
@@ -367,7 +378,11 @@ impl Http {
         let expected = resp.content_length().unwrap_or(BODY_CAPACITY_GUESS);
         let mut body = Vec::with_capacity(expected.min(max_body).min(BODY_CAPACITY_MAX) as usize);
         let mut truncated = false;
-        while let Some(chunk) = resp.chunk().await.map_err(FetchError::from_reqwest)? {
+        while let Some(chunk) = resp
+            .chunk()
+            .await
+            .map_err(|e| FetchError::from_reqwest(e, &self.handshakes))?
+        {
             let room = max_body.saturating_sub(body.len() as u64) as usize;
             if chunk.len() > room {
                 body.extend_from_slice(&chunk[..room]);
@@ -508,6 +523,30 @@ mod tests {
         // Connected (and got no HTTP answer from a listener that never reads).
         assert!(!matches!(err, Err(FetchError::Blocked(_))), "{err:?}");
         assert!(listener.accept().is_ok(), "no connection with the opt-in");
+    }
+
+    /// A server that answers a ClientHello with something other than TLS:
+    /// the handshake fails, and the URL fails as `tls`, counted by why.
+    #[tokio::test]
+    async fn a_failed_handshake_is_a_tls_failure() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut buf = [0u8; 512];
+                let _ = conn.read(&mut buf).await;
+                let _ = conn
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+            }
+        });
+        let h = http(true);
+        let url = u(&format!("https://127.0.0.1:{port}/robots.txt"));
+        let err = h.get(&url, &Default::default()).await.unwrap_err();
+        assert!(matches!(err, FetchError::Tls(_)), "{err:?}");
+        assert_eq!(err.kind(), FailureKind::Tls);
+        assert_eq!(h.handshakes().failures().values().sum::<u64>(), 1);
     }
 
     #[test]

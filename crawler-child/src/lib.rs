@@ -19,6 +19,7 @@ mod dns_upstream;
 pub mod extract;
 #[cfg(feature = "fault-injection")]
 mod fault;
+mod handshakes;
 mod http;
 mod metric;
 mod page_writer;
@@ -33,6 +34,7 @@ mod robots_meta;
 mod server_pace;
 mod sitemap;
 mod sitemap_due;
+mod tls_client;
 mod worker;
 
 use std::sync::{Arc, Weak};
@@ -217,6 +219,9 @@ where
             "URLs unfinished at the drain deadline; leaving them to be crawled again"
         );
     }
+    // A last line: what the final second did (handshakes, for one), for
+    // whoever reads the log after the crawl.
+    gauge_line(&worker, &ctx).write(&timing);
     drop(worker);
     drop(ctx); // drops the last PageWriter (unless a URL is stuck), so the writer flushes and ends
     let grace = Duration::from_secs(2);
@@ -247,24 +252,42 @@ async fn write_gauges(worker: Weak<worker::Worker>, ctx: Weak<pipeline::Ctx>, ti
         let (Some(worker), Some(ctx)) = (worker.upgrade(), ctx.upgrade()) else {
             return;
         };
-        let slots = ctx.policy.child_concurrency.max(1) as usize;
-        let pending = worker.pending() as f64;
-        let active = slots.saturating_sub(ctx.fetch_slots.available_permits()) as f64;
-        let store_queue = ctx.pages.queued() as f64;
-        let mut line = GaugeLine::new();
-        line.set(&metric::CHILD_PENDING, pending);
-        line.set(&metric::FETCHES_ACTIVE, active);
-        line.set(&metric::FETCH_SLOTS, slots as f64);
-        line.set(&metric::STORE_QUEUE, store_queue);
-        line.set(&metric::SERVERS_PACED, ctx.servers.len() as f64);
-        line.set(&metric::DOMAINS_HELD, worker.domains() as f64);
-        let names = ctx.http.dns_names();
-        line.set(&metric::DNS_CACHED, names.cached() as f64);
-        line.set(&metric::DNS_LOOKUPS_ACTIVE, names.active() as f64);
-        line.log_only(profiling::gauge_values(false));
-        line.log_only(store::work::gauge_values());
-        line.write(&timing);
+        gauge_line(&worker, &ctx).write(&timing);
     }
+}
+
+/// The child's gauges now (see [`write_gauges`]).
+fn gauge_line(worker: &worker::Worker, ctx: &pipeline::Ctx) -> GaugeLine {
+    let slots = ctx.policy.child_concurrency.max(1) as usize;
+    let pending = worker.pending() as f64;
+    let active = slots.saturating_sub(ctx.fetch_slots.available_permits()) as f64;
+    let store_queue = ctx.pages.queued() as f64;
+    let mut line = GaugeLine::new();
+    line.set(&metric::CHILD_PENDING, pending);
+    line.set(&metric::FETCHES_ACTIVE, active);
+    line.set(&metric::FETCH_SLOTS, slots as f64);
+    line.set(&metric::STORE_QUEUE, store_queue);
+    line.set(&metric::SERVERS_PACED, ctx.servers.len() as f64);
+    line.set(&metric::DOMAINS_HELD, worker.domains() as f64);
+    let names = ctx.http.dns_names();
+    line.set(&metric::DNS_CACHED, names.cached() as f64);
+    line.set(&metric::DNS_LOOKUPS_ACTIVE, names.active() as f64);
+    // Running totals (the counters are in /metrics): a window's
+    // difference over its fetches is handshakes per page (oprates).
+    let tls = ctx.http.handshakes();
+    let (full, resumed) = tls.totals();
+    line.log_only([
+        ("tls_handshakes.full", full as f64),
+        ("tls_handshakes.resumed", resumed as f64),
+    ]);
+    line.log_only(
+        tls.failures()
+            .into_iter()
+            .map(|(why, n)| (format!("tls_failures.{why}"), n as f64)),
+    );
+    line.log_only(profiling::gauge_values(false));
+    line.log_only(store::work::gauge_values());
+    line
 }
 
 /// Sends Ready, then results as they come, and a heartbeat every second so

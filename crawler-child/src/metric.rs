@@ -149,6 +149,12 @@ pub(crate) const TLS_FAILURES: Counter<1> = Counter::new(
     ["why"],
 );
 
+pub(crate) const TLS_HANDSHAKES: Counter<1> = Counter::new(
+    "crawler_tls_handshakes_total",
+    "TLS handshakes this child made, by kind: full (the server's certificate verified) or resumed (a session ticket or id accepted).",
+    ["kind"],
+);
+
 pub(crate) const THROTTLED: Counter<1> = Counter::new(
     "crawler_throttled_total",
     "429 and 503 responses after which the domain waits (Retry-After or backoff), by status class.",
@@ -192,6 +198,7 @@ pub(crate) static FAMILIES: &[&dyn Described] = &[
     &STORE_REJECTED,
     &THROTTLED,
     &TLS_FAILURES,
+    &TLS_HANDSHAKES,
 ];
 
 #[cfg(test)]

@@ -205,7 +205,7 @@ async fn robots_for(
     let failures = s.robots_failures.get(&origin).copied().unwrap_or(0);
     let (entry, archived) = ctx.robots.fetch(&ctx.http, &origin, &domain, failures).await;
     drop(turn);
-    if entry.is_unavailable() {
+    if entry.failed() {
         s.robots_failures
             .insert(origin.clone(), failures.saturating_add(1));
     } else {
@@ -535,6 +535,13 @@ async fn crawl_url(ctx: &Ctx, st: &SharedDomain, item: &WorkItem, ticket: Ticket
             Ok(robots) => robots,
             Err(e) => return failed(item, e.kind(), e.to_string()),
         };
+        if let Some(why) = robots.tls_failure() {
+            return failed(
+                item,
+                FailureKind::Tls,
+                format!("TLS handshake failed (robots.txt): {why}"),
+            );
+        }
         if robots.is_unavailable() {
             return failed(
                 item,

@@ -27,7 +27,7 @@ use store::{self, Stores};
 use texting_robots::Robot;
 use url::Url;
 
-use crate::http::{Fetched, Http};
+use crate::http::{FetchError, Fetched, Http};
 use crate::metric;
 
 /// RFC 9309 §2.5: parse at least 500 KiB; we parse exactly that much.
@@ -66,6 +66,10 @@ pub(crate) enum Rules {
     AllowAll,
     /// The server could not tell us (5xx, network): crawl nothing for now.
     Unavailable,
+    /// The TLS handshake failed (why): the origin's URLs fail as `tls`
+    /// (final: a certificate that does not verify is not transient), not
+    /// as an unavailable robots.txt tried three times.
+    Untrusted(Box<str>),
     Parsed(Box<Robot>),
 }
 
@@ -114,13 +118,34 @@ impl RobotsEntry {
     pub(crate) fn allowed(&self, url: &Url) -> bool {
         match &self.rules {
             Rules::AllowAll => true,
-            Rules::Unavailable => false,
+            Rules::Unavailable | Rules::Untrusted(_) => false,
             Rules::Parsed(robot) => robot.allowed(url.as_str()),
         }
     }
 
     pub(crate) fn is_unavailable(&self) -> bool {
         matches!(self.rules, Rules::Unavailable)
+    }
+
+    /// Why the origin's TLS handshake failed, if that is why there are no rules.
+    pub(crate) fn tls_failure(&self) -> Option<&str> {
+        match &self.rules {
+            Rules::Untrusted(why) => Some(why),
+            _ => None,
+        }
+    }
+
+    /// No rules came (unavailable or untrusted): asked again after a backoff.
+    pub(crate) fn failed(&self) -> bool {
+        matches!(self.rules, Rules::Unavailable | Rules::Untrusted(_))
+    }
+
+    /// The rules of an origin whose TLS handshake failed (`why`).
+    fn untrusted(mut self, why: Option<&str>) -> RobotsEntry {
+        if let (Some(why), Rules::Unavailable) = (why, &self.rules) {
+            self.rules = Rules::Untrusted(why.into());
+        }
+        self
     }
 
     pub(crate) fn expired(&self) -> bool {
@@ -152,7 +177,8 @@ impl RobotsSource {
         let d = found?.ok()??;
         let fetched = d.fetched_at_ms.max(0) as u64;
         let status = u16::try_from(d.status).unwrap_or(0);
-        let mut entry = RobotsEntry::from_response(status, d.body.as_bytes(), &self.policy, fetched);
+        let mut entry = RobotsEntry::from_response(status, d.body.as_bytes(), &self.policy, fetched)
+            .untrusted(d.tls_failure.as_deref());
         // The expiry decided when it was fetched (it carries the backoff).
         if let Some(expires) = d.expires_at_ms {
             entry.expires_ms = expires.max(0) as u64;
@@ -184,8 +210,9 @@ impl RobotsSource {
             .record(Op::RobotsFetch, start.elapsed(), outcome, Some(domain), None);
         metric::ROBOTS_FETCHES.at([outcome]).increment(1);
         let fetched = now_ms();
-        let mut entry = RobotsEntry::from_response(status, answer.body(), &self.policy, fetched);
-        if entry.is_unavailable() {
+        let mut entry = RobotsEntry::from_response(status, answer.body(), &self.policy, fetched)
+            .untrusted(answer.tls_failure.as_deref());
+        if entry.failed() {
             let retry = unavailable_retry(failures.saturating_add(1)).as_millis() as u64;
             entry.expires_ms = fetched.saturating_add(retry);
         }
@@ -196,6 +223,7 @@ impl RobotsSource {
             body: String::from_utf8_lossy(answer.body()).into_owned(),
             fetched_at_ms: fetched as i64,
             expires_at_ms: Some(entry.expires_ms as i64),
+            tls_failure: answer.tls_failure.clone(),
         };
         self.persist(origin, record);
         let archived = answer.archived(domain, http.request_head());
@@ -234,6 +262,8 @@ struct Answer {
     responses: Vec<(Url, Fetched)>,
     /// `status` is the last response's, and its body is the file.
     last_is_file: bool,
+    /// No answer came because the TLS handshake failed: why.
+    tls_failure: Option<String>,
 }
 
 impl Answer {
@@ -290,14 +320,21 @@ async fn fetch_following_redirects(http: &Http, origin: &str) -> Answer {
         status: 0,
         responses: Vec::new(),
         last_is_file: false,
+        tls_failure: None,
     };
     let Ok(mut url) = Url::parse(origin).and_then(|o| o.join("/robots.txt")) else {
         return answer;
     };
     for _ in 0..=MAX_ROBOTS_REDIRECTS {
-        let Ok(resp) = http.get_capped(&url, MAX_ROBOTS_BYTES).await else {
-            answer.status = 0;
-            return answer;
+        let resp = match http.get_capped(&url, MAX_ROBOTS_BYTES).await {
+            Ok(resp) => resp,
+            Err(e) => {
+                if let FetchError::Tls(why) = e {
+                    answer.tls_failure = Some(why);
+                }
+                answer.status = 0;
+                return answer;
+            }
         };
         let status = resp.status;
         let next = (300..400)

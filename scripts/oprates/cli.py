@@ -15,6 +15,7 @@ from .ops import WAIT_OPS
 from .plots import cmd_plot
 from .reading import KEY_FIELDS
 from .table import cmd_table
+from .tls import cmd_tls
 from .trend import cmd_trend
 
 
@@ -76,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"window length in seconds (default {bottleneck.DEFAULT_WINDOW:g})")
     b.add_argument("--json", action="store_true", help="machine-readable output")
     b.set_defaults(func=bottleneck.cmd_bottleneck)
+    s = sub.add_parser("tls", help="TLS handshakes (full, resumed) per page, and failed ones by why, from the "
+                                   "children's gauge lines")
+    logs(s)
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=cmd_tls)
     return ap
 
 

@@ -171,7 +171,7 @@ impl NetArgs {
     /// The certificate authorities of --ca-file (none without it); an
     /// unreadable file, or one without a certificate, is an error that
     /// names the file.
-    pub fn extra_roots(&self) -> anyhow::Result<Vec<reqwest::Certificate>> {
+    pub fn extra_roots(&self) -> anyhow::Result<Vec<rustls::pki_types::CertificateDer<'static>>> {
         let Some(path) = &self.ca_file else {
             return Ok(Vec::new());
         };

@@ -18,12 +18,17 @@ pub fn builder() -> reqwest::ClientBuilder {
 }
 
 /// The certificates of a PEM bundle file (`--ca-file`), to trust beside
-/// the system's roots ([`reqwest::ClientBuilder::tls_certs_merge`]).
-pub fn roots_from_pem_file(path: &std::path::Path) -> anyhow::Result<Vec<reqwest::Certificate>> {
+/// the system's roots (the crawler child's TLS client adds them to its
+/// verifier).
+pub fn roots_from_pem_file(
+    path: &std::path::Path,
+) -> anyhow::Result<Vec<rustls::pki_types::CertificateDer<'static>>> {
     use anyhow::Context;
+    use rustls::pki_types::pem::PemObject;
     let pem = std::fs::read(path).with_context(|| format!("reading the CA file {}", path.display()))?;
-    let certs = reqwest::Certificate::from_pem_bundle(&pem)
-        .with_context(|| format!("the CA file {} is not PEM certificates", path.display()))?;
+    let certs = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("the CA file {} is not PEM certificates: {e}", path.display()))?;
     anyhow::ensure!(
         !certs.is_empty(),
         "the CA file {} holds no certificate (expected PEM: -----BEGIN CERTIFICATE-----)",

@@ -51,10 +51,24 @@ struct Rule {
     latency: Duration,
 }
 
+/// How a name not set answers, decided by the caller (its behaviour and
+/// latency), or `None`: NXDOMAIN at once.
+type PatternFn = dyn Fn(&str) -> Option<(Behaviour, Duration)> + Send + Sync;
+
+#[derive(Clone)]
+struct Pattern(Arc<PatternFn>);
+
+impl std::fmt::Debug for Pattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pattern(..)")
+    }
+}
+
 /// The names the server knows and how each answers.
 #[derive(Clone, Debug, Default)]
 pub struct Zone {
     names: HashMap<String, Rule>,
+    pattern: Option<Pattern>,
 }
 
 fn key(name: &str) -> String {
@@ -86,8 +100,22 @@ impl Zone {
         self
     }
 
-    fn rule(&self, name: &str) -> Option<&Rule> {
-        self.names.get(name)
+    /// Names not set answer as `f` says (given the name, lower-case,
+    /// without the final dot): a web of 10^5 names needs no table.
+    pub fn pattern(
+        &mut self,
+        f: impl Fn(&str) -> Option<(Behaviour, Duration)> + Send + Sync + 'static,
+    ) -> &mut Self {
+        self.pattern = Some(Pattern(Arc::new(f)));
+        self
+    }
+
+    fn rule(&self, name: &str) -> Option<Rule> {
+        if let Some(rule) = self.names.get(name) {
+            return Some(rule.clone());
+        }
+        let (behaviour, latency) = (self.pattern.as_ref()?.0)(name)?;
+        Some(Rule { behaviour, latency })
     }
 }
 
@@ -201,8 +229,8 @@ fn answer(zone: &Zone, query: &Message) -> Option<Message> {
     for _ in 0..MAX_CHAIN {
         let behaviour = zone
             .rule(&key(&owner.to_ascii()))
-            .map_or(&Behaviour::NxDomain, |r| &r.behaviour);
-        match behaviour {
+            .map_or(Behaviour::NxDomain, |r| r.behaviour);
+        match &behaviour {
             Behaviour::Silent => return None,
             Behaviour::ServFail => {
                 reply.metadata.response_code = ResponseCode::ServFail;

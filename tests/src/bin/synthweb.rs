@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 use clap::Parser;
+use crawl_tests::dns_server::{Behaviour, DnsServer, Zone};
+use crawl_tests::tls::Offer;
 use crawl_tests::web::{Changing, Profile, SyntheticWeb, WebExtras, WebServer, WebSpec};
 
 /// Every count is optional: unset ones take the `--profile`'s default.
@@ -98,6 +100,45 @@ struct Args {
     /// files are written as when serving.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["hostile", "traps", "change_every_secs", "request_log", "response_delay_ms"])]
     dump: Option<PathBuf>,
+    /// Serve HTTPS (HTTP/2 and HTTP/1.1 by ALPN) with certificates of a CA
+    /// made for this run, one per name as clients ask for it (SNI); the
+    /// CA's certificate is written to PATH, for the crawler's `--ca-file`.
+    #[arg(long, value_name = "PATH", conflicts_with = "dump")]
+    tls_ca_out: Option<PathBuf>,
+    /// Also answer the web's names over DNS (UDP) at this address, for the
+    /// crawler's `--dns-server`: every name 127.0.0.1 (the server's
+    /// address), after 20-100 ms; of the in-scope hosts, 1 % NXDOMAIN and
+    /// 0.5 % never answered, chosen by a hash of the name (see
+    /// `--write-info`'s `dns_failing_hosts`), as on the open web.
+    #[arg(long, value_name = "ADDR", conflicts_with = "dump")]
+    dns_listen: Option<SocketAddr>,
+    /// On exit, write what the server counted here as JSON: TLS
+    /// handshakes (full, resumed, failed), connections, DNS queries.
+    #[arg(long, value_name = "PATH")]
+    write_stats: Option<PathBuf>,
+}
+
+/// A name's DNS answer under `--dns-listen`: (permille bucket, latency ms).
+fn dns_draw(name: &str) -> (u64, u64) {
+    // FNV-1a: stable across runs and machines.
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (h % 1000, 20 + (h >> 20) % 81)
+}
+
+/// How `--dns-listen` answers `name` (an in-scope host or not).
+fn dns_behaviour(name: &str, in_scope: bool) -> (Behaviour, Duration) {
+    let (bucket, ms) = dns_draw(name);
+    let behaviour = match bucket {
+        0..=9 if in_scope => Behaviour::NxDomain,
+        10..=14 if in_scope => Behaviour::Silent,
+        _ => Behaviour::Answer {
+            addrs: vec![IpAddr::from([127, 0, 0, 1])],
+            ttl: 3600,
+        },
+    };
+    (behaviour, Duration::from_millis(ms))
 }
 
 /// `--changing-share` when only `--change-every-secs` is given: enough
@@ -148,7 +189,10 @@ fn info(web: &SyntheticWeb) -> serde_json::Value {
         .filter(|h| web.crawl_delay(h).is_some())
         .collect();
     let host_of = |url: &str| -> String {
-        let rest = url.strip_prefix("http://").unwrap_or(url);
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"))
+            .unwrap_or(url);
         rest.split(['/', ':']).next().unwrap_or("").to_string()
     };
     let without_delay = exp
@@ -180,6 +224,20 @@ fn info(web: &SyntheticWeb) -> serde_json::Value {
         "expected_by_status": by_status,
         "must_not_fetch": exp.must_not_fetch.len(),
     });
+    // Under --dns-listen: the in-scope hosts whose names fail, and the
+    // pages a crawl can store without them.
+    let failing: std::collections::BTreeSet<String> = web
+        .in_scope_host_names()
+        .into_iter()
+        .filter(|h| !matches!(dns_behaviour(h, true).0, Behaviour::Answer { .. }))
+        .collect();
+    let resolving = exp
+        .pages
+        .keys()
+        .filter(|u| !failing.contains(&host_of(u)))
+        .count();
+    info["dns_failing_hosts"] = serde_json::json!(failing);
+    info["expected_pages_resolving"] = serde_json::json!(resolving);
     if let Some(ch) = web.extras().changing {
         info["changing"] = serde_json::json!({
             "every_secs": ch.every_secs(),
@@ -254,6 +312,7 @@ async fn main() -> anyhow::Result<()> {
         traps: args.traps,
         changing: args.changing(),
         response_delay_ms: args.response_delay_ms,
+        tls: args.tls_ca_out.is_some().then_some(Offer::Http2),
         ..WebExtras::default()
     };
     if let Some(dir) = &args.dump {
@@ -262,6 +321,18 @@ async fn main() -> anyhow::Result<()> {
     let server = WebServer::start_with(spec, extras, args.bind).await?;
     let web = server.web();
     let pages = write_files(&args, &web, server.addr().ip())?;
+    if let (Some(path), Some(ca)) = (&args.tls_ca_out, server.ca()) {
+        std::fs::write(path, &ca.ca_pem)?;
+    }
+    let dns = match args.dns_listen {
+        Some(addr) => {
+            let in_scope: std::collections::HashSet<String> = web.in_scope_host_names().into_iter().collect();
+            let mut zone = Zone::default();
+            zone.pattern(move |name| Some(dns_behaviour(name, in_scope.contains(name))));
+            Some(DnsServer::start(zone, addr).await?)
+        }
+        None => None,
+    };
     {
         let mut out = std::io::stdout().lock();
         writeln!(
@@ -286,6 +357,31 @@ async fn main() -> anyhow::Result<()> {
         )?;
         out.flush()?;
     }
+    if let Some(path) = &args.write_stats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let hs = server.handshakes();
+        let queries = dns.as_ref().map(|d| d.query_counts()).unwrap_or_default();
+        let answers = |name: &str| matches!(dns_behaviour(name, true).0, Behaviour::Answer { .. });
+        let stats = serde_json::json!({
+            "connections": server.connections_accepted(),
+            "handshakes": {
+                "full": hs.full.load(Relaxed),
+                "resumed": hs.resumed.load(Relaxed),
+                "failed": hs.failed.load(Relaxed),
+            },
+            "dns": {
+                "names_asked": queries.len(),
+                "queries": queries.values().map(|(q, _)| q).sum::<u64>(),
+                "datagrams": queries.values().map(|(_, d)| d).sum::<u64>(),
+                // The names that answer, apart: a failing name is asked
+                // again when its URLs are retried.
+                "answering_names_asked": queries.keys().filter(|n| answers(n)).count(),
+                "answering_queries": queries.iter().filter(|(n, _)| answers(n)).map(|(_, (q, _))| q).sum::<u64>(),
+            },
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&stats)? + "\n")?;
+    }
+    drop(dns);
     server.stop(Duration::from_secs(2)).await;
     if let Some(path) = &args.request_log {
         let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);

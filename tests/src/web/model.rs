@@ -185,6 +185,15 @@ pub struct WebExtras {
     /// certificate of the run's own CA (`crate::tls`; the crawler needs
     /// `--ca-file`): every URL and link is then `https://`.
     pub tls: Option<crate::tls::Offer>,
+    /// With `tls`: host names (not of the web) the HTTPS server answers
+    /// with a certificate of another CA, which a crawler trusting the
+    /// web's CA must refuse (`crate::tls::TestCa::with_untrusted`).
+    pub tls_untrusted: Vec<String>,
+    /// With `tls`: the server ends each connection after this many
+    /// requests (HTTP/1.1: closes it after the answer; HTTP/2: GOAWAY), as
+    /// servers with a keep-alive limit do, so a client must reconnect and
+    /// can resume its TLS session. `None`: connections are kept.
+    pub tls_requests_per_connection: Option<u32>,
 }
 
 /// The opt-in "changing web" of [`WebExtras::changing`], to test a

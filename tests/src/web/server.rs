@@ -132,6 +132,8 @@ impl WebServer {
         let addr = listener.local_addr()?;
         let extras_internal = extras.internal;
         let tls = extras.tls;
+        let untrusted = extras.tls_untrusted.clone();
+        let close_after = extras.tls_requests_per_connection;
         let web = Arc::new(SyntheticWeb::with_extras(spec, extras, addr.port()));
         let log: Log = Arc::new(Mutex::new(Vec::new()));
         let (closing, closing_rx) = watch::channel(false);
@@ -164,15 +166,15 @@ impl WebServer {
         let (stop, stopped) = oneshot::channel::<()>();
         let (task, ca) = match tls {
             Some(offer) => {
-                let mut names = web.host_names();
-                names.push("localhost".into());
-                let ca = Arc::new(TestCa::new(&names)?);
+                // The web's names get certificates as they are asked for.
+                let ca = Arc::new(TestCa::new(&["localhost".to_string()])?.with_untrusted(&untrusted)?);
                 let config = ca.server_config(offer)?;
                 let serving = Tls {
                     acceptor: tokio_rustls::TlsAcceptor::from(config),
                     app,
                     accepted: accepted.clone(),
                     handshakes: handshakes.clone(),
+                    close_after,
                 };
                 (tokio::spawn(serving.serve(listener, stopped)), Some(ca))
             }
@@ -273,6 +275,8 @@ struct Tls {
     app: Router,
     accepted: Arc<AtomicU64>,
     handshakes: Arc<Handshakes>,
+    /// End each connection after this many requests.
+    close_after: Option<u32>,
 }
 
 impl Tls {
@@ -294,6 +298,21 @@ impl Tls {
             let acceptor = self.acceptor.clone();
             let handshakes = self.handshakes.clone();
             let app = self.app.clone().layer(axum::Extension(ConnectInfo(peer)));
+            // Told when the connection has had its share of requests.
+            let enough = Arc::new(tokio::sync::Notify::new());
+            let app = match self.close_after {
+                Some(limit) => {
+                    let served = Arc::new(std::sync::atomic::AtomicU32::new(0));
+                    let enough = enough.clone();
+                    app.layer(axum::middleware::map_request(move |req: Request| {
+                        if served.fetch_add(1, Ordering::Relaxed).saturating_add(1) >= limit {
+                            enough.notify_one();
+                        }
+                        async move { req }
+                    }))
+                }
+                None => app,
+            };
             connections.spawn(async move {
                 let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
                     Ok(Ok(tls)) => tls,
@@ -308,9 +327,16 @@ impl Tls {
                 };
                 kind.fetch_add(1, Ordering::Relaxed);
                 let service = hyper_util::service::TowerToHyperService::new(app);
-                let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                    .await;
+                let builder =
+                    hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+                let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(tls), service);
+                tokio::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => return,
+                    _ = enough.notified() => conn.as_mut().graceful_shutdown(),
+                }
+                // The answers under way are finished, then it closes.
+                let _ = tokio::time::timeout(Duration::from_secs(30), conn).await;
             });
             // Reap the finished ones as we go.
             while connections.try_join_next().is_some() {}

@@ -19,4 +19,9 @@ pub struct RobotsDoc {
     /// When to fetch it again; carries the backoff of an unavailable one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at_ms: Option<i64>,
+    /// Why the TLS handshake failed when no answer came for that reason
+    /// (the certificate did not verify): the origin's URLs then fail as
+    /// `tls`, not as an unavailable robots.txt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_failure: Option<String>,
 }
