@@ -53,10 +53,7 @@ pub(super) fn write_warc_page(
     // The head a revisit's block leaves out, for its metadata record.
     let kept_head = captures::received_head_fields(capture, &ex, &status_line);
     let response_id = warc::record_id();
-    let mut response_headers = vec![
-        ("WARC-Target-URI", target.clone()),
-        ("WARC-Warcinfo-ID", warcinfo_id.to_string()),
-    ];
+    let mut response_headers = page_fields(&target, warcinfo_id, None);
     if let Some(ip) = &ex.ip {
         response_headers.push(("WARC-IP-Address", ip.clone()));
     }
@@ -117,18 +114,13 @@ fn write_warc_companions(
     extra: &[(&str, String)],
 ) -> anyhow::Result<u64> {
     let ex = Exchange::of(page);
-    let target = target.to_string();
-    let request = request_block(&target, &ex.request_headers);
+    let request = request_block(target, &ex.request_headers);
     let mut written = Record {
         kind: "request",
         id: &warc::record_id(),
         date,
         content_type: "application/http;msgtype=request",
-        headers: vec![
-            ("WARC-Target-URI", target.clone()),
-            ("WARC-Warcinfo-ID", warcinfo_id.to_string()),
-            ("WARC-Concurrent-To", response_id.to_string()),
-        ],
+        headers: page_fields(target, warcinfo_id, Some(response_id)),
         block: &request,
     }
     .write_gz(out)?;
@@ -167,15 +159,25 @@ fn write_warc_companions(
         id: &warc::record_id(),
         date,
         content_type: "application/warc-fields",
-        headers: vec![
-            ("WARC-Target-URI", target.clone()),
-            ("WARC-Warcinfo-ID", warcinfo_id.to_string()),
-            ("WARC-Concurrent-To", response_id.to_string()),
-        ],
+        headers: page_fields(target, warcinfo_id, Some(response_id)),
         block: fields.as_bytes(),
     }
     .write_gz(out)?;
     Ok(written)
+}
+
+/// The fields every record of a page starts with: the URL it is of, the
+/// `warcinfo` record it belongs to and, for the `request` and `metadata`
+/// records, the `response` (or `revisit`) they are concurrent to.
+fn page_fields(target: &str, warcinfo_id: &str, concurrent_to: Option<&str>) -> Vec<(&'static str, String)> {
+    let mut fields = vec![
+        ("WARC-Target-URI", target.to_string()),
+        ("WARC-Warcinfo-ID", warcinfo_id.to_string()),
+    ];
+    if let Some(id) = concurrent_to {
+        fields.push(("WARC-Concurrent-To", id.to_string()));
+    }
+    fields
 }
 
 /// The response's status line as stored, or (for pages stored before it
