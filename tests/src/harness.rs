@@ -390,6 +390,46 @@ impl ClusterSpec {
             .join(shared::debug_token::DEFAULT_FILE)
     }
 
+    /// The dispatcher's command line, but for its program name: the spec's
+    /// seeds, stores and flags, bound to `endpoint`.
+    pub fn dispatcher_argv(&self, endpoint: &str) -> Vec<String> {
+        let min_supervisors = self
+            .min_supervisors
+            .unwrap_or(self.supervisors - self.late_supervisors.min(self.supervisors));
+        let mut argv = vec![
+            "--bind".to_string(),
+            endpoint.to_string(),
+            "--seeds".to_string(),
+            self.seeds_file.to_string_lossy().into_owned(),
+            "--min-supervisors".to_string(),
+            min_supervisors.to_string(),
+        ];
+        argv.extend(self.store_args());
+        argv.extend(self.dispatcher_args.iter().cloned());
+        argv
+    }
+
+    /// Supervisor `i`'s command line, but for its program name: id `sup<i>`,
+    /// dialling `endpoint`.
+    pub fn supervisor_argv(&self, endpoint: &str, i: usize) -> Vec<String> {
+        let mut argv = vec![
+            "--dispatcher".to_string(),
+            endpoint.to_string(),
+            "--id".to_string(),
+            format!("sup{i}"),
+            "--children".to_string(),
+            self.children.to_string(),
+        ];
+        argv.extend(self.store_args());
+        argv.extend(self.supervisor_args.iter().cloned());
+        argv.extend(self.per_supervisor_args.get(i).into_iter().flatten().cloned());
+        if let Some(h) = &self.hosts_file {
+            argv.push("--hosts-file".to_string());
+            argv.push(h.to_string_lossy().into_owned());
+        }
+        argv
+    }
+
     fn store_args(&self) -> Vec<String> {
         let mut v = vec![
             "--mongo-uri".into(),
@@ -521,15 +561,8 @@ fn start_dispatcher(spec: &ClusterSpec, endpoint: &str) -> anyhow::Result<(Child
         ),
         None => Stdio::inherit(),
     };
-    let min_supervisors = spec
-        .min_supervisors
-        .unwrap_or(spec.supervisors - spec.late_supervisors.min(spec.supervisors));
     let mut dispatcher = command_in(ns, bin("dispatcher")?)
-        .args(["--bind", endpoint, "--seeds"])
-        .arg(&spec.seeds_file)
-        .args(["--min-supervisors", &min_supervisors.to_string()])
-        .args(spec.store_args())
-        .args(&spec.dispatcher_args)
+        .args(spec.dispatcher_argv(endpoint))
         .env(link::cluster_auth::SECRET_ENV, &spec.cluster_secret)
         .env(shared::debug_token::TOKEN_FILE_ENV, spec.debug_token_file())
         .envs(spec.dispatcher_env.iter().map(|(k, v)| (k, v)))
@@ -565,18 +598,11 @@ fn start_supervisor(spec: &ClusterSpec, endpoint: &str, i: usize) -> anyhow::Res
         None => (None, endpoint),
     };
     let mut cmd = command_in(ns, bin("supervisor")?);
-    cmd.args(["--dispatcher", endpoint, "--id", &format!("sup{i}")])
-        .args(["--children", &spec.children.to_string()])
-        .args(spec.store_args())
-        .args(&spec.supervisor_args)
-        .args(spec.per_supervisor_args.get(i).into_iter().flatten())
+    cmd.args(spec.supervisor_argv(endpoint, i))
         .env(link::cluster_auth::SECRET_ENV, &spec.cluster_secret)
         .env(shared::debug_token::TOKEN_FILE_ENV, spec.debug_token_file())
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .kill_on_drop(true);
-    if let Some(h) = &spec.hosts_file {
-        cmd.arg("--hosts-file").arg(h);
-    }
     cmd.spawn().context("starting supervisor")
 }
 
@@ -665,6 +691,23 @@ impl RunningCrawl {
     /// Whether the dispatcher has exited (the crawl is over or it died).
     pub fn dispatcher_exited(&mut self) -> bool {
         matches!(self.dispatcher.try_wait(), Ok(Some(_)))
+    }
+
+    /// Runs `crawlctl VERB...` against this crawl's dispatcher as an
+    /// operator would (its debug address and token file from the
+    /// environment); its standard output, or an error with its standard
+    /// error when it failed.
+    pub fn crawlctl(&self, verb: &[&str]) -> anyhow::Result<String> {
+        let out = std::process::Command::new(bin("crawlctl")?)
+            .env("CRAWLER_DISPATCHER_DEBUG", self.debug_url()?)
+            .env(shared::debug_token::TOKEN_FILE_ENV, self.debug_token_file())
+            .args(verb)
+            .output()
+            .context("running crawlctl")?;
+        if !out.status.success() {
+            bail!("crawlctl {verb:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     /// `http://<dispatcher debug addr>`; fails when the spec did not set `--debug-addr`.

@@ -58,23 +58,8 @@ fn requests_to(log: &Log, host: &str, from: Option<Instant>) -> Vec<Instant> {
 
 /// Runs `crawlctl` against the crawl's dispatcher; its stdout, or a panic
 /// with its stderr.
-fn crawlctl(crawl: &RunningCrawl, verb: &[&str]) -> String {
-    let out = std::process::Command::new(bin("crawlctl").unwrap())
-        .env("CRAWLER_DISPATCHER_DEBUG", crawl.debug_url().unwrap())
-        .env(shared::debug_token::TOKEN_FILE_ENV, crawl.debug_token_file())
-        .args(verb)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "crawlctl {verb:?}: {stderr}");
-    stdout.into_owned()
-}
-
 fn status(crawl: &RunningCrawl) -> serde_json::Value {
-    serde_json::from_str(&crawlctl(crawl, &["status"])).unwrap()
+    serde_json::from_str(&crawl.crawlctl(&["status"]).unwrap()).unwrap()
 }
 
 /// Waits until `host` was asked at least `n` times.
@@ -116,18 +101,20 @@ async fn an_operator_steers_a_running_crawl_and_a_restart_keeps_it() {
     wait_for(&log, "busy.test", 10).await;
 
     // Block busy.test: at most the request in flight follows.
-    let said = crawlctl(&crawl, &["block", &busy, "--reason", "the site asked"]);
+    let said = crawl
+        .crawlctl(&["block", &busy, "--reason", "the site asked"])
+        .unwrap();
     let blocked_at = Instant::now();
     assert!(said.contains("\"blocked\":true"), "{said}");
     // A new delay for paced.test: its leases come back and go out with it.
-    crawlctl(&crawl, &["delay", &paced, &PACED_MS.to_string()]);
+    crawl.crawlctl(&["delay", &paced, &PACED_MS.to_string()]).unwrap();
     let paced_at = Instant::now();
 
     // Both take hold on their own, before the pause below recalls all.
     tokio::time::sleep(Duration::from_millis(2500)).await;
 
     // Pause: once what is in flight ended, no request at all.
-    crawlctl(&crawl, &["pause"]);
+    crawl.crawlctl(&["pause"]).unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let quiet_from = Instant::now();
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -140,19 +127,18 @@ async fn an_operator_steers_a_running_crawl_and_a_restart_keeps_it() {
     let st = status(&crawl);
     assert_eq!(st["paused"], true, "{st}");
     assert_eq!(st["in_flight"], 0, "a paused crawl holds nothing out: {st}");
-    crawlctl(&crawl, &["resume"]);
+    crawl.crawlctl(&["resume"]).unwrap();
 
     // Seeds, one of a host nothing listens for; a malformed one is refused
     // alone.
-    let said = crawlctl(
-        &crawl,
-        &[
+    let said = crawl
+        .crawlctl(&[
             "seeds",
             &format!("http://new.test:{port}/"),
             &format!("http://unreachable.test:{}/", free_port()),
             "http//bad",
-        ],
-    );
+        ])
+        .unwrap();
     let added: serde_json::Value = serde_json::from_str(&said).unwrap();
     assert_eq!(added["added"], 2, "{said}");
     assert_eq!(added["refused"].as_array().map(Vec::len), Some(1), "{said}");

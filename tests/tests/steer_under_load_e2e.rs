@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::IntoResponse;
 use crawl_tests::harness::{
-    bin, flags, free_port, spawn_crawl, write_lines, ClusterSpec, RunningCrawl, StoreServer,
+    flags, free_port, spawn_crawl, write_lines, ClusterSpec, RunningCrawl, StoreServer,
 };
 
 /// Hosts crawled; [`CRAWL_DELAY_HOSTS`] of them say `Crawl-delay: 2`.
@@ -89,19 +89,8 @@ fn host(i: usize) -> String {
 
 /// Runs `crawlctl`; returns when it has, with the instant it did.
 fn crawlctl(crawl: &RunningCrawl, verb: &[&str]) -> Instant {
-    let out = std::process::Command::new(bin("crawlctl").unwrap())
-        .env("CRAWLER_DISPATCHER_DEBUG", crawl.debug_url().unwrap())
-        .env(shared::debug_token::TOKEN_FILE_ENV, crawl.debug_token_file())
-        .args(verb)
-        .output()
-        .unwrap();
-    let returned = Instant::now();
-    assert!(
-        out.status.success(),
-        "crawlctl {verb:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    returned
+    crawl.crawlctl(verb).unwrap();
+    Instant::now()
 }
 
 /// Arrivals (host, path, at) from `from` on.
