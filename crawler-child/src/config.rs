@@ -4,9 +4,10 @@
 //! caller gets (the binary prints it as clap does; a test running a child
 //! in its own process sees it) rather than an exit.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 
-use clap::Parser;
+use anyhow::Context;
+use clap::{CommandFactory, Parser};
 use shared::cli::{NetArgs, ObsArgs};
 use store::StoreArgs;
 
@@ -62,6 +63,30 @@ impl Config {
     }
 }
 
+impl Config {
+    /// The config of a child started with `args` and `env` as a supervisor
+    /// starts one (secrets in `env`), for a child that runs as a task of
+    /// another process (`supervisor::launch`): there the environment is the
+    /// host process's, so each `env` entry is given as the flag that reads
+    /// that variable instead. Variables of the host's own environment that
+    /// a flag reads still count where neither names that flag.
+    pub fn from_command(args: &[String], env: &[(&str, String)]) -> anyhow::Result<Config> {
+        let command = Args::command();
+        let mut argv = vec![OsString::from("crawler-child")];
+        for (name, value) in env {
+            let flag = command
+                .get_arguments()
+                .find(|a| a.get_env() == Some(OsStr::new(name)))
+                .and_then(|a| a.get_long())
+                .with_context(|| format!("no flag of the child reads {name}"))?;
+            argv.push(format!("--{flag}").into());
+            argv.push(value.into());
+        }
+        argv.extend(args.iter().map(OsString::from));
+        Config::from_args(argv)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +104,17 @@ mod tests {
         let config =
             Config::from_args(["crawler-child", "--resolve", "a.test:80:127.0.0.1"]).expect("parses");
         assert!(config.dns_server.is_none());
+    }
+
+    #[test]
+    fn a_command_s_environment_becomes_the_flags_that_read_it() {
+        let config = Config::from_command(
+            &["--resolve".into(), "a.test:80:127.0.0.1".into()],
+            &[("CRAWLER_MONGO_URI", "mongodb://u:pw@db:1/".into())],
+        )
+        .expect("parses");
+        assert_eq!(config.store.mongo_uri, "mongodb://u:pw@db:1/");
+        let err = Config::from_command(&[], &[("NOT_A_CHILD_VARIABLE", "x".into())]).expect_err("refused");
+        assert!(format!("{err:#}").contains("NOT_A_CHILD_VARIABLE"), "{err:#}");
     }
 }

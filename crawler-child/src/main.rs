@@ -17,14 +17,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> anyhow::Result<()> {
     shared::alloc::tune();
     shared::logging::init("crawler-child");
-    let config = match Config::from_args(std::env::args_os()) {
-        Ok(c) => c,
-        // Usage, `--help` and `--version` as clap prints them, and its exit code.
-        Err(e) => match e.downcast::<clap::Error>() {
-            Ok(usage) => usage.exit(),
-            Err(e) => return Err(e),
-        },
-    };
+    let config = shared::cli::or_usage(Config::from_args(std::env::args_os()))?;
     shared::shutdown::on_abandon(|| {
         tracing::error!(
             "NOT STORED: the pages this child still held unwritten. Their URLs were not reported, so \

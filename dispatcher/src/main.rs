@@ -19,14 +19,7 @@ fn main() -> anyhow::Result<()> {
         tracing::warn!(error = %e, "could not turn transparent huge pages off; memory use will be higher");
     }
     let secret = std::env::var_os(link::cluster_auth::SECRET_ENV);
-    let config = match config::load(std::env::args_os().collect(), secret) {
-        Ok(c) => c,
-        // Usage, `--help` and `--version` as clap prints them, and its exit code.
-        Err(e) => match e.downcast::<clap::Error>() {
-            Ok(usage) => usage.exit(),
-            Err(e) => return Err(e),
-        },
-    };
+    let config = shared::cli::or_usage(config::load(std::env::args_os().collect(), secret))?;
     if config.key.is_insecure() {
         tracing::warn!(
             bind = %config.flags.bind,

@@ -209,6 +209,21 @@ pub fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
+/// A role's parsed command line, for its `main`: the config, or the usage,
+/// `--help` or `--version` text printed as clap prints it and the process
+/// ended with clap's exit code (0 or 2); any other error is returned. The
+/// roles parse in their libraries (`from_args`), so that a test running a
+/// role in its own process gets a bad flag as an error; only `main` exits.
+pub fn or_usage<C>(parsed: anyhow::Result<C>) -> anyhow::Result<C> {
+    match parsed {
+        Ok(config) => Ok(config),
+        Err(e) => match e.downcast::<clap::Error>() {
+            Ok(usage) => usage.exit(),
+            Err(e) => Err(e),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

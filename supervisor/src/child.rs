@@ -1,4 +1,5 @@
-//! One child slot: keeps a `crawler-child` process running.
+//! One child slot: keeps a `crawler-child` running (a process; in tests
+//! perhaps a task, see `launch.rs`).
 //!
 //! The slot starts the child, configures it, feeds it work and relays what
 //! it says. When the child exits unexpectedly or stops talking for longer
@@ -7,16 +8,16 @@
 //! backoff a new child starts, and hands the dead one's URLs to it.
 
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::core::restarts::MAX_BACKOFF;
 use crate::lane::Inbox;
+use crate::launch::{ChildCommand, Launch, Running};
 use link::fence::Fence;
 use link::framing::{read_frame, write_frame};
 use link::protocol::{CrawlPolicy, CrawlResult, FailureKind, FromChild, Outcome, ToChild, WorkItem};
-use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 /// How a slot's child is started.
@@ -77,6 +78,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) async fn run_slot(
     slot: usize,
     spec: ChildSpec,
+    launcher: Arc<dyn Launch>,
     fence: Fence,
     mut cmds: Inbox,
     events: mpsc::Sender<SlotEvent>,
@@ -85,11 +87,11 @@ pub(crate) async fn run_slot(
     let mut waiting = Vec::new();
     loop {
         let started = Instant::now();
-        let outcome = match spawn(&spec) {
-            Ok((child, stdin, frames)) => {
+        let outcome = match start(&spec, launcher.as_ref()) {
+            Ok((child, input, frames)) => {
                 let first = std::mem::take(&mut waiting);
                 supervise(
-                    slot, &spec, &fence, first, child, stdin, frames, &mut cmds, &events,
+                    slot, &spec, &fence, first, child, input, frames, &mut cmds, &events,
                 )
                 .await
             }
@@ -178,68 +180,28 @@ enum Incarnation {
 
 type Frames = mpsc::Receiver<FromChild>;
 
-fn spawn(spec: &ChildSpec) -> std::io::Result<(Child, ChildStdin, Frames)> {
-    let mut cmd = Command::new(&spec.program);
-    cmd.args(&spec.args)
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        // A child parses pages from the open web; it never needs the
-        // cluster secret, nor where it is (main() already removed both;
-        // this keeps it so).
-        .env_remove(link::cluster_auth::SECRET_ENV)
-        .env_remove(link::cluster_auth::SECRET_FILE_ENV)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
-    die_with_parent(&mut cmd);
-    let mut child = cmd.spawn()?;
-    let stdin = child
-        .stdin
-        .take()
-        .ok_or_else(|| std::io::Error::other("no stdin"))?;
-    let mut stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| std::io::Error::other("no stdout"))?;
+/// What the slot writes the child's `ToChild` frames to.
+type Input = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// Starts a child and a task that reads its frames.
+fn start(spec: &ChildSpec, launcher: &dyn Launch) -> std::io::Result<(Running, Input, Frames)> {
+    let launched = launcher.launch(&ChildCommand {
+        program: &spec.program,
+        args: &spec.args,
+        env: &spec.env,
+    })?;
+    let mut output = launched.output;
     let (tx, rx) = mpsc::channel(1024);
     // Frames are read in their own task: reading is not cancel-safe, so it
     // must not sit in a select! with other branches.
     tokio::spawn(async move {
-        while let Ok(Some(msg)) = read_frame::<_, FromChild>(&mut stdout).await {
+        while let Ok(Some(msg)) = read_frame::<_, FromChild>(&mut output).await {
             if tx.send(msg).await.is_err() {
                 break;
             }
         }
     });
-    Ok((child, stdin, rx))
-}
-
-/// Has the kernel kill the child when this supervisor dies (even by
-/// SIGKILL, which runs no cleanup). An orphaned child would crawl on,
-/// unpaced by anyone, while the dispatcher hands its domains to another
-/// supervisor: two crawlers on one site. Its pages are stored as they
-/// come, so killing it loses nothing.
-fn die_with_parent(cmd: &mut Command) {
-    #[cfg(target_os = "linux")]
-    {
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: only async-signal-safe calls (prctl, getppid) between
-        // fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // The parent may have died before prctl took effect.
-                if libc::getppid() != parent {
-                    return Err(std::io::Error::other("supervisor died while starting a child"));
-                }
-                Ok(())
-            });
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = cmd;
+    Ok((launched.running, launched.input, rx))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -248,8 +210,8 @@ async fn supervise(
     spec: &ChildSpec,
     fence: &Fence,
     first: Vec<WorkItem>,
-    mut child: Child,
-    mut stdin: ChildStdin,
+    mut child: Running,
+    mut stdin: Input,
     mut frames: Frames,
     cmds: &mut Inbox,
     events: &mpsc::Sender<SlotEvent>,
@@ -279,9 +241,10 @@ async fn supervise(
                     // Its stdout closed: it exited or is about to; a child
                     // that closed stdout and lives on is killed.
                     let status = match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
-                        Ok(status) => format!("{status:?}"),
+                        Ok(Ok(exit)) => exit.to_string(),
+                        Ok(Err(e)) => format!("not known ({e})"),
                         Err(_) => {
-                            let _ = child.start_kill();
+                            child.start_kill();
                             "closed its output, killed".to_string()
                         }
                     };
@@ -306,14 +269,14 @@ async fn supervise(
                     }
                 };
                 if let Err(e) = send(&mut stdin, &msg).await {
-                    let _ = child.start_kill();
+                    child.start_kill();
                     let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
                     return Incarnation::Lost(format!("write failed: {e}"));
                 }
             }
             _ = watchdog.tick() => {
                 if last_heard.elapsed() > spec.hang_timeout {
-                    let _ = child.start_kill();
+                    child.start_kill();
                     let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
                     return Incarnation::Lost(format!("silent for {:?}, killed", spec.hang_timeout));
                 }
@@ -328,8 +291,8 @@ async fn supervise(
 /// one is never killed here.
 async fn stop(
     slot: usize,
-    mut child: Child,
-    mut stdin: ChildStdin,
+    mut child: Running,
+    mut stdin: Input,
     mut frames: Frames,
     events: &mpsc::Sender<SlotEvent>,
 ) -> Incarnation {
@@ -343,11 +306,11 @@ async fn stop(
         child.wait().await
     };
     match tokio::time::timeout_at(deadline, relay).await {
-        Ok(Ok(status)) if status.success() => {}
+        Ok(Ok(exit)) if exit.success() => {}
         Ok(other) => tracing::warn!(slot, status = ?other, "child slot ended badly on stop"),
         Err(_) => {
             tracing::warn!(slot, grace = ?STOP_GRACE, "child slot did not stop in time; killing it");
-            let _ = child.start_kill();
+            child.start_kill();
             let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
         }
     }
@@ -358,7 +321,7 @@ async fn stop(
 /// nothing else, so a child that takes no frame for [`WRITE_TIMEOUT`] is
 /// stuck (or frozen): the error makes the slot kill and replace it instead
 /// of waiting on a full pipe forever.
-async fn send(stdin: &mut ChildStdin, msg: &ToChild) -> std::io::Result<()> {
+async fn send(stdin: &mut Input, msg: &ToChild) -> std::io::Result<()> {
     let write = async {
         write_frame(stdin, msg).await?;
         stdin.flush().await

@@ -16,12 +16,14 @@ mod child;
 mod config;
 mod core;
 mod lane;
+pub mod launch;
 mod metric;
 mod outbox;
 mod right;
 mod shell;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -36,6 +38,7 @@ pub use shared::shutdown::Shutdown;
 
 use crate::child::ChildSpec;
 use crate::core::{Core, Event, Identity, Settings};
+use crate::launch::{Launch, Processes};
 use crate::shell::Shell;
 
 const ROLE: &str = "supervisor";
@@ -45,6 +48,12 @@ const ROLE: &str = "supervisor";
 /// dispatcher unreachable for too long: then with that error). Either way
 /// it drains its children and hands in their results first.
 pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
+    run_with(config, shutdown, Arc::new(Processes)).await
+}
+
+/// [`run`] with children started by `launcher` (the binary's are
+/// processes; a test's may be tasks of its own process, see [`launch`]).
+pub async fn run_with(config: Config, shutdown: Shutdown, launcher: Arc<dyn Launch>) -> anyhow::Result<()> {
     if config.children == 0 {
         bail!("--children must be at least 1");
     }
@@ -58,7 +67,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let timing = TimingLog::open(&config.timing)?;
     timing.spawn_flusher();
     let gauges = tokio::spawn(write_gauges(timing));
-    let outcome = supervise(config, debug.addr, shutdown).await;
+    let outcome = supervise(config, debug.addr, shutdown, launcher).await;
     gauges.abort();
     debug.abort();
     outcome
@@ -76,7 +85,12 @@ async fn write_gauges(timing: TimingLog) {
 }
 
 /// Joins the dispatcher, starts the child slots and serves until the end.
-async fn supervise(config: Config, debug_addr: SocketAddr, mut shutdown: Shutdown) -> anyhow::Result<()> {
+async fn supervise(
+    config: Config,
+    debug_addr: SocketAddr,
+    mut shutdown: Shutdown,
+    launcher: Arc<dyn Launch>,
+) -> anyhow::Result<()> {
     let Config {
         dispatcher,
         id,
@@ -157,6 +171,7 @@ async fn supervise(config: Config, debug_addr: SocketAddr, mut shutdown: Shutdow
             tokio::spawn(child::run_slot(
                 slot,
                 spec.clone(),
+                launcher.clone(),
                 fence.clone(),
                 inbox,
                 ev_tx.clone(),
