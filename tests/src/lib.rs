@@ -9,6 +9,7 @@ mod doc_flags;
 mod doc_paths;
 pub mod harness;
 pub mod host_server;
+pub mod in_process;
 pub mod netns;
 pub mod relay;
 pub mod tls;

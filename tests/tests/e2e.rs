@@ -14,6 +14,7 @@ mod ansible_e2e;
 mod breaker_e2e;
 mod child_in_process;
 mod cluster_auth_e2e;
+mod cluster_in_process;
 mod cluster_profile;
 mod control_e2e;
 mod crawl_e2e;
