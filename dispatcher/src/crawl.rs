@@ -219,7 +219,8 @@ impl Dispatcher {
             seen_check: args.seen_check,
             seen_recent_urls: args.seen_recent_urls,
             breaker: args.breaker(),
-            max_write_backlog: crate::state::MAX_WRITE_BACKLOG,
+            max_write_backlog: crate::persist::MAX_WRITE_BACKLOG,
+            max_pending_reads: queue_reader::MAX_PENDING,
             revisit: args.revisit().is_some(),
             progress_results: crate::frontier::PROGRESS_RESULTS,
         };
@@ -351,7 +352,7 @@ impl Dispatcher {
     async fn serve(
         &mut self,
         inbox: &mut mpsc::Receiver<(Bytes, Bytes)>,
-        read: &mut mpsc::UnboundedReceiver<queue_reader::Answer>,
+        read: &mut mpsc::UnboundedReceiver<crate::state::Answer>,
         confirmations: &mut mpsc::UnboundedReceiver<Confirmed>,
         mut shutdown: Shutdown,
     ) -> anyhow::Result<bool> {

@@ -24,14 +24,12 @@ use store::docs::{ControlDoc, Deferral, UrlState};
 use crate::admission::{Admission, AdmissionSettings, Over, Refusal};
 use crate::breaker::{self, BreakerConfig, Breakers, Trip};
 use crate::control::Controls;
-use crate::finished::Relink;
-use crate::frontier::{Frontier, LeaseRefusal, Leased, Refill, SupId};
-use crate::queue_reader::{self, Answer};
+use crate::frontier::{Frontier, LeaseRefusal, Leased, Refill, Relink, SupId};
 use crate::refusals::{Reason, Refusals};
-use crate::resume::{Resumed, ScannedUrl, StoredFrontier};
 use crate::revisits::{DueRead, Revisits};
 use crate::seen::{Seen, SeenCheck, SeenSet};
 use crate::stats::{FinishReason, Stats};
+pub(crate) use inputs::{Answer, Resumed, ScannedUrl, StoredFrontier, StoredQueue, LOOK_UP_BATCH};
 use relink::Relinks;
 use write_gate::WriteGate;
 
@@ -39,22 +37,8 @@ use write_gate::WriteGate;
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 /// Most URLs sent in one Work message.
 const MAX_BATCH: usize = 512;
-/// Frontier writes the store may be behind before no more URLs are leased
-/// (each result brings more writes): bounds the dispatcher's memory when
-/// the store is slower than the crawl. Ten of the writer's batches keep it
-/// busy; more only sit in memory (about 200 bytes each). Past it, leases
-/// are counted against the writes they will bring (`state/write_gate.rs`),
-/// since results of leases already out add theirs past the mark.
-pub(crate) const MAX_WRITE_BACKLOG: usize = 10 * crate::persist::BATCH;
 /// Store reads of domains' queues asked for at once (see `queue_reader`).
 const READS_PER_TICK: usize = 64;
-/// Reads of domains' queues asked for and not answered yet, at most: what
-/// the queue reader can have under way and queued for its next round. A
-/// tick asks for up to 64 every few tens of milliseconds whatever the
-/// store's pace: on a slow store with many domains, thousands would wait
-/// in the reader, be answered minutes later, and keep the store from the
-/// frontier writer's batches all that time.
-const MAX_PENDING_READS: usize = queue_reader::MAX_PENDING;
 
 /// How often domains' progress is recorded (see `frontier::progress`).
 const PROGRESS_EVERY_MS: u64 = 5_000;
@@ -105,8 +89,16 @@ pub(crate) struct Settings {
     /// With `SeenCheck::Store`: URLs kept whole to answer without the store.
     pub(crate) seen_recent_urls: usize,
     /// Frontier writes waiting past which leases are counted against the
-    /// writes they will bring ([`MAX_WRITE_BACKLOG`]; tests: fewer).
+    /// writes they will bring (`persist::MAX_WRITE_BACKLOG`).
     pub(crate) max_write_backlog: usize,
+    /// Reads of domains' queues asked for and not answered yet, at most:
+    /// what the queue reader can have under way and queued for its next
+    /// round (`queue_reader::MAX_PENDING`). A tick asks for up to 64 every
+    /// few tens of milliseconds whatever the store's pace: on a slow store
+    /// with many domains, thousands would wait in the reader, be answered
+    /// minutes later, and keep the store from the frontier writer's
+    /// batches all that time.
+    pub(crate) max_pending_reads: usize,
     /// Stored pages are fetched again when due (`--revisit-after`), and
     /// the crawl runs until stopped.
     pub(crate) revisit: bool,
@@ -897,7 +889,8 @@ impl<C> CrawlState<C> {
     /// Every few tens of milliseconds: retries and paused domains that are
     /// due, and the store reads of windows that run low (only up to
     /// `durable`, the last `seq` the frontier writer has stored; fewer than
-    /// [`MAX_PENDING_READS`] beside the `reads_pending` the reader has).
+    /// [`Settings::max_pending_reads`] beside the `reads_pending` the reader
+    /// has).
     pub(crate) fn tick(&mut self, now_ms: u64, durable: i64, reads_pending: usize) {
         self.reads_pending = reads_pending;
         if !self.delayed.is_empty() {
@@ -933,7 +926,7 @@ impl<C> CrawlState<C> {
                 self.effects.push(Effect::ReadLinks(urls));
             }
         }
-        let room = MAX_PENDING_READS.saturating_sub(self.reads_pending);
+        let room = self.settings.max_pending_reads.saturating_sub(self.reads_pending);
         for r in self.frontier.refills(durable, READS_PER_TICK.min(room)) {
             self.reads_pending += 1;
             self.effects.push(Effect::Read(r));
@@ -1221,6 +1214,7 @@ impl<C> CrawlState<C> {
     }
 }
 
+mod inputs;
 mod members;
 mod relink;
 mod revisit;

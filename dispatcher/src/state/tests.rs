@@ -12,12 +12,16 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::*;
 use crate::frontier::{ReadPage, Stored};
-use crate::resume::StoredQueue;
 use link::protocol::WorkItem;
 
 const LEASE_MS: u64 = 60_000;
 const HEARTBEAT_TIMEOUT_MS: u64 = 30_000;
 const T0: u64 = 1_000_000;
+/// The shell's values (`persist::MAX_WRITE_BACKLOG`,
+/// `queue_reader::MAX_PENDING`), written out: the core's tests import
+/// nothing from the shell.
+const MAX_WRITE_BACKLOG: usize = 20_000;
+const MAX_PENDING_READS: usize = 400;
 
 fn settings() -> Settings {
     Settings {
@@ -42,6 +46,7 @@ fn settings() -> Settings {
         seen_check: SeenCheck::Hash,
         seen_recent_urls: 0,
         max_write_backlog: MAX_WRITE_BACKLOG,
+        max_pending_reads: MAX_PENDING_READS,
         revisit: false,
         // Progress recorded after every result: each record is checked
         // (`Sim::write`).
