@@ -10,9 +10,15 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use link::protocol::{CrawlResult, FailureKind, Outcome, WorkItem};
+use shared::timing::TimingLog;
+use store::docs::{ControlDoc, UrlState};
+
+use super::retries::RETRY_AFTER;
 use super::*;
+use crate::breaker::BreakerConfig;
 use crate::frontier::{ReadPage, Stored};
-use link::protocol::WorkItem;
+use crate::seen::{SeenCheck, SeenSet};
 
 const LEASE_MS: u64 = 60_000;
 const HEARTBEAT_TIMEOUT_MS: u64 = 30_000;
@@ -23,7 +29,7 @@ const T0: u64 = 1_000_000;
 const MAX_WRITE_BACKLOG: usize = 20_000;
 const MAX_PENDING_READS: usize = 400;
 
-fn settings() -> Settings {
+pub(super) fn settings() -> Settings {
     Settings {
         max_depth: 20,
         max_pages: 0,
