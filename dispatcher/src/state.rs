@@ -9,7 +9,7 @@
 //! handshake, the stores and the timers, and carries effects out in order;
 //! what it hands back is defined here (`state/inputs.rs`), so the core
 //! imports nothing from the shell. So every rule about leases can be
-//! tested without a socket or a store (`state/tests.rs`), as in tokio's
+//! tested without a socket or a store (`state/tests/`), as in tokio's
 //! mini-redis, where `Db` knows nothing of connections.
 //!
 //! As the frontier, the state is made of parts that each own their fields
@@ -534,6 +534,5 @@ mod settings;
 mod startup;
 mod steer;
 #[cfg(test)]
-#[path = "state/tests.rs"]
 mod tests;
 mod write_gate;
