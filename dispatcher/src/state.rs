@@ -30,6 +30,12 @@
 //! end; `startup` (resuming), `outcomes` (results, retries and halts),
 //! `members` (joining, adoption, leaving, heartbeats), `steer` (an
 //! operator's commands) and `revisit` (pages due again).
+//!
+//! The parts import nothing from this file (only from `inputs` and
+//! `settings`, leaves beside it). The files of `CrawlState`'s own
+//! operations import it from here: one type's `impl` split across files
+//! by kind, as the frontier's `memory`, `adopt`, `rebalance` and `forget`
+//! are; this file reaches them only through the methods they add.
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -17,8 +17,8 @@
 //! - `next_progress_ms` is at most `PROGRESS_EVERY_MS` after the last time
 //!   progress was due.
 
+use super::settings::Settings;
 use super::write_gate::WriteGate;
-use super::Settings;
 
 /// Store reads of domains' queues asked for at once (see `queue_reader`).
 const READS_PER_TICK: usize = 64;

@@ -22,7 +22,9 @@
 //! - The deferred stored URLs (`deferred`) are kept only while the
 //!   stored URLs are read in; their keys are in `deferred_keys`, and
 //!   `taken_up_before` holds those of them the stored frontier also holds
-//!   queued. All three are emptied when the seen-set is whole.
+//!   queued. All three are emptied once the seen-set is whole
+//!   ([`Intake::take_up_deferred`], or [`Intake::forget_deferred`] when
+//!   the read of stored URLs ended early).
 
 use std::collections::{HashMap, HashSet};
 
@@ -30,7 +32,8 @@ use shared::canonical::Canonicalizer;
 use shared::urls;
 use store::docs::Deferral;
 
-use super::{ScannedUrl, Settings, StoredFrontier};
+use super::inputs::{ScannedUrl, StoredFrontier};
+use super::settings::Settings;
 use crate::admission::{Admission, Refusal};
 use crate::seen::{Seen, SeenSet};
 use crate::stats::Counts;
@@ -388,7 +391,7 @@ impl Intake {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::StoredQueue;
+    use crate::state::inputs::StoredQueue;
 
     fn settings() -> Settings {
         crate::state::tests::settings()

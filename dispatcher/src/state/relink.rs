@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use super::LOOK_UP_BATCH;
+use super::inputs::LOOK_UP_BATCH;
 use crate::frontier::Relink;
 
 /// Reads of links under way at most.

@@ -13,8 +13,8 @@
 
 use std::collections::HashMap;
 
+use super::inputs::StoredFrontier;
 use super::relink::Relinks;
-use super::StoredFrontier;
 use crate::frontier::Relink;
 
 #[derive(Debug, Default)]
@@ -87,7 +87,7 @@ impl Resumption {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::StoredQueue;
+    use crate::state::inputs::StoredQueue;
 
     fn relink(seq: i64) -> Relink {
         Relink {
