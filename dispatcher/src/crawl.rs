@@ -4,8 +4,9 @@
 //! ZeroMQ socket, the stores and the timers, and carries out the effects
 //! the state machine asks for. Beside this file: `startup` (the stored
 //! frontier, the seeds, the seen-set's background read), `handshake`
-//! (admitting a supervisor's connection) and `stop` (the summary, the
-//! Byes, the last writes).
+//! (admitting a supervisor's connection), `effects` (the state machine's
+//! effects carried out), `send` (what goes out on the socket) and `stop`
+//! (the summary, the Byes, the last writes).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -13,38 +14,39 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use bson::{doc, Document};
 use bytes::Bytes;
 use link::cluster_auth::{Challenges, ClusterKey, Session};
-use link::envelope::{self, FrameToDispatcher, FrameToSupervisor, Sealed};
-use link::protocol::{self, CrawlPolicy, ProcessInfo, ToDispatcher, ToSupervisor, PROTOCOL_VERSION};
+use link::envelope::{FrameToDispatcher, FrameToSupervisor, Sealed};
+use link::protocol::{self, CrawlPolicy, ProcessInfo, ToDispatcher, PROTOCOL_VERSION};
 use shared::timing::{Op, TimingLog};
-use store::docs::DomainHalt;
 use store::Stores;
 use tokio::sync::mpsc;
-use zeromq::util::PeerIdentity;
-use zeromq::{RouterSendHalf, RouterSocket, Socket, SocketRecv, ZmqError, ZmqMessage};
+use zeromq::{RouterSendHalf, RouterSocket, Socket, SocketRecv};
 
 use crate::cluster::{self, ClusterView, SharedView};
 use crate::config::{Config, Flags};
 use crate::control::{self, Command};
 use crate::frontier::SupId;
 use crate::monitor::{FrontierView, Monitor};
-use crate::persist::{Confirmed, FrontierWriter, NewUrl};
+use crate::persist::{Confirmed, FrontierWriter};
 use crate::queue_reader::{self, QueueReader};
 use crate::refusals::{Reason, Refusals};
 use crate::resume::SeenScanTask;
-use crate::state::{CrawlState, Effect, Settings};
+use crate::state::{CrawlState, Settings};
 use crate::{metric, ROLE};
 use shared::metric::GaugeLine;
 use shared::shutdown::Shutdown;
 
 mod answers;
+mod effects;
 mod handshake;
+mod send;
 mod startup;
 mod steering;
 mod stop;
 
+use effects::halt_update;
+use send::short_id;
 use startup::next_scan;
 
 /// A challenge not answered within this long is forgotten (a supervisor
@@ -219,7 +221,8 @@ impl Dispatcher {
             seen_check: args.seen_check,
             seen_recent_urls: args.seen_recent_urls,
             breaker: args.breaker(),
-            max_write_backlog: crate::state::MAX_WRITE_BACKLOG,
+            max_write_backlog: crate::persist::MAX_WRITE_BACKLOG,
+            max_pending_reads: queue_reader::MAX_PENDING,
             revisit: args.revisit().is_some(),
             progress_results: crate::frontier::PROGRESS_RESULTS,
         };
@@ -253,89 +256,6 @@ impl Dispatcher {
         })
     }
 
-    /// Carries out what the state machine asked for, in order, and what
-    /// that asks for in turn (a supervisor dropped for not reading is
-    /// given up, which re-queues its URLs). Nothing here waits for a
-    /// peer: messages are queued for each peer's own writer.
-    async fn apply(&mut self) -> anyhow::Result<()> {
-        loop {
-            let effects = self.state.take_effects();
-            if effects.is_empty() {
-                return Ok(());
-            }
-            for effect in effects {
-                self.apply_one(effect);
-            }
-        }
-    }
-
-    fn apply_one(&mut self, effect: Effect) {
-        match effect {
-            Effect::Send(s, msg) => {
-                let work = match &msg {
-                    ToSupervisor::Work(items) => Some(items.len()),
-                    _ => None,
-                };
-                let start = Instant::now();
-                self.send_sealed(s, &msg);
-                if let Some(n) = work {
-                    self.timing.record_batch(Op::Dispatch, start.elapsed(), "ok", n);
-                }
-            }
-            Effect::Insert {
-                url,
-                domain,
-                depth,
-                seq,
-                confirm,
-            } => self.writer.insert(NewUrl {
-                url,
-                domain,
-                depth,
-                seq,
-                deferred: None,
-                confirm,
-            }),
-            Effect::Defer {
-                url,
-                domain,
-                depth,
-                seq,
-                why,
-            } => self.writer.insert(NewUrl {
-                url,
-                domain,
-                depth,
-                seq,
-                deferred: Some(why),
-                confirm: false,
-            }),
-            Effect::Ended {
-                url,
-                seq,
-                state,
-                failure,
-            } => self.writer.outcome(url, seq, state, failure),
-            Effect::Progress(domains) => self.writer.progress(domains),
-            Effect::Read(r) => self.reader.read(r),
-            Effect::ReadDue(r) => self.reader.due(r),
-            Effect::LookUp(s, held) => self.reader.look_up(s, held),
-            Effect::ReadLinks(urls) => self.reader.links(urls),
-            Effect::CheckStored(ended) => self.reader.check_stored(ended),
-            Effect::RecordHalt { domain, reason } => self.record_halt(&domain, reason.as_deref()),
-            Effect::RecordControl(doc) => self.record_control(doc),
-            Effect::StoreSeeds(seeds) => self.store_seeds(seeds),
-            Effect::Gone(id) => {
-                if let Ok(mut v) = self.view.lock() {
-                    if let Some(sv) = v.supervisors.get_mut(&id) {
-                        sv.live = false;
-                        sv.children.clear();
-                    }
-                }
-            }
-        }
-    }
-
     /// Leases what can be leased now: nothing while a welcomed connection
     /// has not said what it holds (its leases must be adopted before they
     /// can be leased again; it says so within milliseconds, and is dropped
@@ -351,7 +271,7 @@ impl Dispatcher {
     async fn serve(
         &mut self,
         inbox: &mut mpsc::Receiver<(Bytes, Bytes)>,
-        read: &mut mpsc::UnboundedReceiver<queue_reader::Answer>,
+        read: &mut mpsc::UnboundedReceiver<crate::state::Answer>,
         confirmations: &mut mpsc::UnboundedReceiver<Confirmed>,
         mut shutdown: Shutdown,
     ) -> anyhow::Result<bool> {
@@ -596,24 +516,6 @@ impl Dispatcher {
         }
     }
 
-    /// Writes (or clears, with `None`) a domain's halt in the second store,
-    /// so a restarted dispatcher keeps it halted.
-    fn record_halt(&self, domain: &str, reason: Option<&str>) {
-        let Ok(update) = halt_update(reason) else {
-            return;
-        };
-        let domains = self.stores.domains();
-        let domain = domain.to_string();
-        tokio::spawn(async move {
-            store::until_taken("recording a domain halt", || {
-                domains
-                    .update_one(doc! {"_id": &domain}, update.clone())
-                    .upsert(true)
-            })
-            .await;
-        });
-    }
-
     /// An operator's command (see `crate::control`), answered; true for
     /// Stop, which ends the crawl's loop as SIGTERM does.
     async fn on_control(&mut self, request: control::http::Request) -> anyhow::Result<bool> {
@@ -684,115 +586,4 @@ impl Dispatcher {
         line.log_only(store::work::gauge_values());
         line.write(&self.timing);
     }
-
-    /// Queues `msg` for admitted supervisor `s`, sealed with its
-    /// connection's key.
-    fn send_sealed(&mut self, s: SupId, msg: &ToSupervisor) {
-        let Some(m) = self.state.member_mut(s) else {
-            return;
-        };
-        let frame = envelope::seal_to_supervisor(&mut m.conn.session, msg);
-        let identity = m.conn.identity.clone();
-        self.send_frame(&identity, frame, Some(s));
-    }
-
-    /// Answers a peer not admitted (a Challenge, a refusal, Reintroduce,
-    /// OtherVersion), bare, within the answer budget (`answers`).
-    fn answer(&mut self, identity: &Bytes, frame: &FrameToSupervisor<'_>) {
-        if self.may_answer(identity) {
-            self.send_frame(identity, protocol::encode(frame), None);
-        }
-    }
-
-    /// Whether a peer not admitted may be answered now; counts it if not.
-    fn may_answer(&mut self, identity: &Bytes) -> bool {
-        if self.answers.allow(identity, Instant::now()) {
-            return true;
-        }
-        let who = short_id(identity);
-        self.refusals.refuse(Reason::AnswerRate, 1, || {
-            format!("peer {who}, not admitted, is sending faster than it is answered; left unanswered")
-        });
-        false
-    }
-
-    /// Queues `frame` for the peer `identity` (the connection of member
-    /// `s`, if it is one) without waiting: each peer's messages go out
-    /// through its own queue and writer in the socket
-    /// ([`link::socket::SEND_QUEUE_MESSAGES`]). A peer whose queue is full
-    /// has stopped reading: its connection is closed, and a member is
-    /// given up (its URLs go back to the queue) rather than let it hold
-    /// the crawl or our memory; a supervisor that is merely slow
-    /// reconnects and introduces itself again.
-    fn send_frame(&mut self, identity: &Bytes, frame: Vec<u8>, s: Option<SupId>) {
-        let Some(send) = self.send.as_ref() else {
-            return;
-        };
-        let mut m = ZmqMessage::from(frame);
-        m.push_front(identity.clone());
-        match send.try_send(m) {
-            Ok(()) => link::metric::ZMQ_MESSAGES_SENT.get().increment(1),
-            Err(ZmqError::BufferFull(_)) => {
-                metric::ZMQ_PEERS_DROPPED.at(["send_queue_full"]).increment(1);
-                let who = short_id(identity);
-                if let Some(s) = s.filter(|s| self.state.is_live(*s)) {
-                    let id = self.state.member(s).map(|m| m.id.clone()).unwrap_or_default();
-                    tracing::warn!(supervisor = %id, peer = %who, "a supervisor stopped reading (its send queue is full); disconnected");
-                    self.state.leave(s, crate::state::Leaving::NotReading);
-                }
-                self.disconnect(identity);
-            }
-            // Gone already: heartbeats notice a member, and a stranger is
-            // forgotten with its challenge.
-            Err(_) => {}
-        }
-    }
-
-    /// Lets a peer that proved the secret send messages of the protocol's
-    /// size, with no deadline (see `link::socket`).
-    fn trust(&self, identity: &Bytes) {
-        if let (Some(send), Some(peer)) = (self.send.as_ref(), peer_identity(identity)) {
-            send.trust_peer(&peer, link::socket::TRUSTED);
-        }
-    }
-
-    /// Closes a peer's connection and forgets its introduction.
-    fn disconnect(&mut self, identity: &Bytes) {
-        self.joining.remove(identity);
-        if let (Some(send), Some(peer)) = (self.send.as_ref(), peer_identity(identity)) {
-            send.disconnect_peer(&peer);
-        }
-    }
-
-    /// The address a peer connected from (an IPv6 address by its /64, as
-    /// the socket counts them), for the challenges' quota per source.
-    fn source_of(&self, identity: &Bytes) -> Option<IpAddr> {
-        let send = self.send.as_ref()?;
-        let addr = send.peer_address(&peer_identity(identity)?)?;
-        Some(link::socket::source(addr.ip()))
-    }
-}
-
-/// The socket's name for the peer `identity` (never empty: the ROUTER
-/// names every peer).
-fn peer_identity(identity: &Bytes) -> Option<PeerIdentity> {
-    (!identity.is_empty())
-        .then(|| PeerIdentity::try_from(identity.clone()).ok())
-        .flatten()
-}
-
-/// A short, loggable name for a ZeroMQ identity (its first bytes in hex):
-/// enough to tell peers apart in a log, not enough to speak as one.
-fn short_id(identity: &Bytes) -> String {
-    identity.iter().take(4).map(|b| format!("{b:02x}")).collect()
-}
-
-/// The `$set` that records a domain's halt (`Some(reason)`) or clears it.
-fn halt_update(reason: Option<&str>) -> bson::ser::Result<Document> {
-    let halt = DomainHalt {
-        halted: reason.is_some(),
-        halted_reason: reason.unwrap_or_default().to_string(),
-        halted_at_ms: reason.map(|_| now_ms() as i64),
-    };
-    Ok(doc! {"$set": bson::to_document(&halt)?})
 }

@@ -20,10 +20,10 @@
 //! dispatcher may have been killed after the page was stored but before
 //! those links were in the frontier. A resumed dispatcher offers the links
 //! of every finished URL it finds this way again ([`links_of`], a
-//! [`Relink`] each), once its seen-set is whole (so that known links cost
-//! no store write); until then the URL holds its domain's progress back,
-//! so a later restart finds it again. A crawl that is not interrupted
-//! reads none.
+//! [`Relink`](crate::frontier::Relink) each), once its seen-set is whole
+//! (so that known links cost no store write); until then the URL holds its
+//! domain's progress back, so a later restart finds it again. A crawl that
+//! is not interrupted reads none.
 
 use std::collections::HashSet;
 
@@ -33,19 +33,7 @@ use mongodb::Collection;
 use shared::timing::{Op, TimingLog};
 use store::docs::PageDoc;
 
-/// URLs per look-up: a few hundred KB of `_id`s in one query.
-pub(crate) const LOOK_UP_BATCH: usize = 1000;
-
-/// A URL found finished by its stored page, whose links are to be offered
-/// again.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Relink {
-    pub(crate) url: String,
-    pub(crate) depth: u16,
-    pub(crate) domain: String,
-    /// Its place in the stored frontier (0: none, as a revisit's).
-    pub(crate) seq: i64,
-}
+use crate::state::LOOK_UP_BATCH;
 
 /// Which of `urls` have a stored page, one `_id` query per
 /// [`LOOK_UP_BATCH`]. An error (or no answer in time) is for the caller

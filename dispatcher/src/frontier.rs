@@ -67,6 +67,18 @@ pub(crate) use window::{ReadPage, Refill, Stored};
 
 pub(crate) type SupId = usize;
 
+/// A URL found finished by its stored page, whose links are to be offered
+/// again (`crate::finished`): the frontier finds them in its windows'
+/// reads and in leases that ended unanswered; the state offers their links.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Relink {
+    pub(crate) url: String,
+    pub(crate) depth: u16,
+    pub(crate) domain: String,
+    /// Its place in the stored frontier (0: none, as a revisit's).
+    pub(crate) seq: i64,
+}
+
 pub(crate) struct Frontier {
     /// Every domain's record, each part's piece of it written only by
     /// that part.

@@ -42,6 +42,15 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Most commands taken into one round of writes.
 pub(crate) const BATCH: usize = 2000;
+
+/// Frontier writes the store may be behind before no more URLs are leased
+/// (each result brings more writes): bounds the dispatcher's memory when
+/// the store is slower than the crawl. Ten of the writer's batches keep it
+/// busy; more only sit in memory (about 200 bytes each). Past it, leases
+/// are counted against the writes they will bring (`crate::state`'s write
+/// gate),
+/// since results of leases already out add theirs past the mark.
+pub(crate) const MAX_WRITE_BACKLOG: usize = 10 * BATCH;
 /// How long a round waits for more commands once it has one.
 const WAIT: Duration = Duration::from_millis(100);
 /// Most URLs in a segment. A window read (a few hundred URLs at most)

@@ -32,7 +32,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::frontier::{LookUp, ReadPage, Refill, Stored, SupId};
-use crate::revisits::{Due, DueRead};
+use crate::revisits::DueRead;
+use crate::state::Answer;
 
 /// Tasks reading at once, each reading the refills it took one by one.
 /// nx-27017 serves one request at a time, so more would only queue there;
@@ -50,32 +51,10 @@ const BATCH: usize = 100;
 /// under way and a round's worth waiting (see `crate::state`).
 pub(crate) const MAX_PENDING: usize = 2 * CONCURRENT * BATCH;
 
-pub(crate) enum Answer {
-    Read(Refill, Result<ReadPage, String>),
-    /// The held URLs of `sup` found queued in the store, of `asked`.
-    Held {
-        sup: SupId,
-        asked: usize,
-        found: Result<Vec<(u64, Stored)>, String>,
-    },
-    /// Which of `asked` (lease, URL) have a stored page.
-    Checked {
-        asked: Vec<(u64, String)>,
-        stored: Result<std::collections::HashSet<String>, String>,
-    },
-    /// The links of the stored pages of `asked`: (URL, links).
-    Links {
-        asked: Vec<crate::finished::Relink>,
-        found: Result<Vec<(String, Vec<String>)>, String>,
-    },
-    /// The pages due for a revisit (`crate::revisits`).
-    Due(DueRead, Result<Vec<Due>, String>),
-}
-
 enum Request {
     Read(Refill),
     Held(SupId, Vec<LookUp>),
-    Links(Vec<crate::finished::Relink>),
+    Links(Vec<crate::frontier::Relink>),
     Check(Vec<(u64, String)>),
     Due(DueRead),
 }
@@ -134,7 +113,7 @@ impl QueueReader {
     }
 
     /// Reads the links of the stored pages of `urls`.
-    pub(crate) fn links(&self, urls: Vec<crate::finished::Relink>) {
+    pub(crate) fn links(&self, urls: Vec<crate::frontier::Relink>) {
         let _ = self.tx.send(Request::Links(urls));
     }
 }

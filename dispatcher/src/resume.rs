@@ -37,72 +37,11 @@ use shared::urls;
 use store::docs::{OutcomeDoc, PageDoc, ProgressDoc, SegmentDoc, SegmentState};
 use store::{self, Stores, READ_BATCH};
 
-use crate::finished::LOOK_UP_BATCH;
+use crate::state::{Resumed, StoredFrontier, StoredQueue, LOOK_UP_BATCH};
 
 mod seen_scan;
 
-pub(crate) use seen_scan::{scan_seen, ScannedUrl, SeenScan, SeenScanTask, Stored};
-
-/// A stored queued URL as start-up reads it back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Resumed {
-    pub(crate) url: String,
-    pub(crate) domain: String,
-    pub(crate) depth: u16,
-    pub(crate) seq: i64,
-}
-
-/// One domain's queue as the store holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct StoredQueue {
-    pub(crate) domain: String,
-    /// Queued URLs (an estimate: see the module doc).
-    pub(crate) count: u64,
-    /// Where its reads start: the lowest `seq` of its queued segments, or
-    /// its progress if that is further on.
-    pub(crate) first_seq: i64,
-}
-
-/// What dispatching needs to know of a stored frontier.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct StoredFrontier {
-    /// URLs in every segment: every URL the crawl admitted or deferred.
-    pub(crate) urls: u64,
-    pub(crate) queues: Vec<StoredQueue>,
-    /// The highest `seq` stored (0 if none).
-    pub(crate) last_seq: i64,
-    /// Each domain's progress (`ProgressDoc::below`), for [`read_back`].
-    pub(crate) progress: HashMap<String, i64>,
-    /// The `seq`s of the URLs past their domain's progress that ended
-    /// without a page (failed, disallowed): finished.
-    pub(crate) ended: HashSet<i64>,
-    /// Every queued URL is to be read back at start-up ([`read_back`]):
-    /// no queue is left to read window by window.
-    pub(crate) whole: bool,
-}
-
-impl StoredFrontier {
-    /// Queued URLs (at most).
-    pub(crate) fn queued(&self) -> u64 {
-        self.queues.iter().fold(0u64, |n, q| n.saturating_add(q.count))
-    }
-
-    /// URLs stored that are not queued: finished, or deferred.
-    pub(crate) fn finished(&self) -> u64 {
-        self.urls.saturating_sub(self.queued())
-    }
-
-    /// Whether anything is stored at all.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.urls == 0
-    }
-
-    /// Every queued URL is to be read back at start-up (they fit in
-    /// memory).
-    pub(crate) fn read_whole(&mut self) {
-        self.whole = true;
-    }
-}
+pub(crate) use seen_scan::{scan_seen, SeenScan, SeenScanTask, Stored};
 
 /// Longest one aggregation of [`summarize`] may take.
 const SUMMARY_DEADLINE: Duration = Duration::from_secs(30 * 60);

@@ -189,7 +189,7 @@ impl Frontier {
 
     /// Stored URLs the reads found finished since the last call, whose
     /// links are to be offered again.
-    pub(crate) fn take_finished(&mut self) -> Vec<crate::finished::Relink> {
+    pub(crate) fn take_finished(&mut self) -> Vec<super::Relink> {
         self.windows.take_finished()
     }
 

@@ -257,7 +257,7 @@ pub(super) struct Windows {
     resumed_upto: i64,
     /// Stored entries reads found finished by their page, not yet taken
     /// ([`Windows::take_finished`]).
-    finished: Vec<crate::finished::Relink>,
+    finished: Vec<super::Relink>,
 }
 
 /// What [`Windows::start_read`] made of a wanted domain.
@@ -581,7 +581,7 @@ impl Windows {
             if page.finished.binary_search(&u.seq).is_ok() {
                 // Its page is stored: it leaves the queue, finished.
                 self.queued -= 1;
-                self.finished.push(crate::finished::Relink {
+                self.finished.push(super::Relink {
                     url: u.url,
                     depth: u.depth,
                     domain: r.domain.clone(),
@@ -630,7 +630,7 @@ impl Windows {
 
     /// Stored entries the reads found finished by their page since the
     /// last call: (URL, depth).
-    pub(super) fn take_finished(&mut self) -> Vec<crate::finished::Relink> {
+    pub(super) fn take_finished(&mut self) -> Vec<super::Relink> {
         std::mem::take(&mut self.finished)
     }
 

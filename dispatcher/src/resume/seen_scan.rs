@@ -27,21 +27,14 @@ use store::docs::{SegmentDoc, SegmentState};
 use store::read::{find_all, Find};
 use tokio::sync::mpsc;
 
+use crate::state::ScannedUrl;
+
 /// What the background scan of stored URLs sends.
 pub(crate) enum SeenScan {
     /// Stored URLs (a batch).
     Urls(Vec<ScannedUrl>),
     /// Every stored URL was sent.
     Done,
-}
-
-/// A stored URL, as the seen-set and the budgets need it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ScannedUrl {
-    pub(crate) url: String,
-    /// For a deferred one (found over a budget): its domain and depth,
-    /// should this run's budget take it up.
-    pub(crate) deferred: Option<(String, u16)>,
 }
 
 /// What the summary found in the store, which the scan must read.

@@ -1,14 +1,60 @@
 //! Membership: supervisors joining (and adopting what they still hold),
-//! leaving, saying bye and sending heartbeats. Moved out of `state.rs`
-//! unchanged; the state is [`CrawlState`]'s.
+//! leaving, saying bye and sending heartbeats: each connection a
+//! [`Member`]. The members are [`CrawlState`]'s, beside the frontier,
+//! as most of what they do is the frontier's too.
 
 use std::collections::HashSet;
 
 use link::protocol::{ToSupervisor, WorkItem};
 
-use super::{CrawlState, Effect, Leaving, Member};
+use super::{CrawlState, Effect};
 use crate::frontier::{Adoption, Stored, SupId};
 use crate::refusals::Reason;
+
+/// Why a supervisor's connection is given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leaving {
+    SaidBye,
+    SaidHelloAgain,
+    Reconnected,
+    MissedHeartbeats,
+    /// It stopped reading: its queue of messages from us filled up.
+    NotReading,
+}
+
+impl Leaving {
+    fn as_str(self) -> &'static str {
+        match self {
+            Leaving::SaidBye => "said bye",
+            Leaving::SaidHelloAgain => "said hello again",
+            Leaving::Reconnected => "reconnected",
+            Leaving::MissedHeartbeats => "missed heartbeats",
+            Leaving::NotReading => "stopped reading",
+        }
+    }
+}
+
+/// One connection of a supervisor, from its Join to its leaving. A
+/// supervisor that reconnects gets a new one (a new [`SupId`]); the old one
+/// stays, dead, so late messages on it are recognised.
+pub(crate) struct Member<C> {
+    /// The supervisor's own id (stable across its reconnections).
+    pub(crate) id: String,
+    /// The shell's handle on the connection (identity and session keys);
+    /// never looked into here.
+    pub(crate) conn: C,
+    /// URLs it may hold at once; what it holds is
+    /// [`Frontier::held`](crate::frontier::Frontier::held).
+    pub(crate) capacity: u32,
+    pub(crate) last_heard_ms: u64,
+    pub(crate) live: bool,
+    pub(crate) said_bye: bool,
+    pub(crate) results: u64,
+    /// An earlier connection of the same supervisor was met (it reconnected,
+    /// perhaps after it was given up): what it held then and reports now
+    /// may have been finished or handed out meanwhile, honestly.
+    pub(crate) rejoined: bool,
+}
 
 impl<C> CrawlState<C> {
     /// The newest connection whose handle matches (a supervisor that

@@ -10,7 +10,8 @@
 
 use std::collections::HashMap;
 
-use crate::finished::{Relink, LOOK_UP_BATCH};
+use super::inputs::LOOK_UP_BATCH;
+use crate::frontier::Relink;
 
 /// Reads of links under way at most.
 const READING_AT_ONCE: usize = 2;

@@ -77,7 +77,7 @@ impl<C> CrawlState<C> {
                 }
                 if by_operator {
                     self.frontier.unblock(&domain);
-                    self.breakers.reset(&domain);
+                    self.retries.reset(&domain);
                     tracing::info!(domain = %domain, "domain unblocked by an operator");
                     self.record(Change::Domain(domain.clone()), now_ms);
                 }
