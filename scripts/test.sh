@@ -13,7 +13,7 @@ PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s scripts/oprates/tests 
 # crawler child's test hooks (crawler-child/src/fault.rs) compiled in. The
 # tests run with the same features, or cargo would rebuild the binaries
 # without the hooks.
-features=(--features crawler-child/fault-injection)
+features=(--features crawl-tests/fault-injection)
 cargo build --release --workspace --bins "${features[@]}"
 # Four tests at a time in each test binary (unless the caller says
 # otherwise): the end-to-end tests spend most of their time waiting on

@@ -34,7 +34,7 @@ pub fn bin(name: &str) -> anyhow::Result<PathBuf> {
     let p = bin_dir().join(name);
     if !p.exists() {
         bail!(
-            "{} not found: build the binaries first (cargo build --release --workspace --bins --features crawler-child/fault-injection)",
+            "{} not found: build the binaries first (cargo build --release --workspace --bins --features crawl-tests/fault-injection)",
             p.display()
         );
     }

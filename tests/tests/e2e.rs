@@ -9,7 +9,7 @@
 //! crawl and must not share the machine with another test's crawl:
 //! `bottleneck_e2e.rs` and `timing_trend.rs`.
 //!
-//! One file's tests: `cargo test --release --workspace --test e2e fault_e2e::`.
+//! One file's tests: `cargo test --release --workspace --features crawl-tests/fault-injection --test e2e fault_e2e::`.
 
 mod ansible_e2e;
 mod breaker_e2e;
