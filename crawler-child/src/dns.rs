@@ -34,13 +34,21 @@ use crate::resolve::HostOverrides;
 /// 20–100 ms each are about a thousand names a second, far above the rate
 /// at which a child meets new domains.
 pub(crate) const LOOKUP_SLOTS: usize = 64;
-/// The most a lookup takes, its wait for a slot included: the named
-/// server's tries (2 × 2 s) and a little more. Past it the name counts as
-/// timed out.
+/// The most a lookup takes once it has a slot: the named server's tries
+/// (2 × 2 s) and a little more. Past it the name counts as timed out.
 const LOOKUP_DEADLINE: Duration = Duration::from_secs(5);
-/// The most one asker waits for a name: a bit more than a lookup, so that
-/// an asker who joined a lookup late still gets its answer.
-const ASKER_DEADLINE: Duration = Duration::from_secs(6);
+/// The most a lookup waits for a slot. A wide crawl hands a child tens of
+/// thousands of new domains within seconds of its start (100,000 domains
+/// over 4 children), far more than the slots answer at once; a name that
+/// waits its turn is not a name the nameserver failed to answer, so the
+/// wait is bounded apart from the lookup, and well above the seconds such
+/// a burst takes to drain (64 slots at 20–100 ms: about 1,000 names a
+/// second).
+const SLOT_WAIT: Duration = Duration::from_secs(60);
+/// The most one asker waits for a name: a slot's wait and a lookup, and
+/// a little more, so that an asker who joined a lookup late still gets
+/// its answer.
+const ASKER_DEADLINE: Duration = Duration::from_secs(66);
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -94,18 +102,26 @@ impl Names {
         outcome
     }
 
-    /// One lookup at the source, within a slot and [`LOOKUP_DEADLINE`],
-    /// counted and timed.
+    /// One lookup at the source: a slot within [`SLOT_WAIT`], then the
+    /// lookup within [`LOOKUP_DEADLINE`], counted and timed from the slot
+    /// on (a name that never got a slot counts as timed out, timed from
+    /// its turn in the queue).
     async fn ask(&self, name: &str) -> Answered {
+        let queued = Instant::now();
+        let slot = match tokio::time::timeout(SLOT_WAIT, self.slots.clone().acquire_owned()).await {
+            Ok(Ok(slot)) => slot,
+            Ok(Err(_)) => return self.counted(name, queued, Answered::failed(DnsFailure::Error)),
+            Err(_) => return self.counted(name, queued, Answered::failed(DnsFailure::Timeout)),
+        };
         let start = Instant::now();
-        let asked = tokio::time::timeout(LOOKUP_DEADLINE, async {
-            match self.slots.clone().acquire_owned().await {
-                Ok(slot) => self.upstream.lookup(name, slot).await,
-                Err(_) => Answered::failed(DnsFailure::Error),
-            }
-        })
-        .await;
-        let answered = asked.unwrap_or_else(|_| Answered::failed(DnsFailure::Timeout));
+        let answered = tokio::time::timeout(LOOKUP_DEADLINE, self.upstream.lookup(name, slot))
+            .await
+            .unwrap_or_else(|_| Answered::failed(DnsFailure::Timeout));
+        self.counted(name, start, answered)
+    }
+
+    /// Counts and times a lookup's outcome, from `start`.
+    fn counted(&self, name: &str, start: Instant, answered: Answered) -> Answered {
         let outcome = match &answered.result {
             Ok(_) => "ok",
             Err(f) => f.as_str(),
