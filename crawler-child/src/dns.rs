@@ -31,8 +31,9 @@ use crate::resolve::HostOverrides;
 
 /// Lookups a child has in flight at once. A lookup costs a task (a
 /// blocking thread for the system's resolver) and a socket; 64 of them at
-/// 20–100 ms each are about a thousand names a second, far above the rate
-/// at which a child meets new domains.
+/// 20–100 ms each are about a thousand names a second, above the rate at
+/// which a child meets new domains once a crawl runs, though not at a wide
+/// crawl's start (see [`SLOT_WAIT`]).
 pub(crate) const LOOKUP_SLOTS: usize = 64;
 /// The most a lookup takes once it has a slot: the named server's tries
 /// (2 × 2 s) and a little more. Past it the name counts as timed out.
