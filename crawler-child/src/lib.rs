@@ -31,6 +31,7 @@ mod resolve;
 mod revisit;
 mod robots;
 mod robots_meta;
+mod robots_records;
 mod server_pace;
 mod sitemap;
 mod sitemap_due;
@@ -120,6 +121,8 @@ where
         page_writer::PageWriter::spawn(stores.clone(), report_tx.clone(), timing.clone());
     let times = politeness::DomainTimes::new(stores.clone());
     times.spawn_flusher(timing.clone());
+    let robots_records = robots_records::RobotsRecords::new(stores.clone());
+    robots_records.spawn_flusher(timing.clone());
     let ctx = Arc::new(pipeline::Ctx {
         http: http::Http::new(
             &policy,
@@ -129,7 +132,7 @@ where
         )?,
         canonical: pipeline::canonicalizer(&policy),
         robots: robots::RobotsSource {
-            stores: stores.clone(),
+            records: robots_records.clone(),
             policy: policy.clone(),
             timing: timing.clone(),
         },
@@ -232,6 +235,7 @@ where
         }
     }
     let _ = tokio::time::timeout(grace, times.flush(&timing)).await;
+    let _ = tokio::time::timeout(grace, robots_records.flush(&timing)).await;
     timing.flush();
     let _ = tokio::time::timeout(grace, writer).await;
     stores.shutdown().await;

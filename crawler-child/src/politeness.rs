@@ -29,7 +29,9 @@ use tokio::time::Instant;
 use bson::doc;
 use link::protocol::now_ms;
 use shared::timing::{Op, TimingLog};
-use store::docs::DomainPace;
+use store::docs::{DomainDoc, DomainPace};
+use store::point_reads::PointReads;
+use store::write::NotWritten;
 use store::{self, Stores};
 
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
@@ -148,6 +150,8 @@ impl Pace {
 #[derive(Clone)]
 pub(crate) struct DomainTimes {
     stores: Stores,
+    /// The stored records, read in batches (see `store::point_reads`).
+    reads: PointReads<DomainDoc>,
     records: Arc<Mutex<Records>>,
 }
 
@@ -190,8 +194,10 @@ impl Records {
 }
 
 impl DomainTimes {
+    /// Needs a Tokio runtime: it starts the task that reads records.
     pub(crate) fn new(stores: Stores) -> Self {
         DomainTimes {
+            reads: PointReads::spawn(stores.domains()),
             stores,
             records: Arc::default(),
         }
@@ -202,10 +208,7 @@ impl DomainTimes {
     pub(crate) async fn load(&self, domain: &str) -> Option<(u64, Duration)> {
         // A store that fails or does not answer costs the stored pace, not
         // the domain: it is crawled with the configured delay from now.
-        let pace = store::deadline(self.stores.domains().find_one(doc! {"_id": domain}))
-            .await?
-            .ok()??
-            .pace?;
+        let pace = self.reads.get(domain).await.found()?.pace?;
         let last = pace.last_crawled_ms.max(0) as u64;
         let delay = pace.crawl_delay_ms.max(0) as u64;
         Some((last, Duration::from_millis(delay)))
@@ -293,10 +296,14 @@ impl DomainTimes {
                 })
             })
             .collect();
-        let command = doc! {"update": store::DOMAINS, "updates": updates, "ordered": false};
-        match store::deadline(self.stores.second.run_command(command)).await {
-            Some(Ok(reply)) => !reply.contains_key("writeErrors") && !reply.contains_key("writeConcernError"),
-            _ => false,
+        match store::write::update_once(&self.stores.domains(), updates).await {
+            Ok(()) => true,
+            // Refused for good: not put back, or every flush would send it again.
+            Err(NotWritten::Refused(why)) => {
+                tracing::warn!(why, "last-crawled times refused by the store; not kept");
+                true
+            }
+            Err(NotWritten::Unavailable) => false,
         }
     }
 }

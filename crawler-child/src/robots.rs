@@ -17,18 +17,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bson::doc;
 use link::protocol::{now_ms, CrawlPolicy};
 use shared::timing::{Op, TimingLog};
 use store::docs::{Head, PageDoc, RobotsDoc, RobotsTxtDoc, RobotsTxtId};
 use store::page_body;
 use store::payload_digest::PayloadDigest;
-use store::{self, Stores};
 use texting_robots::Robot;
 use url::Url;
 
 use crate::http::{FetchError, Fetched, Http};
 use crate::metric;
+use crate::robots_records::RobotsRecords;
 
 /// RFC 9309 §2.5: parse at least 500 KiB; we parse exactly that much.
 pub(crate) const MAX_ROBOTS_BYTES: u64 = 500 * 1024;
@@ -155,7 +154,7 @@ impl RobotsEntry {
 
 /// Loads robots from the second store and fetches them from the web.
 pub(crate) struct RobotsSource {
-    pub stores: Stores,
+    pub records: RobotsRecords,
     pub policy: Arc<CrawlPolicy>,
     pub timing: TimingLog,
 }
@@ -164,17 +163,17 @@ impl RobotsSource {
     /// The stored copy, if there is one that has not expired.
     pub(crate) async fn load(&self, origin: &str, domain: &str) -> Option<RobotsEntry> {
         let start = Instant::now();
-        let found = store::deadline(self.stores.robots().find_one(doc! {"_id": origin})).await;
-        let outcome = match &found {
-            Some(Ok(_)) => "ok",
-            Some(Err(_)) => "error",
-            None => "timeout",
-        };
-        self.timing
-            .record(Op::RobotsLookup, start.elapsed(), outcome, Some(domain), None);
+        let found = self.records.load(origin).await;
+        self.timing.record(
+            Op::RobotsLookup,
+            start.elapsed(),
+            found.outcome(),
+            Some(domain),
+            None,
+        );
         // Not found, or the store failed: fetch it from the web instead.
         // (A malformed record reads as an error: fetched again, too.)
-        let d = found?.ok()??;
+        let d = found.found()?;
         let fetched = d.fetched_at_ms.max(0) as u64;
         let status = u16::try_from(d.status).unwrap_or(0);
         let mut entry = RobotsEntry::from_response(status, d.body.as_bytes(), &self.policy, fetched)
@@ -187,7 +186,7 @@ impl RobotsSource {
     }
 
     /// Fetches `<origin>/robots.txt` (the caller has waited for politeness)
-    /// and stores the rules in the background. `failures`: earlier failures
+    /// and keeps the rules for the robots store's next flush. `failures`: earlier failures
     /// in a row to get it, which set how long an unavailable answer is
     /// kept. Also returns each response received, for the crawl's archive
     /// (`RobotsTxtDoc`; the caller queues them with its pages).
@@ -225,31 +224,9 @@ impl RobotsSource {
             expires_at_ms: Some(entry.expires_ms as i64),
             tls_failure: answer.tls_failure.clone(),
         };
-        self.persist(origin, record);
+        self.records.keep(origin, record);
         let archived = answer.archived(domain, http.request_head());
         (entry, archived)
-    }
-
-    /// Upserts `record` (its `origin` left empty: the key is the filter).
-    fn persist(&self, origin: &str, record: RobotsDoc) {
-        let robots = self.stores.robots();
-        let origin = origin.to_string();
-        tokio::spawn(async move {
-            let update = match bson::to_document(&record) {
-                Ok(set) => doc! {"$set": set},
-                Err(e) => {
-                    tracing::warn!(origin = %origin, error = %e, "robots.txt not stored");
-                    return;
-                }
-            };
-            let write = robots.update_one(doc! {"_id": &origin}, update).upsert(true);
-            // Losing it costs one robots.txt fetch by the next child, no more.
-            match store::deadline(write).await {
-                Some(Ok(_)) => {}
-                Some(Err(e)) => tracing::warn!(origin = %origin, error = %e, "storing robots.txt failed"),
-                None => tracing::warn!(origin = %origin, "storing robots.txt timed out"),
-            }
-        });
     }
 }
 

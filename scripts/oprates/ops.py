@@ -34,6 +34,7 @@ OP_ORDER = (
     "report",
     "frontier_insert",
     "domain_flush",
+    "robots_flush",
     "frontier_read",
     "seen_scan",
     "dns_lookup",
@@ -59,8 +60,8 @@ WAIT_OPS = frozenset({
 DELIBERATE_WAITS = frozenset({"politeness_wait", "server_wait"})
 
 # Operations that log one line per batch with `"n": items` (absent = 1).
-BATCH_OPS = frozenset({"store", "frontier_insert", "dispatch", "report", "domain_flush", "frontier_read",
-                       "seen_scan"})
+BATCH_OPS = frozenset({"store", "frontier_insert", "dispatch", "report", "domain_flush", "robots_flush",
+                       "frontier_read", "seen_scan"})
 
 # The bottleneck report's lease-time breakdown: the time URLs spend in each
 # step between their lease and their result, charged to the resource that

@@ -54,6 +54,8 @@ pub enum Op {
     FrontierInsert,
     /// Child: writing the last-crawled times of the domains it paced.
     DomainFlush,
+    /// Child: writing the robots.txt rules it fetched, in batches.
+    RobotsFlush,
     /// Dispatcher: reading a domain's next queued URLs from the store
     /// into its window.
     FrontierRead,
@@ -67,7 +69,7 @@ pub enum Op {
 }
 
 impl Op {
-    pub const ALL: [Op; 20] = [
+    pub const ALL: [Op; 21] = [
         Op::QueueWait,
         Op::Dispatch,
         Op::StartWait,
@@ -85,6 +87,7 @@ impl Op {
         Op::Report,
         Op::FrontierInsert,
         Op::DomainFlush,
+        Op::RobotsFlush,
         Op::FrontierRead,
         Op::SeenScan,
         Op::DnsLookup,
@@ -109,6 +112,7 @@ impl Op {
             Op::Report => "report",
             Op::FrontierInsert => "frontier_insert",
             Op::DomainFlush => "domain_flush",
+            Op::RobotsFlush => "robots_flush",
             Op::FrontierRead => "frontier_read",
             Op::SeenScan => "seen_scan",
             Op::DnsLookup => "dns_lookup",
@@ -135,6 +139,7 @@ impl Op {
             Op::Report => "crawler_report_duration_seconds",
             Op::FrontierInsert => "crawler_frontier_insert_duration_seconds",
             Op::DomainFlush => "crawler_domain_flush_duration_seconds",
+            Op::RobotsFlush => "crawler_robots_flush_duration_seconds",
             Op::FrontierRead => "crawler_frontier_read_duration_seconds",
             Op::SeenScan => "crawler_seen_scan_duration_seconds",
             Op::DnsLookup => "crawler_dns_lookup_duration_seconds",
@@ -176,6 +181,7 @@ impl Op {
             Op::Report => "Work: the dispatcher recording one batch of results.",
             Op::FrontierInsert => "Work: writing one batch of frontier changes to the store.",
             Op::DomainFlush => "Work: writing the last-crawled times of the domains a child paced since its last flush.",
+            Op::RobotsFlush => "Work: writing the robots.txt rules a child fetched since its last flush, in one command per batch.",
             Op::FrontierRead => "Work: reading a domain's next queued URLs from the store into the dispatcher's window.",
             Op::SeenScan => "Work: after a restart, reading a page of the stored URLs into the dispatcher's seen-set.",
             Op::DnsLookup => "Work: one DNS lookup of a host name at its source (the system's resolver or --dns-server), by outcome (ok, nxdomain, no_address, servfail, timeout, error); answers from the child's cache are not counted here.",

@@ -210,4 +210,33 @@ async fn a_child_in_the_test_process_crawls_what_it_is_sent_and_stores_it_once()
     }
     want.sort();
     assert_eq!(paths, want);
+
+    // Each origin's rules reached the robots store (written in a batch,
+    // the last one at the stop), with the status its robots.txt had.
+    let robots = store.client().await.unwrap().database("crawler_robots");
+    let mut stored: Vec<(String, i32)> = Vec::new();
+    store::decode_each(
+        &robots.collection::<store::docs::RobotsDoc>(store::ROBOTS),
+        bson::doc! {},
+        |r| stored.push((r.origin, r.status)),
+        |_, e| panic!("a malformed robots record: {e}"),
+    )
+    .await
+    .unwrap();
+    stored.sort();
+    let mut origins: Vec<(String, i32)> = seeds
+        .iter()
+        .map(|u| {
+            let url = url::Url::parse(u).unwrap();
+            let host = match url.port() {
+                Some(port) => format!("{}:{port}", url.host_str().unwrap()),
+                None => url.host_str().unwrap().to_string(),
+            };
+            let status = if web.robots_txt(&host).is_some() { 200 } else { 404 };
+            (url.origin().ascii_serialization(), status)
+        })
+        .collect();
+    origins.sort();
+    origins.dedup();
+    assert_eq!(stored, origins);
 }

@@ -38,5 +38,6 @@ mod robots_meta_e2e;
 mod server_politeness_e2e;
 mod sitemaps_e2e;
 mod steer_under_load_e2e;
+mod store_point_reads;
 mod tls_e2e;
 mod traps_e2e;

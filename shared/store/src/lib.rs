@@ -26,6 +26,7 @@ pub mod metric;
 pub mod page_body;
 pub mod page_links;
 pub mod payload_digest;
+pub mod point_reads;
 pub mod read;
 pub mod sharding;
 pub mod work;

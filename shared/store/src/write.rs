@@ -264,6 +264,39 @@ pub async fn update_each<T: Send + Sync>(
     }
 }
 
+/// Why [`update_once`] did not write everything.
+#[derive(Debug)]
+pub enum NotWritten {
+    /// The store failed, timed out or is away: the statements may be
+    /// tried again.
+    Unavailable,
+    /// The store refused some statements for good (why); the rest ran.
+    /// Trying again would be refused again.
+    Refused(String),
+}
+
+/// Runs `statements` (as for [`update_each`]) on `coll` in one unordered
+/// command, once, within [`OP_TIMEOUT`](crate::OP_TIMEOUT). For a flusher
+/// that keeps what it could not write and tries again on its next round,
+/// rather than waiting for the store here.
+pub async fn update_once<T: Send + Sync>(
+    coll: &mongodb::Collection<T>,
+    statements: Vec<bson::Document>,
+) -> Result<(), NotWritten> {
+    let command = bson::doc! {"update": coll.name(), "updates": statements, "ordered": false};
+    let db = coll.client().database(&coll.namespace().db);
+    match crate::deadline(db.run_command(command)).await {
+        Some(Ok(reply)) => match reply_verdict(&reply) {
+            Verdict::Stored => Ok(()),
+            Verdict::Refused(why) => Err(NotWritten::Refused(
+                why.into_iter().next().map(|(_, why)| why).unwrap_or_default(),
+            )),
+            Verdict::Outage | Verdict::Split(_) | Verdict::Unclear(_) => Err(NotWritten::Unavailable),
+        },
+        _ => Err(NotWritten::Unavailable),
+    }
+}
+
 /// A number of a reply, which a server may send as any BSON number.
 fn integer(b: &bson::Bson) -> Option<i64> {
     match *b {
