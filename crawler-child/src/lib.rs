@@ -22,6 +22,7 @@ mod fault;
 mod handshakes;
 mod http;
 mod metric;
+mod open_files;
 mod page_writer;
 mod pipeline;
 mod politeness;
@@ -123,6 +124,7 @@ where
     times.spawn_flusher(timing.clone());
     let robots_records = robots_records::RobotsRecords::new(stores.clone());
     robots_records.spawn_flusher(timing.clone());
+    let fetch_slot_count = open_files::slots(policy.child_concurrency.max(1) as usize);
     let ctx = Arc::new(pipeline::Ctx {
         http: http::Http::new(
             &policy,
@@ -144,7 +146,8 @@ where
         )),
         report: report_tx,
         timing: timing.clone(),
-        fetch_slots: Semaphore::new(policy.child_concurrency.max(1) as usize),
+        fetch_slots: Semaphore::new(fetch_slot_count),
+        fetch_slot_count,
         fence: fence.clone(),
         servers: server_pace::ServerPaces::default(),
         stopping: recall::Recalls::default(),
@@ -262,7 +265,7 @@ async fn write_gauges(worker: Weak<worker::Worker>, ctx: Weak<pipeline::Ctx>, ti
 
 /// The child's gauges now (see [`write_gauges`]).
 fn gauge_line(worker: &worker::Worker, ctx: &pipeline::Ctx) -> GaugeLine {
-    let slots = ctx.policy.child_concurrency.max(1) as usize;
+    let slots = ctx.fetch_slot_count;
     let pending = worker.pending() as f64;
     let active = slots.saturating_sub(ctx.fetch_slots.available_permits()) as f64;
     let store_queue = ctx.pages.queued() as f64;

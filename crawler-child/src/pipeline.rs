@@ -76,6 +76,9 @@ pub(crate) struct Ctx {
     pub timing: TimingLog,
     /// Fetches in progress across all domains of this child.
     pub fetch_slots: Semaphore,
+    /// How many `fetch_slots` there are (`--child-concurrency`, or fewer
+    /// when the open-file limit is short: see `open_files`).
+    pub fetch_slot_count: usize,
     /// Until when this child may start requests (its supervisor's right to
     /// crawl; see `link::fence`): checked before every request.
     pub fence: Fence,
