@@ -58,7 +58,7 @@ use domains::Domains;
 use leases::Leases;
 pub(crate) use leases::{LeaseRefusal, Leased};
 use moves::Moves;
-use owners::Owners;
+use owners::{Owners, Ring};
 use parking::Slots;
 pub(crate) use progress::PROGRESS_RESULTS;
 use servers::Servers;
@@ -389,6 +389,8 @@ impl Frontier {
 
     /// Puts domain `id` in its owner's ring if it can be leased: not
     /// moving, blocked or at its in-flight cap, with URLs in its window.
+    /// A domain with a result lately goes in the ring served first (see
+    /// `owners`).
     fn make_ready(&mut self, id: u32) {
         if self.finish_move(id) {
             return;
@@ -400,7 +402,8 @@ impl Frontier {
         {
             return;
         }
-        self.owners.ready(id, &mut d.owner);
+        let ring = if d.recent() { Ring::Warm } else { Ring::Cold };
+        self.owners.ready(id, &mut d.owner, ring);
     }
 
     /// A supervisor joined; once assigning, it takes over domains nobody owns.

@@ -71,6 +71,12 @@ impl DomainQ {
         self.unrecorded = self.unrecorded.saturating_add(1);
     }
 
+    /// Whether a result of it came since the last sweep: it is being
+    /// crawled (its owner's warm ring, see `owners`).
+    pub(super) fn recent(&self) -> bool {
+        self.recent
+    }
+
     /// Results since its progress was last recorded.
     pub(super) fn unrecorded(&self) -> u32 {
         u32::from(self.unrecorded)
