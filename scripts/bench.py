@@ -1020,7 +1020,7 @@ def main():
         stats_path = os.path.join(work, "web-stats.json")
         if os.path.exists(stats_path):
             result["open_web"] = open_web_figures(args, info, json.load(open(stats_path)), reqs, fetched,
-                                                  started, child_rss)
+                                                  started, child_rss, os.path.join(work, "dispatcher.log"))
         human(result)
         print(json.dumps(result, indent=2))
         ok = all(c == 0 for c in codes)
@@ -1045,9 +1045,34 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
 
 
-def open_web_figures(args, info, stats, reqs, fetched, started, child_rss):
+def progress_times(dispatcher_log):
+    """Seconds since the dispatcher started at which it had stored each
+    page, from its progress lines (`[  12.3s] pages  4567 | ...`, every
+    5 s), one entry a page: the shares of the crawl where the stored pages'
+    own times are not read (a store of more than BIG pages)."""
+    points = []
+    try:
+        with open(dispatcher_log) as f:
+            for line in f:
+                words = line.replace("[", " ").replace("s]", " ").split()
+                if len(words) >= 3 and words[1] == "pages":
+                    try:
+                        points.append((float(words[0]), int(words[2])))
+                    except ValueError:
+                        continue
+    except OSError:
+        return []
+    times, done = [], 0
+    for secs, pages in points:
+        times.extend([secs] * max(0, pages - done))
+        done = max(done, pages)
+    return times
+
+
+def open_web_figures(args, info, stats, reqs, fetched, started, child_rss, dispatcher_log):
     """Handshakes and DNS lookups per domain (synthweb's counts), and the
-    children's memory at 10, 50 and 100 % of the crawl (by stored pages)."""
+    children's memory at 10, 50 and 100 % of the crawl (by stored pages:
+    their fetch times, or the dispatcher's progress when those are not read)."""
     domains = info["spec"]["hosts"] + info["spec"].get("outside_hosts", 0)
     out = {"domains": domains, "https": args.https, "dns": args.dns, "web_stats": stats}
     if args.https:
@@ -1061,7 +1086,7 @@ def open_web_figures(args, info, stats, reqs, fetched, started, child_rss):
         out["dns_lookups_per_answering_domain"] = round(d["answering_queries"] / max(d["answering_names_asked"], 1), 3)
         out["dns_failing_domains"] = failing
         out["expected_pages_resolving"] = info.get("expected_pages_resolving")
-    times = sorted(t - started for _, t in fetched)
+    times = sorted(t - started for _, t in fetched) or progress_times(dispatcher_log)
     mem = {}
     for share in (10, 50, 100):
         if not times or not child_rss:
