@@ -220,18 +220,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// How long a connection is kept idle: across a domain's politeness gap,
-/// with room for its next URL to arrive (twice the gap and 3 s, within
-/// 5-30 s), not for long after its last page. At 100,000 domains, kept
-/// 30 s, a child's idle connections outnumbered its fetches two to one:
-/// each a file and tens of KB of TLS and HTTP buffers, and at the server
-/// as many files again, so the web server ran out of them. A domain slower
-/// than this (a long `Crawl-delay`) reconnects, resuming its TLS session.
-fn idle_keep(policy: &CrawlPolicy) -> Duration {
-    let keep = Duration::from_millis(policy.min_delay_ms.saturating_mul(2).saturating_add(3_000));
-    keep.clamp(Duration::from_secs(5), Duration::from_secs(30))
-}
-
 impl Http {
     pub(crate) fn new(
         policy: &CrawlPolicy,
@@ -251,7 +239,7 @@ impl Http {
             .connect_timeout(Duration::from_millis(policy.connect_timeout_ms))
             .timeout(Duration::from_millis(policy.request_timeout_ms))
             .pool_max_idle_per_host(4)
-            .pool_idle_timeout(idle_keep(policy))
+            .pool_idle_timeout(Duration::from_secs(30))
             .tcp_nodelay(true)
             .no_proxy()
             .dns_resolver(resolver.clone())
@@ -488,20 +476,6 @@ mod tests {
             ..crate::robots::tests::policy()
         };
         Http::new(&policy, HostOverrides::default(), Names::system(), Vec::new()).unwrap()
-    }
-
-    #[test]
-    fn idle_connections_are_kept_across_a_gap_not_for_long_after() {
-        let keep = |min_delay_ms| {
-            idle_keep(&CrawlPolicy {
-                min_delay_ms,
-                ..crate::robots::tests::policy()
-            })
-        };
-        assert_eq!(keep(0), Duration::from_secs(5));
-        assert_eq!(keep(1_000), Duration::from_secs(5));
-        assert_eq!(keep(4_000), Duration::from_secs(11));
-        assert_eq!(keep(u64::MAX), Duration::from_secs(30));
     }
 
     fn u(s: &str) -> Url {
