@@ -26,7 +26,6 @@ use std::time::Duration;
 // tokio's clock, so tests can run pacing on paused time.
 use tokio::time::Instant;
 
-use bson::doc;
 use link::protocol::now_ms;
 use shared::timing::{Op, TimingLog};
 use store::docs::{DomainDoc, DomainPace};
@@ -289,11 +288,7 @@ impl DomainTimes {
                     last_crawled_ms: *last as i64,
                     crawl_delay_ms: *delay as i64,
                 };
-                Some(doc! {
-                    "q": {"_id": domain},
-                    "u": {"$set": bson::to_document(&pace).ok()?},
-                    "upsert": true,
-                })
+                store::write::upsert_statement(domain, &pace)
             })
             .collect();
         match store::write::update_once(&self.stores.domains(), updates).await {

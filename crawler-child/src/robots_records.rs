@@ -20,7 +20,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bson::doc;
 use shared::timing::{Op, TimingLog};
 use store::docs::RobotsDoc;
 use store::point_reads::{PointReads, Read};
@@ -160,13 +159,7 @@ impl RobotsRecords {
             let (n, start) = (command.len(), Instant::now());
             let statements = command
                 .iter()
-                .filter_map(|(origin, record)| {
-                    Some(doc! {
-                        "q": {"_id": origin},
-                        "u": {"$set": bson::to_document(record).ok()?},
-                        "upsert": true,
-                    })
-                })
+                .filter_map(|(origin, record)| store::write::upsert_statement(origin, record))
                 .collect();
             let written = store::write::update_once(&self.stores.robots(), statements).await;
             let outcome = if written.is_ok() { "ok" } else { "error" };

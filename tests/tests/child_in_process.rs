@@ -228,11 +228,8 @@ async fn a_child_in_the_test_process_crawls_what_it_is_sent_and_stores_it_once()
         .iter()
         .map(|u| {
             let url = url::Url::parse(u).unwrap();
-            let host = match url.port() {
-                Some(port) => format!("{}:{port}", url.host_str().unwrap()),
-                None => url.host_str().unwrap().to_string(),
-            };
-            let status = if web.robots_txt(&host).is_some() { 200 } else { 404 };
+            let host = &url[url::Position::BeforeHost..url::Position::AfterPort];
+            let status = if web.robots_txt(host).is_some() { 200 } else { 404 };
             (url.origin().ascii_serialization(), status)
         })
         .collect();

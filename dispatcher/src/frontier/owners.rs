@@ -242,14 +242,10 @@ impl Owners {
         let s = self.sups.get_mut(sup)?;
         s.picks = s.picks.wrapping_add(1);
         let cold_turn = s.picks % COLD_EVERY == 0 && !s.ready.is_empty();
-        let (id, ring) = match s.warm.pop_front() {
-            Some(id) if !cold_turn => (id, Ring::Warm),
-            warm => {
-                if let Some(id) = warm {
-                    s.warm.push_front(id);
-                }
-                (s.ready.pop_front()?, Ring::Cold)
-            }
+        let (id, ring) = if !cold_turn && !s.warm.is_empty() {
+            (s.warm.pop_front()?, Ring::Warm)
+        } else {
+            (s.ready.pop_front()?, Ring::Cold)
         };
         let d = &mut domains[id];
         d.owner.set_in_ring(ring, false);

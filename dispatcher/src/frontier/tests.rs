@@ -48,19 +48,26 @@ fn leases_round_robin_over_domains() {
     assert_eq!(more[0].url, "http://a/2");
 }
 
+/// One supervisor and domains `d0`.. with `urls` URLs each
+/// (`http://d{n}/{i}`), leased one at a time per domain.
+fn one_url_at_a_time(domains: usize, urls: usize) -> (Frontier, SupId) {
+    let mut f = Frontier::new(1, 1000, 1);
+    f.start_assigning();
+    let s = f.add_supervisor();
+    for d in 0..domains {
+        for i in 0..urls {
+            f.push(format!("http://d{d}/{i}"), &format!("d{d}"), 0);
+        }
+    }
+    (f, s)
+}
+
 /// One domain's URLs follow each other, not one per rotation over every
 /// other domain (owners' module doc): at 100,000 domains a rotation took
 /// minutes, and a domain's connection was gone by its next URL.
 #[test]
 fn a_domain_being_crawled_is_served_before_those_waiting_their_first_turn() {
-    let mut f = Frontier::new(1, 1000, 1);
-    f.start_assigning();
-    let s = f.add_supervisor();
-    for d in 0..20 {
-        for i in 0..3 {
-            f.push(format!("http://d{d}/{i}"), &format!("d{d}"), 0);
-        }
-    }
+    let (mut f, s) = one_url_at_a_time(20, 3);
     let first = f.take(s, 1, 0);
     assert_eq!(first[0].url, "http://d0/0");
     f.complete(first[0].lease).unwrap();
@@ -73,14 +80,7 @@ fn a_domain_being_crawled_is_served_before_those_waiting_their_first_turn() {
 /// `COLD_EVERY` is a domain that waited, however many crawled ones are ready.
 #[test]
 fn new_domains_still_start_while_crawled_ones_are_always_ready() {
-    let mut f = Frontier::new(1, 1000, 1);
-    f.start_assigning();
-    let s = f.add_supervisor();
-    for d in 0..40 {
-        for i in 0..50 {
-            f.push(format!("http://d{d}/{i}"), &format!("d{d}"), 0);
-        }
-    }
+    let (mut f, s) = one_url_at_a_time(40, 50);
     // Eight domains started (picks 1-8), each answered: all eight ready again.
     for w in f.take(s, 8, 0) {
         f.complete(w.lease).unwrap();

@@ -264,6 +264,17 @@ pub async fn update_each<T: Send + Sync>(
     }
 }
 
+/// The `update` statement that sets `fields` on the document `_id` = `id`,
+/// inserting it if there is none: one of [`update_each`]'s or
+/// [`update_once`]'s `statements`. `None` if `fields` is no document.
+pub fn upsert_statement(id: &str, fields: &impl serde::Serialize) -> Option<bson::Document> {
+    Some(bson::doc! {
+        "q": {"_id": id},
+        "u": {"$set": bson::to_document(fields).ok()?},
+        "upsert": true,
+    })
+}
+
 /// Why [`update_once`] did not write everything.
 #[derive(Debug)]
 pub enum NotWritten {
