@@ -58,7 +58,7 @@ use domains::Domains;
 use leases::Leases;
 pub(crate) use leases::{LeaseRefusal, Leased};
 use moves::Moves;
-use owners::{Owners, Ring};
+use owners::Owners;
 use parking::Slots;
 pub(crate) use progress::PROGRESS_RESULTS;
 use servers::Servers;
@@ -402,7 +402,7 @@ impl Frontier {
         {
             return;
         }
-        let ring = if d.recent() { Ring::Warm } else { Ring::Cold };
+        let ring = d.ring();
         self.owners.ready(id, &mut d.owner, ring);
     }
 
@@ -475,7 +475,7 @@ impl Frontier {
         let mut waits = Vec::new();
         self.clock_ms = self.clock_ms.max(now_ms);
         while out.len() < n {
-            let Some((id, d)) = self.owners.next_ready(sup, &mut self.domains) else {
+            let Some((id, d, ring)) = self.owners.next_ready(sup, &mut self.domains) else {
                 break;
             };
             if d.owner.get() != Some(sup)
@@ -497,6 +497,9 @@ impl Frontier {
             let (lease, expires_ms) =
                 self.leases
                     .issue(sup, id, &mut d.in_flight, (q.url.clone(), q.depth, q.seq), now_ms);
+            if d.count_lease(ring) {
+                self.owners.session_spent(sup);
+            }
             if q.queued_ms != 0 {
                 waits.push(now_ms.saturating_sub(q.queued_ms));
             }

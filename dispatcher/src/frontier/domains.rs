@@ -14,7 +14,7 @@ use std::ops::{Index, IndexMut};
 use super::blocks::Block;
 use super::index::DomainIndex;
 use super::leases::InFlight;
-use super::owners::Owner;
+use super::owners::{Owner, Ring, SESSION_LEASES};
 use super::parking::Slot;
 use super::servers::ServerOf;
 use super::window::Window;
@@ -22,6 +22,17 @@ use super::window::Window;
 /// How often the domains are swept (a pass over every domain held) unless
 /// [`Domains::sweep_every`] says otherwise.
 pub(super) const DEFAULT_SWEEP_MS: u64 = 60_000;
+
+/// [`DomainQ::activity`]'s bit saying a result arrived since the last
+/// sweep: the domain's owner may still be pacing it, so it is kept through
+/// the next sweep, and it is being crawled (its owner's warm ring).
+const RECENT: u8 = 0x80;
+/// [`DomainQ::activity`]'s bits counting the leases since the domain was
+/// last taken from its owner's cold ring: its session, up to
+/// [`SESSION_LEASES`]. (Packed with [`RECENT`]: a crawl may hold millions
+/// of these records.)
+const SESSION: u8 = 0x7f;
+const _: () = assert!(SESSION_LEASES <= SESSION);
 
 /// One domain's record: its name and each part's piece of it.
 pub(super) struct DomainQ {
@@ -33,9 +44,8 @@ pub(super) struct DomainQ {
     pub(super) in_flight: InFlight,
     pub(super) slot: Slot,
     pub(super) server: ServerOf,
-    /// A result arrived since the last sweep: the domain's owner may still
-    /// be pacing it, so it is kept through the next sweep.
-    recent: bool,
+    /// [`RECENT`] and the domain's session (see [`DomainQ::count_lease`]).
+    activity: u8,
     /// Results since the domain's progress was last recorded (see
     /// `progress`), up to 255 (past the number that records it).
     unrecorded: u8,
@@ -51,7 +61,7 @@ impl DomainQ {
             in_flight: InFlight::new(),
             slot: Slot::new(),
             server: ServerOf::new(),
-            recent: false,
+            activity: 0,
             unrecorded: 0,
         }
     }
@@ -65,16 +75,38 @@ impl DomainQ {
         (&self.name, &mut self.window)
     }
 
-    /// A result of the domain arrived (see `recent`).
-    pub(super) fn note_result(&mut self) {
-        self.recent = true;
-        self.unrecorded = self.unrecorded.saturating_add(1);
+    /// It was leased, from its owner's `ring`: a pick from the cold ring
+    /// starts a session. True when this lease spends the session.
+    pub(super) fn count_lease(&mut self, ring: Ring) -> bool {
+        let recent = self.activity & RECENT;
+        let session = match ring {
+            Ring::Cold => 0,
+            Ring::Warm => self.activity & SESSION,
+        };
+        let session = session.saturating_add(1).min(SESSION_LEASES);
+        self.activity = recent | session;
+        session == SESSION_LEASES
     }
 
-    /// Whether a result of it came since the last sweep: it is being
-    /// crawled (its owner's warm ring, see `owners`).
-    pub(super) fn recent(&self) -> bool {
-        self.recent
+    /// Whether a result of it came since the last sweep.
+    fn recent(&self) -> bool {
+        self.activity & RECENT != 0
+    }
+
+    /// Which of its owner's rings it waits in when it can be leased: the
+    /// warm one while it is being crawled and its session lasts.
+    pub(super) fn ring(&self) -> Ring {
+        if self.recent() && self.activity & SESSION < SESSION_LEASES {
+            Ring::Warm
+        } else {
+            Ring::Cold
+        }
+    }
+
+    /// A result of the domain arrived (see `recent`).
+    pub(super) fn note_result(&mut self) {
+        self.activity |= RECENT;
+        self.unrecorded = self.unrecorded.saturating_add(1);
     }
 
     /// Results since its progress was last recorded.
@@ -196,10 +228,10 @@ impl Domains {
     pub(super) fn sweep(&mut self, idle: impl Fn(u32, &DomainQ) -> bool) -> Vec<(u32, DomainQ)> {
         let mut gone = Vec::new();
         for (id, d) in self.records.iter_mut().enumerate() {
-            if !d.name.is_empty() && !d.recent && idle(id as u32, d) {
+            if !d.name.is_empty() && !d.recent() && idle(id as u32, d) {
                 gone.push(id as u32);
             }
-            d.recent = false;
+            d.activity &= !RECENT;
         }
         let mut out = Vec::with_capacity(gone.len());
         for id in gone {

@@ -12,16 +12,27 @@
 //!
 //! Two rings: domains being crawled (a result came in the last sweep
 //! period, see `domains`), and the others, which wait their first turn or
-//! came back after a long pause. The first ring is served first, with one
-//! pick in [`COLD_EVERY`] from the second while both have domains. With a
-//! single ring, a crawl of 100,000 small domains under a credit limit
-//! walked all of them before a domain's next URL: 19 s between two
-//! requests to a domain at the median and 170-200 s for a quarter
-//! (`bench.py --web wide --hosts 100000`), so its connection had closed,
-//! and a new TLS handshake (85 % of the children's CPU there) was paid
-//! again. Served first, a domain's URLs follow each other at its
-//! politeness gap on one connection, and new domains still start: at one
-//! pick in eight at least, and at every pick the crawled ones leave.
+//! came back after a long pause. The first ring is served first; a pick
+//! goes to the second when the first has nothing ready (every domain being
+//! crawled has its URLs out), or in place of a domain that spent its
+//! session: [`SESSION_LEASES`] leases in a row while being crawled, after
+//! which it waits at the back of the second ring (Heritrix's queue
+//! rotation after a session budget, for the same reason).
+//!
+//! Why: the domains being crawled must stay few enough that each one's
+//! next URL comes within its politeness gap and its connection's idle
+//! time. With a single ring, a crawl of 100,000 small domains under a
+//! credit limit walked all of them before a domain's next URL: 19 s
+//! between two requests to a domain at the median (`bench.py --web wide
+//! --hosts 100000`), so its connection had closed, and a new TLS handshake
+//! (85 % of the children's CPU there) was paid again. Serving the first
+//! ring first with one pick in eight from the second was not enough: a
+//! domain there takes about nine picks before its URLs run out, so the
+//! domains being crawled grew without bound (a new one every eight picks,
+//! one done every nine) and the gap with them, 3.5 s at the median in the
+//! first minute to 25 s in the eighth, when connections were lost again.
+//! Now new domains start as fast as the crawled ones leave room for them,
+//! and a big domain gives way to a waiting one after its session.
 
 use std::collections::VecDeque;
 
@@ -38,15 +49,18 @@ struct Sup {
     warm: VecDeque<u32>,
     /// Its other domains that have work and room, in the order they are served.
     ready: VecDeque<u32>,
-    /// Domains taken from its rings, counting on (for [`COLD_EVERY`]).
-    picks: u32,
+    /// Picks owed to `ready`: one for each of its domains that spent its
+    /// session, so one waiting domain takes the place of each.
+    owed: u32,
 }
 
-/// While both rings have domains, every this-many-th pick is from the
-/// ring of domains not being crawled: new domains start at an eighth of
-/// the leases at least (of all of them while the crawled ones have no
-/// room), so a crawl's breadth advances however busy its domains are.
-const COLD_EVERY: u32 = 8;
+/// Leases in a row a domain gets while it is being crawled before it
+/// waits its turn behind the domains that wait (module doc). A domain of
+/// up to this many URLs is crawled in one session, on one connection;
+/// a bigger one pays a new connection (a TLS handshake: about two pages'
+/// CPU) every this many pages, 2 % of them. At most 127 (its count shares
+/// a byte, see `domains`).
+pub(super) const SESSION_LEASES: u8 = 100;
 
 /// Which of a supervisor's rings a domain waits in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,7 +161,7 @@ impl Owners {
             domains: 0,
             warm: VecDeque::new(),
             ready: VecDeque::new(),
-            picks: 0,
+            owed: 0,
         });
         self.sups.len() - 1
     }
@@ -232,24 +246,34 @@ impl Owners {
     }
 
     /// The next domain of `sup`'s rings (see the module doc), out of its
-    /// ring now, with its record: the caller checks that it is still
-    /// `sup`'s and can be leased.
+    /// ring now, with its record and the ring it came from: the caller
+    /// checks that it is still `sup`'s and can be leased.
     pub(super) fn next_ready<'a>(
         &mut self,
         sup: SupId,
         domains: &'a mut Domains,
-    ) -> Option<(u32, &'a mut DomainQ)> {
+    ) -> Option<(u32, &'a mut DomainQ, Ring)> {
         let s = self.sups.get_mut(sup)?;
-        s.picks = s.picks.wrapping_add(1);
-        let cold_turn = s.picks % COLD_EVERY == 0 && !s.ready.is_empty();
-        let (id, ring) = if !cold_turn && !s.warm.is_empty() {
+        if s.ready.is_empty() {
+            s.owed = 0;
+        }
+        let (id, ring) = if s.owed == 0 && !s.warm.is_empty() {
             (s.warm.pop_front()?, Ring::Warm)
         } else {
+            s.owed = s.owed.saturating_sub(1);
             (s.ready.pop_front()?, Ring::Cold)
         };
         let d = &mut domains[id];
         d.owner.set_in_ring(ring, false);
-        Some((id, d))
+        Some((id, d, ring))
+    }
+
+    /// A domain of `sup` spent its session (it waits in the cold ring
+    /// next): a domain that waited is owed its place.
+    pub(super) fn session_spent(&mut self, sup: SupId) {
+        if let Some(s) = self.sups.get_mut(sup) {
+            s.owed = s.owed.saturating_add(1);
+        }
     }
 
     /// Supervisor `sup` left: it owns nothing any more (its domains are
@@ -263,6 +287,7 @@ impl Owners {
         s.domains = 0;
         s.warm.clear();
         s.ready.clear();
+        s.owed = 0;
         true
     }
 

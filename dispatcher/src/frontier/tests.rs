@@ -76,27 +76,48 @@ fn a_domain_being_crawled_is_served_before_those_waiting_their_first_turn() {
     assert_eq!(next[0].url, "http://d0/1");
 }
 
-/// Domains being crawled do not keep new ones from starting: one pick in
-/// `COLD_EVERY` is a domain that waited, however many crawled ones are ready.
+/// New domains start only as the crawled ones leave room: while a
+/// crawled domain is ready, no domain waiting its first turn is taken, so
+/// the domains being crawled do not grow in number (owners' module doc:
+/// they had, a new one every eight picks, and their gaps with them).
 #[test]
-fn new_domains_still_start_while_crawled_ones_are_always_ready() {
-    let (mut f, s) = one_url_at_a_time(40, 50);
-    // Eight domains started (picks 1-8), each answered: all eight ready again.
-    for w in f.take(s, 8, 0) {
+fn new_domains_start_as_crawled_ones_leave_room() {
+    let (mut f, s) = one_url_at_a_time(40, 3);
+    // d0 and d1 start, each answered, so both are being crawled.
+    for w in f.take(s, 2, 0) {
         f.complete(w.lease).unwrap();
     }
-    // Picks 9-40, each answered at once, so a crawled domain is always ready.
-    let mut started = Vec::new();
-    for _ in 0..32 {
+    // Their remaining four URLs come before any other domain's.
+    let mut order = Vec::new();
+    for _ in 0..6 {
         let w = f.take(s, 1, 0).remove(0);
-        let n: usize = w.domain[1..].parse().unwrap();
-        if n >= 8 && !started.contains(&n) {
-            started.push(n);
+        order.push(w.domain.clone());
+        f.complete(w.lease).unwrap();
+    }
+    assert_eq!(order, ["d0", "d1", "d0", "d1", "d2", "d2"]);
+}
+
+/// A domain that spent its session gives way: one waiting its first turn
+/// takes its place, and it waits behind the others (Heritrix's rotation),
+/// so a crawl's breadth advances however big its domains are.
+#[test]
+fn a_domain_that_spent_its_session_gives_way_to_one_that_waited() {
+    let session = usize::from(owners::SESSION_LEASES);
+    let (mut f, s) = one_url_at_a_time(3, 2 * session + 10);
+    let mut runs: Vec<(String, usize)> = Vec::new();
+    for _ in 0..3 * session + 5 {
+        let w = f.take(s, 1, 0).remove(0);
+        match runs.last_mut() {
+            Some((d, n)) if *d == w.domain => *n += 1,
+            _ => runs.push((w.domain.clone(), 1)),
         }
         f.complete(w.lease).unwrap();
     }
-    // Picks 16, 24, 32 and 40 went to domains waiting their first turn, in order.
-    assert_eq!(started, [8, 9, 10, 11]);
+    let runs: Vec<(&str, usize)> = runs.iter().map(|(d, n)| (d.as_str(), *n)).collect();
+    assert_eq!(
+        runs,
+        [("d0", session), ("d1", session), ("d2", session), ("d0", 5)]
+    );
 }
 
 #[test]

@@ -62,9 +62,12 @@ fn a_slow_writer_gets_no_more_writes_than_its_mark_from_the_leases_out() {
     sim.assert_each_crawled_once();
     assert_eq!(sim.store.len(), 64 * 15);
     // Past the mark by what the average of writes per result missed: the
-    // first leases, before any result, count one write each (52 here).
+    // first leases, before any result, count one write each (52 here);
+    // near the end, after a run of leaf pages (one write each) lowered the
+    // average, a round of inner pages brings three each (72 here, since
+    // a domain's URLs follow each other, see `frontier::owners`).
     // The old rule: 424.
-    assert!(peak <= 60, "{peak} writes waited once the writer was behind");
+    assert!(peak <= 80, "{peak} writes waited once the writer was behind");
 }
 
 /// Four domains leased and reported with no tick (so no read) between,
