@@ -231,13 +231,17 @@ fn info(web: &SyntheticWeb) -> serde_json::Value {
         .into_iter()
         .filter(|h| !matches!(dns_behaviour(h, true).0, Behaviour::Answer { .. }))
         .collect();
-    let resolving = exp
-        .pages
-        .keys()
-        .filter(|u| !failing.contains(&host_of(u)))
-        .count();
+    let mut resolving = 0_u64;
+    let mut resolving_by_status = std::collections::BTreeMap::<String, u64>::new();
+    for (url, status) in &exp.pages {
+        if !failing.contains(&host_of(url)) {
+            resolving += 1;
+            *resolving_by_status.entry(status.to_string()).or_default() += 1;
+        }
+    }
     info["dns_failing_hosts"] = serde_json::json!(failing);
     info["expected_pages_resolving"] = serde_json::json!(resolving);
+    info["expected_by_status_resolving"] = serde_json::json!(resolving_by_status);
     if let Some(ch) = web.extras().changing {
         info["changing"] = serde_json::json!({
             "every_secs": ch.every_secs(),
