@@ -455,17 +455,22 @@ def request_records(path):
                 continue
 
 
-def read_request_log(path, t0):
+def read_request_log(path, t0, forbidden=frozenset()):
+    """Requests, robots.txt requests, the busiest second, statuses, and
+    requests to URLs robots.txt forbids (`forbidden`: host + path and
+    query, as the log names them; synthweb's `must_not_fetch_requests`)."""
     if not os.path.exists(path):
         return None
-    n, robots, per_sec, status = 0, 0, {}, {}
+    n, robots, per_sec, status, violations = 0, 0, {}, {}, 0
     for r in request_records(path):
         n += 1
         robots += r["path"] == "/robots.txt"
+        violations += (r["host"] + r["path"]) in forbidden
         s = int(r["at_ms"] / 1000 - t0)
         per_sec[s] = per_sec.get(s, 0) + 1
         status[str(r["status"])] = status.get(str(r["status"]), 0) + 1
-    return {"requests": n, "robots": robots, "peak_per_sec": max(per_sec.values(), default=0), "status": status}
+    return {"requests": n, "robots": robots, "peak_per_sec": max(per_sec.values(), default=0), "status": status,
+            "robots_violations": violations if forbidden else None}
 
 
 def start_store(work, keep):
@@ -970,7 +975,8 @@ def main():
         if nginx:
             reqs = bench_nginx.read_access_log(request_log, started) or {}
         else:
-            reqs = read_request_log(request_log, started) or {}
+            reqs = read_request_log(request_log, started,
+                                    frozenset(info.get("must_not_fetch_requests") or ())) or {}
         web_cpu = by_role.get(web_role, 0.0)
         served = reqs["bytes_sent"] if "bytes_sent" in reqs else (web_w1 - web_w0)
         rates = [(y[4] - x[4]) / (y[0] - x[0]) for x, y in zip(samples, samples[1:])
@@ -985,6 +991,7 @@ def main():
             "cpu_percent_of_one_core": round(web_cpu / wall * 100, 1),
             "share_of_machine_cpu_used_percent": round(web_cpu / machine_busy_secs * 100, 1) if machine_busy_secs else None,
             "status": reqs.get("status"),
+            "robots_violations": reqs.get("robots_violations"),
         }
         if web_role != "synthweb":
             web_server["server"] = web_role
@@ -1160,6 +1167,9 @@ def human(r):
     conns = ws.get("connections")
     if conns:
         e(f"{name} connections: {conns['count']}, {conns['requests_per_connection']} requests each on average")
+    if ws.get("robots_violations") is not None:
+        e(("WARNING: " if ws["robots_violations"] else "")
+          + f"robots.txt: {ws['robots_violations']} requests to URLs it forbids")
     gt = r.get("ground_truth")
     if gt and not gt["matches"]:
         e(f"WARNING: stored pages differ from the ground truth: stored {gt['stored_by_status']}, "

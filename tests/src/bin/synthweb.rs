@@ -224,6 +224,18 @@ fn info(web: &SyntheticWeb) -> serde_json::Value {
         "expected_by_status": by_status,
         "must_not_fetch": exp.must_not_fetch.len(),
     });
+    // The URLs robots.txt forbids, as the request log names a request
+    // (host without port, path and query): for a check of every request.
+    let forbidden: Vec<String> = exp
+        .must_not_fetch
+        .iter()
+        .filter_map(|u| url::Url::parse(u).ok())
+        .map(|u| {
+            let query = u.query().map(|q| format!("?{q}")).unwrap_or_default();
+            format!("{}{}{query}", u.host_str().unwrap_or(""), u.path())
+        })
+        .collect();
+    info["must_not_fetch_requests"] = serde_json::json!(forbidden);
     // Under --dns-listen: the in-scope hosts whose names fail, and the
     // pages a crawl can store without them.
     let failing: std::collections::BTreeSet<String> = web
