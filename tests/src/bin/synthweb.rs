@@ -200,11 +200,17 @@ fn info(web: &SyntheticWeb) -> serde_json::Value {
         .keys()
         .filter(|u| !delayed.contains(&host_of(u)))
         .count();
-    let mut by_status = serde_json::Map::new();
-    for status in exp.pages.values() {
-        let n = by_status.entry(status.to_string()).or_insert(0.into());
-        *n = (n.as_u64().unwrap_or(0) + 1).into();
-    }
+    // Pages by status, of the URLs `keep` keeps.
+    let by_status_of = |keep: &dyn Fn(&str) -> bool| {
+        let mut counts = std::collections::BTreeMap::<String, u64>::new();
+        for (url, status) in &exp.pages {
+            if keep(url) {
+                *counts.entry(status.to_string()).or_default() += 1;
+            }
+        }
+        counts
+    };
+    let by_status = by_status_of(&|_| true);
     let mut info = serde_json::json!({
         "profile": spec.profile.name(),
         "port": port,
@@ -243,14 +249,8 @@ fn info(web: &SyntheticWeb) -> serde_json::Value {
         .into_iter()
         .filter(|h| !matches!(dns_behaviour(h, true).0, Behaviour::Answer { .. }))
         .collect();
-    let mut resolving = 0_u64;
-    let mut resolving_by_status = std::collections::BTreeMap::<String, u64>::new();
-    for (url, status) in &exp.pages {
-        if !failing.contains(&host_of(url)) {
-            resolving += 1;
-            *resolving_by_status.entry(status.to_string()).or_default() += 1;
-        }
-    }
+    let resolving_by_status = by_status_of(&|url| !failing.contains(&host_of(url)));
+    let resolving: u64 = resolving_by_status.values().sum();
     info["dns_failing_hosts"] = serde_json::json!(failing);
     info["expected_pages_resolving"] = serde_json::json!(resolving);
     info["expected_by_status_resolving"] = serde_json::json!(resolving_by_status);
