@@ -44,11 +44,23 @@ pub struct Launched {
     pub running: Running,
 }
 
-/// A running child, as the slot kills and waits for it.
+/// A running child, as the slot kills and waits for it. Dropping it ends
+/// the child, whichever kind it is: a process is started with
+/// `kill_on_drop`, and a task is aborted (`Drop` below), so a slot that
+/// goes away (a supervisor's run ending on an error, a test's cluster
+/// dropped) leaves no child crawling unsupervised.
 pub enum Running {
     Process(Child),
     /// A child as a task of this process; it ends with its run's outcome.
     Task(JoinHandle<anyhow::Result<()>>),
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Running::Task(task) = self {
+            task.abort();
+        }
+    }
 }
 
 /// How a child ended.
@@ -186,6 +198,25 @@ mod tests {
         let mut failed = Running::Task(tokio::spawn(async { anyhow::bail!("no store") }));
         let exit = failed.wait().await.expect("joined");
         assert_eq!(exit.to_string(), "task failed: no store");
+    }
+
+    /// A task child dropped with its slot ends, as a process child
+    /// (`kill_on_drop`) does: what it holds is dropped with it.
+    #[tokio::test]
+    async fn a_task_child_ends_when_it_is_dropped() {
+        let (held, released) = tokio::sync::oneshot::channel::<()>();
+        let running = Running::Task(tokio::spawn(async move {
+            let _held = held;
+            std::future::pending::<()>().await;
+            Ok(())
+        }));
+        drop(running);
+        // The task's end drops `held`, which closes the channel.
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(10), released).await;
+        assert!(
+            matches!(ended, Ok(Err(_))),
+            "the task still runs after its Running was dropped"
+        );
     }
 
     /// A process child is started with its pipes, and its exit status is
