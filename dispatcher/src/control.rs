@@ -11,6 +11,8 @@
 pub(crate) mod http;
 pub mod request;
 
+pub(crate) use request::ControlRequest;
+
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -23,34 +25,6 @@ pub(crate) const MAX_BLOCK_MS: u64 = 366 * 24 * 3600 * 1000;
 pub(crate) const MAX_DELAY_MS: u64 = 24 * 3600 * 1000;
 /// Most seeds one call may add (a bigger list: several calls).
 pub(crate) const MAX_SEEDS_PER_CALL: usize = 100_000;
-
-/// What an operator asks for.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Command {
-    Status,
-    Pause,
-    Resume,
-    /// Nothing more of `domain` is handed out (its URLs stay queued; those
-    /// out finish), until `until_ms` if given.
-    Block {
-        domain: String,
-        until_ms: Option<u64>,
-        reason: String,
-    },
-    Unblock {
-        domain: String,
-    },
-    /// The domain's minimum gap between requests; `None` goes back to the
-    /// crawl's `--min-delay-ms`. Robots.txt's Crawl-delay still raises it.
-    Delay {
-        domain: String,
-        ms: Option<u64>,
-    },
-    /// Seeds, as if they had been given at start (depth 0, in scope).
-    AddSeeds(Vec<String>),
-    /// As SIGTERM: supervisors stop, queued URLs stay for the next run.
-    Stop,
-}
 
 /// Why a command was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

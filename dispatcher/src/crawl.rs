@@ -25,7 +25,7 @@ use zeromq::{RouterSendHalf, RouterSocket, Socket, SocketRecv};
 
 use crate::cluster::{self, ClusterView, SharedView};
 use crate::config::{Config, Flags};
-use crate::control::{self, Command};
+use crate::control::{self, ControlRequest};
 use crate::frontier::SupId;
 use crate::monitor::{FrontierView, Monitor};
 use crate::persist::{Confirmed, FrontierWriter};
@@ -519,7 +519,7 @@ impl Dispatcher {
     /// An operator's command (see `crate::control`), answered; true for
     /// Stop, which ends the crawl's loop as SIGTERM does.
     async fn on_control(&mut self, request: control::http::Request) -> anyhow::Result<bool> {
-        let stop = request.command == Command::Stop;
+        let stop = request.command == ControlRequest::Stop;
         let answer = self.state.steer(request.command, now_ms());
         if stop {
             // Told before the operator hears back, so nothing starts after

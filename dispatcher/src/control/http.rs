@@ -1,7 +1,7 @@
 //! The control endpoints, served next to the debug endpoints (same
 //! address, same bearer token): each request is read as a typed
-//! `ControlRequest` (`request.rs`, the type `crawlctl` sends), becomes one
-//! [`Command`] for the event loop, which answers it.
+//! [`ControlRequest`] (`request.rs`, the type `crawlctl` sends) and handed
+//! as it is to the event loop, which answers it.
 //!
 //! ```text
 //! GET  /control/status
@@ -23,11 +23,10 @@ use profiling::axum::Router;
 use tokio::sync::{mpsc, oneshot};
 
 use super::request::{ControlRequest, Verb};
-use super::Command;
 
 /// A command and where its answer goes: a JSON value, or why it was refused.
 pub(crate) struct Request {
-    pub(crate) command: Command,
+    pub(crate) command: ControlRequest,
     pub(crate) answer: oneshot::Sender<Result<serde_json::Value, String>>,
 }
 
@@ -48,7 +47,7 @@ fn reply(status: StatusCode, body: String) -> Reply {
 }
 
 /// Hands `command` to the event loop and turns its answer into a reply.
-async fn ask(tx: mpsc::Sender<Request>, command: Command) -> Reply {
+async fn ask(tx: mpsc::Sender<Request>, command: ControlRequest) -> Reply {
     let (answer, answered) = oneshot::channel();
     if tx.send(Request { command, answer }).await.is_err() {
         return reply(
@@ -77,7 +76,7 @@ pub(crate) fn route(tx: mpsc::Sender<Request>) -> Router {
             let tx = tx.clone();
             async move {
                 match ControlRequest::from_http(verb, &q, &body) {
-                    Ok(request) => ask(tx, request.into_command(link::protocol::now_ms())).await,
+                    Ok(request) => ask(tx, request).await,
                     Err(why) => reply(StatusCode::BAD_REQUEST, why),
                 }
             }

@@ -2,12 +2,13 @@
 //! one typed value that `crawlctl` turns into an HTTP request
 //! ([`ControlRequest::to_http`]) and the endpoint turns back
 //! ([`ControlRequest::from_http`]), so the two cannot disagree on a path,
-//! a parameter's name or its unit. What a request then asks of the crawl
-//! is a [`Command`] ([`ControlRequest::into_command`]).
+//! a parameter's name or its unit. The same value is what the crawl's
+//! state carries out (`state/steer.rs`): there is no second command type
+//! to translate it into.
 
 use std::collections::HashMap;
 
-use super::{Command, Refused, MAX_SEEDS_PER_CALL};
+use super::{Refused, MAX_SEEDS_PER_CALL};
 
 /// Which control endpoint: one per kind of request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,14 +64,26 @@ pub enum BlockEnd {
     AtUnixMs(u64),
 }
 
+impl BlockEnd {
+    /// When the block ends, in Unix ms, for a request taken at `now_ms`.
+    pub(crate) fn at_ms(self, now_ms: u64) -> u64 {
+        match self {
+            BlockEnd::AfterSecs(s) => now_ms.saturating_add(s.saturating_mul(1000)),
+            BlockEnd::AtUnixMs(t) => t,
+        }
+    }
+}
+
 /// What an operator asks of a running crawl.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ControlRequest {
     Status,
     Pause,
     Resume,
+    /// As SIGTERM: supervisors stop, queued URLs stay for the next run.
     Stop,
-    /// Nothing more of `domain` is handed out, until `end` if given.
+    /// Nothing more of `domain` is handed out (its URLs stay queued; those
+    /// out and not yet started are recalled), until `end` if given.
     Block {
         domain: String,
         end: Option<BlockEnd>,
@@ -81,12 +94,13 @@ pub enum ControlRequest {
         domain: String,
     },
     /// `domain`'s minimum gap between requests; `None`: the crawl's
-    /// `--min-delay-ms` again.
+    /// `--min-delay-ms` again. Robots.txt's Crawl-delay still raises it.
     Delay {
         domain: String,
         ms: Option<u64>,
     },
-    /// URLs to crawl as seeds.
+    /// URLs to crawl as seeds, as if they had been given at start
+    /// (depth 0, in scope).
     Seeds(Vec<String>),
 }
 
@@ -222,27 +236,6 @@ impl ControlRequest {
             }
         })
     }
-
-    /// What the request asks of the crawl, taken at `now_ms`.
-    pub(crate) fn into_command(self, now_ms: u64) -> Command {
-        match self {
-            ControlRequest::Status => Command::Status,
-            ControlRequest::Pause => Command::Pause,
-            ControlRequest::Resume => Command::Resume,
-            ControlRequest::Stop => Command::Stop,
-            ControlRequest::Block { domain, end, reason } => Command::Block {
-                domain,
-                until_ms: end.map(|e| match e {
-                    BlockEnd::AfterSecs(s) => now_ms.saturating_add(s.saturating_mul(1000)),
-                    BlockEnd::AtUnixMs(t) => t,
-                }),
-                reason,
-            },
-            ControlRequest::Unblock { domain } => Command::Unblock { domain },
-            ControlRequest::Delay { domain, ms } => Command::Delay { domain, ms },
-            ControlRequest::Seeds(seeds) => Command::AddSeeds(seeds),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -319,14 +312,12 @@ mod tests {
             &q(&[("domain", "a.test"), ("for_s", "60"), ("reason", "asked")]),
             "",
         );
-        assert_eq!(
-            block.map(|r| r.into_command(now)),
-            Ok(Command::Block {
-                domain: "a.test".into(),
-                until_ms: Some(now + 60_000),
-                reason: "asked".into()
-            })
-        );
+        let Ok(ControlRequest::Block { domain, end, reason }) = block else {
+            panic!("{block:?}")
+        };
+        assert_eq!((domain.as_str(), reason.as_str()), ("a.test", "asked"));
+        assert_eq!(end.map(|e| e.at_ms(now)), Some(now + 60_000));
+        assert_eq!(BlockEnd::AtUnixMs(5).at_ms(now), 5);
         assert!(ControlRequest::from_http(
             Verb::Block,
             &q(&[("domain", "a.test"), ("for_s", "1"), ("until_ms", "5")]),
@@ -351,9 +342,8 @@ mod tests {
                 Verb::Seeds,
                 &q(&[]),
                 "# new hosts\nhttp://a.test/\n\n  http://b.test/x # why\n"
-            )
-            .map(|r| r.into_command(now)),
-            Ok(Command::AddSeeds(vec![
+            ),
+            Ok(ControlRequest::Seeds(vec![
                 "http://a.test/".into(),
                 "http://b.test/x".into()
             ]))

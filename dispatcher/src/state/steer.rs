@@ -9,7 +9,7 @@ use serde_json::json;
 use store::docs::ControlDoc;
 
 use super::{CrawlState, Effect};
-use crate::control::{Change, Command, Controls, Refused};
+use crate::control::{Change, ControlRequest, Controls, Refused};
 
 impl<C> CrawlState<C> {
     /// What an operator set in an earlier run, read back at start-up.
@@ -32,15 +32,15 @@ impl<C> CrawlState<C> {
         &self.controls
     }
 
-    /// Carries out `cmd` (but `Stop`, which the shell carries out): its
-    /// answer for the operator, or why it was refused.
-    pub(crate) fn steer(&mut self, cmd: Command, now_ms: u64) -> Result<serde_json::Value, String> {
+    /// Carries out `cmd`, taken at `now_ms` (but `Stop`, which the shell
+    /// carries out): its answer for the operator, or why it was refused.
+    pub(crate) fn steer(&mut self, cmd: ControlRequest, now_ms: u64) -> Result<serde_json::Value, String> {
         let answer = match cmd {
-            Command::Status => return Ok(self.status()),
+            ControlRequest::Status => return Ok(self.status()),
             // Carried out by the shell once answered.
-            Command::Stop => json!({"stopping": true, "queued": self.frontier.queued()}),
-            Command::Pause | Command::Resume => {
-                let pause = cmd == Command::Pause;
+            ControlRequest::Stop => json!({"stopping": true, "queued": self.frontier.queued()}),
+            ControlRequest::Pause | ControlRequest::Resume => {
+                let pause = cmd == ControlRequest::Pause;
                 if self.controls.set_paused(pause) {
                     tracing::warn!(
                         "crawl {} by an operator",
@@ -53,11 +53,8 @@ impl<C> CrawlState<C> {
                 }
                 json!({"paused": pause})
             }
-            Command::Block {
-                domain,
-                until_ms,
-                reason,
-            } => {
+            ControlRequest::Block { domain, end, reason } => {
+                let until_ms = end.map(|e| e.at_ms(now_ms));
                 let domain = self
                     .controls
                     .block(&domain, until_ms, &reason, now_ms)
@@ -68,7 +65,7 @@ impl<C> CrawlState<C> {
                 self.record(Change::Domain(domain.clone()), now_ms);
                 json!({"domain": domain, "blocked": true, "until_ms": until_ms})
             }
-            Command::Unblock { domain } => {
+            ControlRequest::Unblock { domain } => {
                 let (domain, by_operator) = self.controls.unblock(&domain).map_err(say)?;
                 // A circuit breaker's halt is lifted too (`unhalt` records it).
                 let halted = !by_operator && self.unhalt(&domain);
@@ -83,7 +80,7 @@ impl<C> CrawlState<C> {
                 }
                 json!({"domain": domain, "blocked": false})
             }
-            Command::Delay { domain, ms } => {
+            ControlRequest::Delay { domain, ms } => {
                 let domain = self.controls.delay(&domain, ms).map_err(say)?;
                 // URLs already leased carry the old delay: back they come,
                 // to go out again with the new one.
@@ -92,7 +89,7 @@ impl<C> CrawlState<C> {
                 self.record(Change::Domain(domain.clone()), now_ms);
                 json!({"domain": domain, "min_delay_ms": ms})
             }
-            Command::AddSeeds(seeds) => return self.add_seeds(seeds, now_ms),
+            ControlRequest::Seeds(seeds) => return self.add_seeds(seeds, now_ms),
         };
         Ok(answer)
     }

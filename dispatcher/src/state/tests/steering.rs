@@ -34,7 +34,7 @@ fn leased_of(sim: &Sim, conn: u32, domain: &str) -> Vec<WorkItem> {
 
 #[test]
 fn an_operator_blocks_pauses_and_paces_a_running_crawl() {
-    use crate::control::Command;
+    use crate::control::ControlRequest;
     let mut sim = Sim::new(settings(), 15);
     sim.seed(2);
     let a = sim.join("a", 8, Vec::new());
@@ -45,9 +45,9 @@ fn an_operator_blocks_pauses_and_paces_a_running_crawl() {
 
     // A block: what the supervisor holds of d0 is recalled, handed back
     // without a try, and nothing of d0 goes out again.
-    let block = Command::Block {
+    let block = ControlRequest::Block {
         domain: "d0.test".into(),
-        until_ms: None,
+        end: None,
         reason: "asked to".into(),
     };
     sim.st.steer(block, sim.now).unwrap();
@@ -67,7 +67,7 @@ fn an_operator_blocks_pauses_and_paces_a_running_crawl() {
     }
 
     // A pause: everything out is recalled and nothing is leased.
-    sim.st.steer(Command::Pause, sim.now).unwrap();
+    sim.st.steer(ControlRequest::Pause, sim.now).unwrap();
     sim.pump();
     answer_recalls(&mut sim, a);
     sim.report(a, usize::MAX);
@@ -77,8 +77,8 @@ fn an_operator_blocks_pauses_and_paces_a_running_crawl() {
     assert!(sim.st.progress_line().starts_with("PAUSED"));
 
     // Resumed and paced: d1's leases carry the operator's delay.
-    sim.st.steer(Command::Resume, sim.now).unwrap();
-    let pace = Command::Delay {
+    sim.st.steer(ControlRequest::Resume, sim.now).unwrap();
+    let pace = ControlRequest::Delay {
         domain: "d1.test".into(),
         ms: Some(700),
     };
@@ -91,7 +91,7 @@ fn an_operator_blocks_pauses_and_paces_a_running_crawl() {
     // Unblocked, the crawl ends with every URL finished once, d0's too.
     sim.st
         .steer(
-            Command::Unblock {
+            ControlRequest::Unblock {
                 domain: "d0.test".into(),
             },
             sim.now,
