@@ -33,8 +33,9 @@ pub mod urls;
 /// `supervisor_children` is the node's vCPUs), so the children are the
 /// node's parallelism, and a second thread in each only moved tasks
 /// between threads and woke sleeping ones. On the realistic bench (four
-/// children on two cores) one thread took the children's CPU a page from
-/// 0.215 and 0.207 ms to 0.196 and 0.192 (scripts/scale-measurements.md).
+/// children on two cores, synthweb) one thread took the children's CPU a
+/// page from 0.215 and 0.207 ms to 0.196 and 0.192; on nginx one pair was
+/// level within the machine's noise (scripts/scale-measurements.md).
 /// Its blocking work (dictionary training, the system resolver) still
 /// goes to tokio's blocking pool.
 pub fn runtime(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
