@@ -24,7 +24,7 @@ fn main() -> anyhow::Result<()> {
              they stay leased and are crawled again (after the lease, or by the next run)"
         )
     });
-    let runtime = shared::runtime(shared::CHILD_WORKERS)?;
+    let runtime = shared::runtime()?;
     let res = runtime.block_on(async { crawler_child::run(config, Shutdown::on_signals()).await });
     // A URL stuck in synchronous code must not keep the process alive.
     runtime.shutdown_timeout(Duration::from_secs(1));

@@ -34,6 +34,6 @@ fn main() -> anyhow::Result<()> {
     // and confirmation the workers hand it would then wake another thread,
     // a cost that grows with the number of small events
     // (scripts/bench-dispatcher.sh measures it).
-    let rt = shared::runtime(shared::SHARED_WORKERS)?;
+    let rt = shared::runtime()?;
     rt.block_on(async move { tokio::spawn(dispatcher::run(config, Shutdown::on_signals())).await? })
 }

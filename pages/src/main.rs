@@ -69,7 +69,7 @@ enum Cmd {
 fn main() -> anyhow::Result<()> {
     shared::logging::init("pages");
     let args = Args::parse();
-    shared::runtime(shared::SHARED_WORKERS)?.block_on(run(args))
+    shared::runtime()?.block_on(run(args))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {

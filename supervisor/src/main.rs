@@ -29,6 +29,5 @@ fn main() -> anyhow::Result<()> {
              from it (or when the leases expire)"
         )
     });
-    shared::runtime(shared::SHARED_WORKERS)?
-        .block_on(async { supervisor::run(config, Shutdown::on_signals()).await })
+    shared::runtime()?.block_on(async { supervisor::run(config, Shutdown::on_signals()).await })
 }
