@@ -67,24 +67,43 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// supervisor says Stop, goes away (stdin closes) or `shutdown` asks it to
 /// stop; then finishes the URLs in hand (within `DRAIN`), stores and
 /// reports them.
-pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
-    run_on(config, shutdown, tokio::io::stdin(), tokio::io::stdout()).await
+/// Boxed: see [`shared::RoleFuture`].
+pub fn run(config: Config, shutdown: Shutdown) -> shared::RoleFuture {
+    run_on(config, shutdown, tokio::io::stdin(), tokio::io::stdout())
 }
 
 /// [`run`] over any pipe pair: `from_supervisor` carries [`ToChild`]
 /// frames, `to_supervisor` gets [`FromChild`] frames. The binary passes
 /// its stdin and stdout; a test can run a child as a task of its own
 /// process over `tokio::io::duplex` (tests/tests/child_in_process.rs).
-pub async fn run_on<R, W>(
+/// The pipes are boxed, so the child is compiled once for all of them.
+pub fn run_on<R, W>(
     config: Config,
-    mut shutdown: Shutdown,
-    mut from_supervisor: R,
+    shutdown: Shutdown,
+    from_supervisor: R,
     to_supervisor: W,
-) -> anyhow::Result<()>
+) -> shared::RoleFuture
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    Box::pin(serve(
+        config,
+        shutdown,
+        Box::new(from_supervisor),
+        Box::new(to_supervisor),
+    ))
+}
+
+type FromSupervisor = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
+type ToSupervisor = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+
+async fn serve(
+    config: Config,
+    mut shutdown: Shutdown,
+    mut from_supervisor: FromSupervisor,
+    to_supervisor: ToSupervisor,
+) -> anyhow::Result<()> {
     let Config {
         store,
         obs,

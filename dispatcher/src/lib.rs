@@ -44,6 +44,7 @@ pub(crate) const DEFAULT_USER_AGENT: &str = "synthcrawler/0.1 (+https://example.
 /// Runs a crawl until it is done or `shutdown` asks it to stop, then
 /// writes its summary. Stopped or crashed, it resumes with the same
 /// config.
-pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
-    crawl::run(config, shutdown).await
+/// Boxed: see [`shared::RoleFuture`].
+pub fn run(config: Config, shutdown: Shutdown) -> shared::RoleFuture {
+    Box::pin(crawl::run(config, shutdown))
 }

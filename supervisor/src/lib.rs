@@ -47,13 +47,18 @@ const ROLE: &str = "supervisor";
 /// it to stop, or it has to leave (a slot that keeps crashing, a
 /// dispatcher unreachable for too long: then with that error). Either way
 /// it drains its children and hands in their results first.
-pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
-    run_with(config, shutdown, Arc::new(Processes)).await
+/// Boxed: see [`shared::RoleFuture`].
+pub fn run(config: Config, shutdown: Shutdown) -> shared::RoleFuture {
+    run_with(config, shutdown, Arc::new(Processes))
 }
 
 /// [`run`] with children started by `launcher` (the binary's are
 /// processes; a test's may be tasks of its own process, see [`launch`]).
-pub async fn run_with(config: Config, shutdown: Shutdown, launcher: Arc<dyn Launch>) -> anyhow::Result<()> {
+pub fn run_with(config: Config, shutdown: Shutdown, launcher: Arc<dyn Launch>) -> shared::RoleFuture {
+    Box::pin(serve(config, shutdown, launcher))
+}
+
+async fn serve(config: Config, shutdown: Shutdown, launcher: Arc<dyn Launch>) -> anyhow::Result<()> {
     if config.children == 0 {
         bail!("--children must be at least 1");
     }

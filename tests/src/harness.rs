@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use bson::{doc, Document};
+use futures::future::BoxFuture;
 use futures::TryStreamExt;
 use tokio::process::{Child, Command};
 
@@ -228,8 +229,13 @@ impl StoreServer {
             .status();
     }
 
-    pub async fn client(&self) -> anyhow::Result<mongodb::Client> {
-        Ok(mongodb::Client::with_uri_str(&self.uri).await?)
+    /// A client of this server (boxed: see the crate's doc).
+    pub fn client(&self) -> BoxFuture<'_, anyhow::Result<mongodb::Client>> {
+        Box::pin(async move {
+            mongodb::Client::with_uri_str(&self.uri)
+                .await
+                .map_err(anyhow::Error::from)
+        })
     }
 }
 
@@ -493,7 +499,12 @@ pub struct RunningCrawl {
 }
 
 /// Starts dispatcher + supervisors and returns without waiting for the crawl.
-pub async fn spawn_crawl(spec: &ClusterSpec) -> anyhow::Result<RunningCrawl> {
+/// Boxed: see the crate's doc.
+pub fn spawn_crawl(spec: &ClusterSpec) -> BoxFuture<'_, anyhow::Result<RunningCrawl>> {
+    Box::pin(start_processes(spec))
+}
+
+async fn start_processes(spec: &ClusterSpec) -> anyhow::Result<RunningCrawl> {
     let started = std::time::Instant::now();
     let debug_addr = flag_value(&spec.dispatcher_args, "--debug-addr")
         .map(|a| a.parse().with_context(|| format!("--debug-addr {a}")))
@@ -721,7 +732,12 @@ impl RunningCrawl {
     /// Waits for the crawl to end by itself (or `timeout`; then every process is killed).
     /// [`CrawlRun::supervisors`] has the supervisors that were started, in
     /// order; a late one never started is left out.
-    pub async fn wait(mut self, timeout: Duration) -> anyhow::Result<CrawlRun> {
+    /// Boxed: see the crate's doc.
+    pub fn wait(self, timeout: Duration) -> BoxFuture<'static, anyhow::Result<CrawlRun>> {
+        Box::pin(self.wait_for_end(timeout))
+    }
+
+    async fn wait_for_end(mut self, timeout: Duration) -> anyhow::Result<CrawlRun> {
         let run = async {
             let out = (&mut self.stdout).await.context("dispatcher stdout reader")??;
             let d = self.dispatcher.wait().await?;
@@ -815,21 +831,28 @@ pub fn crawl_coll(kind: &str) -> String {
     store::CrawlId::default().collection(kind)
 }
 
-/// Every page of crawl `crawl`, as the crawl's readers see them.
-pub async fn all_pages(
-    db: &mongodb::Database,
-    crawl: &store::CrawlId,
-) -> anyhow::Result<Vec<store::docs::PageDoc>> {
-    let cursor = db
-        .collection::<store::docs::PageDoc>(&crawl.collection(store::PAGES))
-        .find(doc! {})
-        .await?;
-    Ok(cursor.try_collect().await?)
+/// Every page of crawl `crawl`, as the crawl's readers see them (boxed:
+/// see the crate's doc).
+pub fn all_pages<'a>(
+    db: &'a mongodb::Database,
+    crawl: &'a store::CrawlId,
+) -> BoxFuture<'a, anyhow::Result<Vec<store::docs::PageDoc>>> {
+    Box::pin(read_all(db.collection(&crawl.collection(store::PAGES))))
 }
 
-/// Every document of a collection.
-pub async fn all_docs(db: &mongodb::Database, coll: &str) -> anyhow::Result<Vec<Document>> {
-    let cursor = db.collection::<Document>(coll).find(doc! {}).await?;
+/// Every document of a collection (boxed: see the crate's doc).
+pub fn all_docs<'a>(
+    db: &'a mongodb::Database,
+    coll: &'a str,
+) -> BoxFuture<'a, anyhow::Result<Vec<Document>>> {
+    Box::pin(read_all(db.collection(coll)))
+}
+
+async fn read_all<T>(coll: mongodb::Collection<T>) -> anyhow::Result<Vec<T>>
+where
+    T: serde::de::DeserializeOwned + Send + Sync,
+{
+    let cursor = coll.find(doc! {}).await?;
     Ok(cursor.try_collect().await?)
 }
 

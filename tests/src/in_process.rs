@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use futures::future::BoxFuture;
 use shared::shutdown::{Shutdown, Trigger};
 use supervisor::launch::{ChildCommand, Launch, Launched, Running};
 use tokio::task::JoinHandle;
@@ -75,7 +76,12 @@ impl InProcessRun {
 /// Runs the crawl `spec` describes with every role in this process, to its
 /// end or `timeout` (then every role is asked to stop, and the run is an
 /// error).
-pub async fn run_in_process(spec: &ClusterSpec, timeout: Duration) -> anyhow::Result<InProcessRun> {
+/// Boxed: see the crate's doc.
+pub fn run_in_process(spec: &ClusterSpec, timeout: Duration) -> BoxFuture<'_, anyhow::Result<InProcessRun>> {
+    Box::pin(run_roles(spec, timeout))
+}
+
+async fn run_roles(spec: &ClusterSpec, timeout: Duration) -> anyhow::Result<InProcessRun> {
     if !spec.env.is_empty() || !spec.dispatcher_env.is_empty() {
         bail!("an in-process cluster has one environment: spawn the binaries for a spec with env");
     }

@@ -1,4 +1,10 @@
 //! Test support: the synthetic web and a harness that runs the real crawler.
+//!
+//! The entry points every test awaits (starting the web, running a crawl,
+//! connecting to and reading the store) return boxed futures, for the
+//! reason [`shared::RoleFuture`] gives: an `async fn` is compiled in each
+//! crate that awaits it, so each test binary compiled the web server, the
+//! process harness and the MongoDB client's connection code again.
 
 #![warn(unreachable_pub)]
 

@@ -25,6 +25,7 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::serve::ListenerExt;
 use axum::Router;
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -127,7 +128,16 @@ impl WebServer {
     }
 
     /// [`WebServer::start`] with opt-in additions (hostile hosts, slow hosts).
-    pub async fn start_with(spec: WebSpec, extras: WebExtras, bind: SocketAddr) -> anyhow::Result<WebServer> {
+    /// Boxed: see the crate's doc.
+    pub fn start_with(
+        spec: WebSpec,
+        extras: WebExtras,
+        bind: SocketAddr,
+    ) -> BoxFuture<'static, anyhow::Result<WebServer>> {
+        Box::pin(Self::bind_and_serve(spec, extras, bind))
+    }
+
+    async fn bind_and_serve(spec: WebSpec, extras: WebExtras, bind: SocketAddr) -> anyhow::Result<WebServer> {
         let listener = TcpListener::bind(bind).await?;
         let addr = listener.local_addr()?;
         let extras_internal = extras.internal;
