@@ -29,7 +29,8 @@ Prints a JSON object on stdout (a summary on stderr):
   before (what one more URL costs, without the process's fixed memory);
   [peak_rss_mib].
 - [startup_s]: from starting the dispatcher on the stored frontier (same
-  store, same crawl id, a --max-pages ten times higher) until its ZeroMQ
+  store, same crawl id, a --max-pages ten times higher, or
+  --restart-max-pages) until its ZeroMQ
   endpoint accepts connections: it binds only once it has read the stored
   frontier and can dispatch (its /metrics answers long before, so it is
   no signal); [startup_dispatcher_cpu_s], [startup_store_cpu_s]: who
@@ -129,6 +130,10 @@ def main():
     ap.add_argument("--stop-at", type=float, default=0.5, metavar="SHARE",
                     help="stop the crawl's dispatcher once this share of --urls is fetched, so that the "
                          "restart has the rest to crawl (1: the crawl runs to its end)")
+    ap.add_argument("--restart-max-pages", type=int, default=0, metavar="N",
+                    help="the restarted dispatcher's --max-pages (default ten times --urls: it admits the "
+                         "results' new links again, which the crawl had stopped doing once --urls were "
+                         "admitted; --urls restarts the crawl as an operator would, with its own config)")
     ap.add_argument("--stop-signal", choices=("term", "kill"), default="term",
                     help="how the crawl's dispatcher is stopped at --stop-at: SIGTERM (it writes what it "
                          "holds and every domain's progress) or SIGKILL")
@@ -271,7 +276,8 @@ def main():
 
         # 2. Start-up on the stored frontier.
         started, store_cpu1 = time.time(), cpu_secs(store_pid) or 0.0
-        d, port, debug = dispatcher("restart", result["urls"] * 10)
+        result["restart_max_pages"] = args.restart_max_pages or result["urls"] * 10
+        d, port, debug = dispatcher("restart", result["restart_max_pages"])
         while not accepts(port):
             if d.poll() is not None:
                 raise SystemExit(f"the restarted dispatcher exited ({d.returncode}); see {work}/restart.log")

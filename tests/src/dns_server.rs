@@ -14,6 +14,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, SOA};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
@@ -139,8 +140,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl DnsServer {
-    /// Serves `zone` on `bind` (UDP; port 0 = any).
-    pub async fn start(zone: Zone, bind: SocketAddr) -> anyhow::Result<DnsServer> {
+    /// Serves `zone` on `bind` (UDP; port 0 = any). Boxed: see the crate's doc.
+    pub fn start(zone: Zone, bind: SocketAddr) -> BoxFuture<'static, anyhow::Result<DnsServer>> {
+        Box::pin(Self::bind_and_answer(zone, bind))
+    }
+
+    async fn bind_and_answer(zone: Zone, bind: SocketAddr) -> anyhow::Result<DnsServer> {
         let socket = Arc::new(UdpSocket::bind(bind).await?);
         let addr = socket.local_addr()?;
         let seen: Arc<Mutex<HashMap<String, Seen>>> = Arc::default();

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bson::doc;
+use futures::future::BoxFuture;
 
 use crate::harness::{all_pages, crawl_coll, CrawlRun};
 use crate::web::{Expected, RequestRecord};
@@ -102,11 +103,15 @@ pub struct FrontierUrl {
 
 /// Every URL of crawl `crawl`'s stored frontier, in `seq` order (a
 /// segment that does not read back, as one a test wrote by hand, is
-/// passed over).
-pub async fn frontier_urls(
-    db: &mongodb::Database,
-    crawl: &store::CrawlId,
-) -> anyhow::Result<Vec<FrontierUrl>> {
+/// passed over). Boxed: see the crate's doc.
+pub fn frontier_urls<'a>(
+    db: &'a mongodb::Database,
+    crawl: &'a store::CrawlId,
+) -> BoxFuture<'a, anyhow::Result<Vec<FrontierUrl>>> {
+    Box::pin(read_frontier(db, crawl))
+}
+
+async fn read_frontier(db: &mongodb::Database, crawl: &store::CrawlId) -> anyhow::Result<Vec<FrontierUrl>> {
     use futures::TryStreamExt;
     use store::docs::{OutcomeDoc, SegmentDoc, SegmentState};
     let pages: std::collections::HashSet<String> =
@@ -161,8 +166,16 @@ pub async fn frontier_urls(
 
 /// How many URLs of crawl `crawl`'s stored frontier are still queued,
 /// counted cheaply (no page read): the URLs in queued segments, less the
-/// stored pages and the outcomes (each finishes one of them).
-pub async fn queued_count(db: &mongodb::Database, crawl: &store::CrawlId) -> anyhow::Result<u64> {
+/// stored pages and the outcomes (each finishes one of them). Boxed: see
+/// the crate's doc.
+pub fn queued_count<'a>(
+    db: &'a mongodb::Database,
+    crawl: &'a store::CrawlId,
+) -> BoxFuture<'a, anyhow::Result<u64>> {
+    Box::pin(count_queued(db, crawl))
+}
+
+async fn count_queued(db: &mongodb::Database, crawl: &store::CrawlId) -> anyhow::Result<u64> {
     use futures::TryStreamExt;
     let n = |d: &bson::Document| match d.get("n") {
         Some(bson::Bson::Int32(n)) => u64::try_from(*n).unwrap_or(0),
@@ -194,8 +207,14 @@ pub async fn queued_count(db: &mongodb::Database, crawl: &store::CrawlId) -> any
     Ok(queued.saturating_sub(pages).saturating_sub(ended))
 }
 
-/// The `_id`s of the default crawl's stored pages.
-pub async fn stored_page_urls(db: &mongodb::Database) -> anyhow::Result<std::collections::HashSet<String>> {
+/// The `_id`s of the default crawl's stored pages (boxed: see the crate's doc).
+pub fn stored_page_urls(
+    db: &mongodb::Database,
+) -> BoxFuture<'_, anyhow::Result<std::collections::HashSet<String>>> {
+    Box::pin(read_page_urls(db))
+}
+
+async fn read_page_urls(db: &mongodb::Database) -> anyhow::Result<std::collections::HashSet<String>> {
     use futures::TryStreamExt;
     let pages = db.collection::<bson::Document>(&crawl_coll(store::PAGES));
     let docs: Vec<bson::Document> = pages
