@@ -54,6 +54,40 @@ fn hello(n: u8) -> Vec<u8> {
     )
 }
 
+/// A process's CPU time so far, in clock ticks (utime + stime of
+/// `/proc/PID/stat`).
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    utime.checked_add(stime)
+}
+
+/// How many of a process's threads are in each state (`R 1 S 9`), from
+/// `/proc/PID/task/*/stat`.
+fn thread_states(pid: u32) -> String {
+    let mut counts = std::collections::BTreeMap::<char, usize>::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        if let Some(state) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+        {
+            *counts.entry(state).or_default() += 1;
+        }
+    }
+    counts
+        .iter()
+        .map(|(s, n)| format!("{s} {n}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Supervisor id → live, from `/debug/cluster`.
 async fn supervisors_live(http: &reqwest::Client, base: &str) -> Option<Vec<(String, bool)>> {
     let text = http
@@ -125,13 +159,28 @@ async fn strangers_on_the_cluster_port_cost_little_and_stall_nothing() {
 
     // Watches memory until the dispatcher exits, and the supervisors while
     // the attacks last (at the crawl's end they leave, and are not live).
+    // Also its CPU time and its threads' states, said at the end: should
+    // the crawl not end, they tell a dispatcher spinning from one waiting
+    // (CI saw it silent for five minutes once, on 2026-12-07).
     let attacking = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let watch = {
         let (http, base, attacking) = (http.clone(), base.clone(), attacking.clone());
         tokio::spawn(async move {
             let (mut vm_max, mut rss_max) = (0u64, 0u64);
             let mut dropped = Vec::new();
+            let mut cpu = std::collections::VecDeque::<(Instant, u64)>::new();
+            let mut states = String::new();
             while let Some((vm, rss)) = zmtp::memory_of(pid) {
+                if let Some(ticks) = cpu_ticks(pid) {
+                    cpu.push_back((Instant::now(), ticks));
+                    while cpu
+                        .front()
+                        .is_some_and(|(t, _)| t.elapsed() > Duration::from_secs(10))
+                    {
+                        cpu.pop_front();
+                    }
+                    states = thread_states(pid);
+                }
                 vm_max = vm_max.max(vm);
                 rss_max = rss_max.max(rss);
                 if attacking.load(std::sync::atomic::Ordering::Relaxed) {
@@ -140,6 +189,14 @@ async fn strangers_on_the_cluster_port_cost_little_and_stall_nothing() {
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            if let (Some((t0, c0)), Some((t1, c1))) = (cpu.front(), cpu.back()) {
+                let secs = t1.duration_since(*t0).as_secs_f64();
+                // Clock ticks are 1/100 s on Linux.
+                let used = c1.saturating_sub(*c0) as f64 / 100.0;
+                eprintln!(
+                    "dispatcher: {used:.2} CPU s in its last {secs:.1} s; its threads at the last look: {states}"
+                );
             }
             (vm_max, rss_max, dropped)
         })
