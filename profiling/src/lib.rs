@@ -57,7 +57,9 @@ pub use axum;
 
 pub use crate::folded::Stacks;
 pub use crate::metrics::{install_metrics, spawn_upkeep};
-pub use crate::process::{gauge_values, machine_cpu, process_sample, MachineCpu, ProcessSample};
+pub use crate::process::{
+    cpu_seconds_of, gauge_values, machine_cpu, process_sample, MachineCpu, ProcessSample,
+};
 pub use crate::reach::reachable_addr;
 
 /// Where and how the debug server listens.

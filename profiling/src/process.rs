@@ -106,6 +106,11 @@ mod linux {
         })
     }
 
+    pub(super) fn cpu_seconds_of(pid: u32) -> Option<f64> {
+        let stat = super::parse_self_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+        Some(stat.cpu_ticks as f64 / clock_ticks()?)
+    }
+
     pub(super) fn machine_cpu() -> Option<MachineCpu> {
         let ticks = clock_ticks()?;
         let (busy, cores) = super::parse_machine_stat(&std::fs::read_to_string("/proc/stat").ok()?)?;
@@ -147,6 +152,22 @@ mod linux {
         // SAFETY: `limit` is a valid, writable rlimit for the call to fill in.
         let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
         (rc == 0).then_some(limit.rlim_cur)
+    }
+}
+
+/// CPU seconds another process has used so far, all threads (`utime + stime` of
+/// `/proc/PID/stat`), as [`ProcessSample::cpu_seconds`] is for this one. `None` off Linux
+/// or once the process is gone: a test watching a process it started (whether it spins or
+/// waits) needs no more.
+pub fn cpu_seconds_of(pid: u32) -> Option<f64> {
+    #[cfg(target_os = "linux")]
+    {
+        linux::cpu_seconds_of(pid)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        None
     }
 }
 

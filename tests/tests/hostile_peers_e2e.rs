@@ -54,16 +54,6 @@ fn hello(n: u8) -> Vec<u8> {
     )
 }
 
-/// A process's CPU time so far, in clock ticks (utime + stime of
-/// `/proc/PID/stat`).
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    utime.checked_add(stime)
-}
-
 /// How many of a process's threads are in each state (`R 1 S 9`), from
 /// `/proc/PID/task/*/stat`.
 fn thread_states(pid: u32) -> String {
@@ -168,11 +158,11 @@ async fn strangers_on_the_cluster_port_cost_little_and_stall_nothing() {
         tokio::spawn(async move {
             let (mut vm_max, mut rss_max) = (0u64, 0u64);
             let mut dropped = Vec::new();
-            let mut cpu = std::collections::VecDeque::<(Instant, u64)>::new();
+            let mut cpu = std::collections::VecDeque::<(Instant, f64)>::new();
             let mut states = String::new();
             while let Some((vm, rss)) = zmtp::memory_of(pid) {
-                if let Some(ticks) = cpu_ticks(pid) {
-                    cpu.push_back((Instant::now(), ticks));
+                if let Some(secs) = profiling::cpu_seconds_of(pid) {
+                    cpu.push_back((Instant::now(), secs));
                     while cpu
                         .front()
                         .is_some_and(|(t, _)| t.elapsed() > Duration::from_secs(10))
@@ -192,8 +182,7 @@ async fn strangers_on_the_cluster_port_cost_little_and_stall_nothing() {
             }
             if let (Some((t0, c0)), Some((t1, c1))) = (cpu.front(), cpu.back()) {
                 let secs = t1.duration_since(*t0).as_secs_f64();
-                // Clock ticks are 1/100 s on Linux.
-                let used = c1.saturating_sub(*c0) as f64 / 100.0;
+                let used = c1 - c0;
                 eprintln!(
                     "dispatcher: {used:.2} CPU s in its last {secs:.1} s; its threads at the last look: {states}"
                 );
