@@ -59,6 +59,13 @@ const CHALLENGE_TTL: Duration = Duration::from_secs(10);
 /// flood of Hellos costs a fixed amount of memory (about 100 bytes each).
 const MAX_PENDING_CHALLENGES: usize = 4096;
 const MAX_CHALLENGES_PER_SOURCE: usize = link::socket::UNTRUSTED_PER_ADDRESS;
+/// Most messages taken from the socket in one turn of the serve loop
+/// before it dispatches and looks at its timers again. Draining what waits
+/// in one go makes one dispatch serve many results; draining without a
+/// bound let a peer that sends faster than the loop reads hold every
+/// heartbeat and lease expiry for as long as it kept sending. At about a
+/// microsecond per refused message, a turn stays under a millisecond.
+const DRAIN_MESSAGES: usize = 512;
 
 /// The dispatcher's clock: Unix milliseconds that never step
 /// (`link::fence::steady_unix_ms`). Supervisors are given up by it
@@ -298,8 +305,10 @@ impl Dispatcher {
                 msg = inbox.recv() => {
                     let Some((identity, payload)) = msg else { bail!("ZeroMQ socket closed") };
                     self.on_message(identity, &payload).await?;
-                    // Drain what else is waiting before dispatching once.
-                    while let Ok((identity, payload)) = inbox.try_recv() {
+                    // Drain what else is waiting, within a bound, before
+                    // dispatching once.
+                    for _ in 1..DRAIN_MESSAGES {
+                        let Ok((identity, payload)) = inbox.try_recv() else { break };
                         self.on_message(identity, &payload).await?;
                     }
                     self.dispatch().await?;

@@ -134,8 +134,8 @@ impl GenericSocketBackend {
                     }
                 },
             };
-            let send_result = match self.peers.get_async(&next_peer_id).await {
-                Some(mut peer) => send_to_peer_queue(&mut peer.send_queue, message).await,
+            let send_result = match self.peer_queue(&next_peer_id) {
+                Some(mut queue) => send_to_peer_queue(&mut queue, message).await,
                 None => continue,
             };
             return match send_result {
@@ -164,8 +164,8 @@ impl GenericSocketBackend {
             SendResolution::Miss(message) => message,
         };
 
-        let send_result = match self.peers.get_async(peer_id).await {
-            Some(mut peer) => send_to_peer_queue(&mut peer.send_queue, message).await,
+        let send_result = match self.peer_queue(peer_id) {
+            Some(mut queue) => send_to_peer_queue(&mut queue, message).await,
             None => return Err(ZmqError::Other("Destination client not found by identity")),
         };
         match send_result {
@@ -175,6 +175,19 @@ impl GenericSocketBackend {
                 Err(e.into())
             }
         }
+    }
+
+    /// A handle on `peer_id`'s send queue, taken out of the table (patch:
+    /// see `PATCH.md`). 0.7.0 held the table's entry, and so the lock of
+    /// its bucket, across the wait for room in the queue; and it mixed the
+    /// table's async and blocking calls, which `scc` does not support: a
+    /// blocking call on a worker thread could wait for a bucket lock handed
+    /// to a task queued behind it on that same thread, and hang the
+    /// process's I/O for good. Every access to the table is now a short
+    /// blocking one that never spans an `.await`.
+    fn peer_queue(&self, peer_id: &PeerIdentity) -> Option<mpsc::Sender<Message>> {
+        self.peers
+            .read_sync(peer_id, |_, peer| peer.send_queue.clone())
     }
 
     /// Queues `message` for `peer_id` without waiting (patch: see
@@ -348,15 +361,14 @@ impl MultiPeerBackend for GenericSocketBackend {
         let io_conn = &conn;
         let (recv_queue, send_queue) = io.into_parts();
         let (queue_sender, queue_receiver) = mpsc::channel(self.socket_options.send_queue_capacity);
-        self.peers
-            .upsert_async(
-                peer_id.clone(),
-                Peer {
-                    send_queue: queue_sender,
-                    conn: Arc::clone(&conn),
-                },
-            )
-            .await;
+        // Blocking, as every access to the table (see `peer_queue`).
+        self.peers.upsert_sync(
+            peer_id.clone(),
+            Peer {
+                send_queue: queue_sender,
+                conn: Arc::clone(&conn),
+            },
+        );
         self.refresh_single_peer_cache();
         let writer_backend = self.clone();
         let writer_peer_id = peer_id.clone();
