@@ -2,7 +2,7 @@
 //! module of it. As twelve binaries, each compiled and optimised its own copy
 //! of the same async runtime, driver and harness code (406 CPU-seconds
 //! together in the release build); one binary compiles that once. The tests
-//! run four at a time (`scripts/test.sh` sets `RUST_TEST_THREADS`): most of
+//! run six at a time (`scripts/test.sh` sets `RUST_TEST_THREADS`): most of
 //! their time is spent waiting on politeness gaps and timeouts.
 //!
 //! Two files stay binaries of their own, because they judge the timing of a
