@@ -150,8 +150,10 @@ async fn strangers_on_the_cluster_port_cost_little_and_stall_nothing() {
     // Watches memory until the dispatcher exits, and the supervisors while
     // the attacks last (at the crawl's end they leave, and are not live).
     // Also its CPU time and its threads' states, said at the end: should
-    // the crawl not end, they tell a dispatcher spinning from one waiting
-    // (CI saw it silent for five minutes once, on 2026-12-07).
+    // the crawl not end, they tell a dispatcher spinning from one waiting.
+    // (It hung here once in CI and in 1 of 3 runs three at a time: its
+    // serve loop blocked on a lock of the socket's peer table; fixed in
+    // the vendored zeromq, vendor/zeromq/PATCH.md.)
     let attacking = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let watch = {
         let (http, base, attacking) = (http.clone(), base.clone(), attacking.clone());
