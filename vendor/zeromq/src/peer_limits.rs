@@ -96,6 +96,11 @@ impl ConnState {
         self.close_waker.wake();
     }
 
+    /// Whether [`ConnState::close`] was called.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     /// Resolves once [`ConnState::close`] was called.
     pub(crate) fn closed(&self) -> impl Future<Output = ()> + '_ {
         futures::future::poll_fn(move |cx| {

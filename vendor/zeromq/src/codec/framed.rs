@@ -156,6 +156,14 @@ impl Stream for ZmqFramedRead {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
 
+        // Dropped by the socket (patch: see `PATCH.md`): the stream ends,
+        // even if it was being polled when the socket dropped it and was
+        // put back in the fair queue after, which kept its connection (and
+        // its place among the untrusted ones) open until the peer closed.
+        if this.conn.is_closed() {
+            return Poll::Ready(None);
+        }
+
         if let Some(deadline) = this.deadline.as_mut() {
             if this.conn.is_trusted() {
                 this.deadline = None;
