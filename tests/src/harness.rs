@@ -796,15 +796,7 @@ pub fn children_of(parent: u32) -> Vec<u32> {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid ...`; comm may contain spaces and parentheses.
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(parent) {
+        if crate::procfs::stat_at(entry.path().join("stat")).is_some_and(|s| s.ppid == parent) {
             found.push(pid);
         }
     }

@@ -17,6 +17,7 @@ pub mod harness;
 pub mod host_server;
 pub mod in_process;
 pub mod netns;
+pub mod procfs;
 pub mod relay;
 pub mod tls;
 pub mod verify;

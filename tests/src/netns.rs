@@ -443,13 +443,7 @@ fn delete(namespaces: &[String], links: &[String]) {
 
 /// Whether `pid` runs (a zombie has left its namespaces: not running).
 fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
+    crate::procfs::stat(pid).is_some_and(|s| !s.exited())
 }
 
 /// Deletes namespaces and interfaces that a previous run left behind:

@@ -17,6 +17,7 @@ use crawl_tests::harness::{
     args, crawl_coll, flags, free_port, run_crawl, signal, spawn_crawl, ClusterSpec, RunningCrawl,
     StoreServer,
 };
+use crawl_tests::procfs;
 use crawl_tests::verify;
 use crawl_tests::web::{Expected, WebServer, WebSpec};
 use rand::{Rng, SeedableRng};
@@ -633,29 +634,17 @@ async fn sigterm_everything_then_the_same_command_finishes_the_crawl() {
     s.server.stop(Duration::from_secs(5)).await;
 }
 
-/// `/proc/<pid>/stat`: the state letter and the start time (clock ticks
-/// after boot, to tell a reused pid apart); `None` once the pid is gone.
-fn proc_stat(pid: u32) -> Option<(char, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid ...`: starttime is field 22, the 20th after comm.
-    let rest = stat.rsplit_once(')')?.1;
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let start = fields.nth(18)?.parse().ok()?;
-    Some((state, start))
-}
-
 /// Whether the process that had `pid` and started at `start` still runs
 /// (a zombie has exited; a new process on a reused pid is not it).
 fn still_running(pid: u32, start: u64) -> bool {
-    proc_stat(pid).is_some_and(|(state, s)| s == start && state != 'Z' && state != 'X')
+    procfs::stat(pid).is_some_and(|s| s.start_ticks == start && !s.exited())
 }
 
 /// A crawler child stopped by SIGSTOP (state `T`), if any.
 fn frozen_child(crawl: &RunningCrawl) -> Option<u32> {
     (0..SUPERVISORS)
         .flat_map(|i| crawl.child_pids(i))
-        .find(|&pid| proc_stat(pid).is_some_and(|(state, _)| state == 'T'))
+        .find(|&pid| procfs::stat(pid).is_some_and(|s| s.state == 'T'))
 }
 
 /// SIGTERM while one child is frozen (SIGSTOP: it ignores SIGTERM, does not
@@ -713,7 +702,7 @@ async fn sigterm_with_a_frozen_child_ends_every_process_within_the_bound() {
     let supervisors = crawl.supervisor_pids();
     let started: Vec<(u32, u64)> = everyone
         .iter()
-        .filter_map(|&pid| Some((pid, proc_stat(pid)?.1)))
+        .filter_map(|&pid| Some((pid, procfs::stat(pid)?.start_ticks)))
         .collect();
     eprintln!(
         "frozen: child {frozen} on {freeze_url}; SIGTERM to {} processes with {} pages stored",

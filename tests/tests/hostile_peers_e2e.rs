@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use crawl_tests::check;
 use crawl_tests::harness::{args, free_port, spawn_crawl, ClusterSpec, StoreServer};
+use crawl_tests::procfs;
 use crawl_tests::verify::{self, Findings};
 use crawl_tests::web::{WebServer, WebSpec};
 use crawl_tests::zmtp;
@@ -63,12 +64,8 @@ fn thread_states(pid: u32) -> String {
         .flatten()
         .flatten()
     {
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        if let Some(state) = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next())
-        {
-            *counts.entry(state).or_default() += 1;
+        if let Some(s) = procfs::stat_at(task.path().join("stat")) {
+            *counts.entry(s.state).or_default() += 1;
         }
     }
     counts

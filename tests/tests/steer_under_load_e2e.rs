@@ -22,6 +22,7 @@ use axum::response::IntoResponse;
 use crawl_tests::harness::{
     flags, free_port, spawn_crawl, write_lines, ClusterSpec, RunningCrawl, StoreServer,
 };
+use crawl_tests::procfs;
 
 /// Hosts crawled; [`CRAWL_DELAY_HOSTS`] of them say `Crawl-delay: 2`.
 const HOSTS: usize = 100;
@@ -106,13 +107,7 @@ fn since(log: &Log, from: Instant) -> Vec<(String, String, Instant)> {
 /// Whether process `pid` is gone: no such process, or a zombie (exited,
 /// not reaped yet).
 fn gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state == "Z" || state == "X"),
-    }
+    procfs::stat(pid).is_none_or(|s| s.exited())
 }
 
 /// What the server saw after one command returned at `at`.

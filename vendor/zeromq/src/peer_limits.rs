@@ -104,11 +104,11 @@ impl ConnState {
     /// Resolves once [`ConnState::close`] was called.
     pub(crate) fn closed(&self) -> impl Future<Output = ()> + '_ {
         futures::future::poll_fn(move |cx| {
-            if self.closed.load(Ordering::Acquire) {
+            if self.is_closed() {
                 return Poll::Ready(());
             }
             self.close_waker.register(cx.waker());
-            if self.closed.load(Ordering::Acquire) {
+            if self.is_closed() {
                 Poll::Ready(())
             } else {
                 Poll::Pending
