@@ -2,19 +2,44 @@
 # Runs every test: unit tests and the end-to-end crawls that start real
 # store servers, dispatchers, supervisors and children.
 # This is the command the README gives and .ci/run calls.
+#
+#   scripts/test.sh [--build-only] [cargo test arguments]
+#
+# --build-only installs the tools and builds what the tests run, and stops
+# there (.ci/run lints beside it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/store.sh install
-scripts/ansible.sh install
-scripts/warcio.sh install
-scripts/pywb.sh install
-PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s scripts/oprates/tests -t scripts  # oprates.py's unit tests
-# One release build: the end-to-end tests run these binaries, with the
-# crawler child's test hooks (crawler-child/src/fault.rs) compiled in. The
-# tests run with the same features, or cargo would rebuild the binaries
-# without the hooks.
+build_only=0
+if [ "${1:-}" = --build-only ]; then
+    build_only=1
+    shift
+fi
+# The tools the tests drive install while cargo compiles: they wait on the
+# package registries more than on the CPU (about 30 s of CI, one after the
+# other after the build).
+installs=$(mktemp)
+(scripts/store.sh install && scripts/ansible.sh install &&
+    scripts/warcio.sh install && scripts/pywb.sh install) >"$installs" 2>&1 &
+installer=$!
+# One release build of the binaries and the tests together, so cargo
+# compiles the tests of one crate while it links another's binaries: the
+# end-to-end tests run these binaries, with the crawler child's test hooks
+# (crawler-child/src/fault.rs) compiled in. The tests run with the same
+# features, or cargo would rebuild the binaries without the hooks.
 features=(--features crawl-tests/fault-injection)
-cargo build --release --workspace --bins "${features[@]}"
+build=0
+cargo build --release --workspace --bins --tests "${features[@]}" || build=$?
+installed=0
+wait "$installer" || installed=$?
+cat "$installs"
+rm -f "$installs"
+if [ "$installed" != 0 ]; then
+    echo "test.sh: installing the tests' tools failed (above)" >&2
+    exit "$installed"
+fi
+[ "$build" = 0 ] || exit "$build"
+[ "$build_only" = 0 ] || exit 0
+PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s scripts/oprates/tests -t scripts  # oprates.py's unit tests
 # Six tests at a time in each test binary (unless the caller says
 # otherwise): the end-to-end tests spend most of their time waiting on
 # politeness gaps, timeouts and restarts, not computing. On two cores the
