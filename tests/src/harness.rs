@@ -390,10 +390,14 @@ impl ClusterSpec {
     /// The run's debug token file (`shared::debug_token`), beside the
     /// seeds: the processes write it, crawlctl and cluster-profile read it.
     pub fn debug_token_file(&self) -> PathBuf {
+        self.run_dir().join(shared::debug_token::DEFAULT_FILE)
+    }
+
+    /// The run's folder: the seeds file's.
+    pub fn run_dir(&self) -> PathBuf {
         self.seeds_file
             .parent()
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
-            .join(shared::debug_token::DEFAULT_FILE)
     }
 
     /// The dispatcher's command line, but for its program name: the spec's
@@ -804,7 +808,7 @@ pub fn children_of(parent: u32) -> Vec<u32> {
 }
 
 /// The value of `--name value` or `--name=value` in `args` (the last one wins, as with clap).
-fn flag_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+pub(crate) fn flag_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
     let mut found = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {

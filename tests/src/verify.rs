@@ -8,6 +8,7 @@ use bson::doc;
 use futures::future::BoxFuture;
 
 use crate::harness::{all_pages, crawl_coll, CrawlRun};
+use crate::in_process::InProcessRun;
 use crate::web::{Expected, RequestRecord};
 
 /// Stored URL → status from the default crawl's pages; fails if a URL was
@@ -261,16 +262,13 @@ impl Findings {
         }
     }
 
-    /// The crawl ended by itself: every process exited 0, nothing left in the frontier.
-    pub fn check_run_ok(&mut self, run: &CrawlRun) {
-        self.check(run.dispatcher.success(), || {
-            format!("dispatcher exited {:?}", run.dispatcher)
-        });
-        for s in &run.supervisors {
-            self.check(s.success(), || format!("supervisor exited {s:?}"));
+    /// The crawl ended by itself: every role ended well, nothing left in the frontier.
+    pub fn check_run_ok(&mut self, run: &impl Ended) {
+        for failed in run.failed_roles() {
+            self.check(false, || failed);
         }
-        let left = &run.summary["frontier_left"];
-        self.check(*left == 0, || format!("frontier left: {}", run.summary));
+        let left = &run.summary()["frontier_left"];
+        self.check(*left == 0, || format!("frontier left: {}", run.summary()));
     }
 
     pub fn assert_none(self) {
@@ -292,18 +290,53 @@ macro_rules! check {
     };
 }
 
-/// The dispatcher and every supervisor exited 0.
-pub fn assert_exited_ok(run: &CrawlRun) {
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
-    assert!(
-        run.supervisors.iter().all(|s| s.success()),
-        "supervisors: {:?}",
-        run.supervisors
-    );
+/// How a crawl's roles ended, as processes ([`CrawlRun`]) or as tasks of
+/// the test ([`InProcessRun`]): the checks below take either.
+pub trait Ended {
+    /// Each role that did not end well, said how.
+    fn failed_roles(&self) -> Vec<String>;
+    /// The dispatcher's summary.
+    fn summary(&self) -> &serde_json::Value;
+}
+
+impl Ended for CrawlRun {
+    fn failed_roles(&self) -> Vec<String> {
+        let dispatcher =
+            (!self.dispatcher.success()).then(|| format!("dispatcher exited {:?}", self.dispatcher));
+        let supervisors = self.supervisors.iter().enumerate().filter(|(_, s)| !s.success());
+        dispatcher
+            .into_iter()
+            .chain(supervisors.map(|(i, s)| format!("supervisor {i} exited {s:?}")))
+            .collect()
+    }
+
+    fn summary(&self) -> &serde_json::Value {
+        &self.summary
+    }
+}
+
+impl Ended for InProcessRun {
+    fn failed_roles(&self) -> Vec<String> {
+        let dispatcher = self.dispatcher.as_ref().err().map(|e| format!("dispatcher: {e}"));
+        let supervisors = self.supervisors.iter().enumerate();
+        let supervisors =
+            supervisors.filter_map(|(i, s)| s.as_ref().err().map(|e| format!("supervisor {i}: {e}")));
+        dispatcher.into_iter().chain(supervisors).collect()
+    }
+
+    fn summary(&self) -> &serde_json::Value {
+        &self.summary
+    }
+}
+
+/// The dispatcher and every supervisor ended well (exited 0, or returned Ok).
+pub fn assert_exited_ok(run: &impl Ended) {
+    let failed = run.failed_roles();
+    assert!(failed.is_empty(), "{}", failed.join("; "));
 }
 
 /// [`assert_exited_ok`], and the crawl left nothing in its frontier.
-pub fn assert_finished(run: &CrawlRun) {
+pub fn assert_finished(run: &impl Ended) {
     assert_exited_ok(run);
-    assert_eq!(run.summary["frontier_left"], 0, "summary: {}", run.summary);
+    assert_eq!(run.summary()["frontier_left"], 0, "summary: {}", run.summary());
 }

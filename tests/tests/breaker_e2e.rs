@@ -1,4 +1,5 @@
-//! The circuit breaker on real processes: a domain that keeps failing is
+//! The circuit breaker, with the whole cluster in the test process
+//! (`crawl_tests::in_process`): a domain that keeps failing is
 //! halted (recorded in the second store, its URLs left queued), stays
 //! halted across runs, and crawls again once an operator un-halts it.
 
@@ -8,8 +9,10 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use bson::doc;
-use crawl_tests::harness::{all_pages, flags, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{all_pages, flags, write_lines, ClusterSpec, StoreServer};
 use crawl_tests::host_server::{self, Asked};
+use crawl_tests::in_process::run_in_process;
+use crawl_tests::verify;
 
 const PAGES: usize = 40;
 const HALT_AFTER: usize = 5;
@@ -73,8 +76,8 @@ async fn a_failing_domain_is_halted_until_unhalted() {
     spec.dispatcher_args = base_args.clone();
 
     // Run 1: broken.test is halted after HALT_AFTER failures in a row.
-    let run = run_crawl(&spec, Duration::from_secs(120)).await.unwrap();
-    assert!(run.dispatcher.success(), "{:?}", run.dispatcher);
+    let run = run_in_process(&spec, Duration::from_secs(120)).await.unwrap();
+    verify::assert_exited_ok(&run);
     let first_hits = hits.load(Ordering::SeqCst);
     // The home page, then at most HALT_AFTER failing pages (one in flight at a time).
     assert_eq!(first_hits, 1 + HALT_AFTER, "requests to broken.test");
@@ -105,15 +108,15 @@ async fn a_failing_domain_is_halted_until_unhalted() {
     assert_eq!(fine_ok, 1 + PAGES);
 
     // Run 2: the halt persists; nothing is asked of broken.test.
-    let run = run_crawl(&spec, Duration::from_secs(120)).await.unwrap();
-    assert!(run.dispatcher.success());
+    let run = run_in_process(&spec, Duration::from_secs(120)).await.unwrap();
+    verify::assert_exited_ok(&run);
     assert_eq!(hits.load(Ordering::SeqCst), first_hits);
 
     // Run 3: an operator un-halts it; it is crawled (and halted) again.
     spec.dispatcher_args = base_args.clone();
     spec.dispatcher_args
         .extend(["--unhalt".to_string(), broken.clone()]);
-    let run = run_crawl(&spec, Duration::from_secs(120)).await.unwrap();
-    assert!(run.dispatcher.success());
+    let run = run_in_process(&spec, Duration::from_secs(120)).await.unwrap();
+    verify::assert_exited_ok(&run);
     assert_eq!(hits.load(Ordering::SeqCst), first_hits + HALT_AFTER);
 }

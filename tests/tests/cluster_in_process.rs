@@ -43,7 +43,7 @@ async fn a_cluster_in_one_process_crawls_the_web_and_stores_each_page_once() {
     spec.supervisors = 2;
     spec.children = 2;
     let run = run_in_process(&spec, Duration::from_secs(300)).await.unwrap();
-    run.assert_finished();
+    verify::assert_exited_ok(&run);
 
     // Every reachable allowed page stored exactly once, with its status;
     // every admitted URL finished.

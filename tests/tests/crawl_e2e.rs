@@ -1,6 +1,7 @@
 //! End-to-end: the real dispatcher, supervisors and children crawl the
 //! synthetic web into real store servers; we check what was stored and
-//! what the web server saw.
+//! what the web server saw. The second test's runs have the whole cluster
+//! in the test process (`crawl_tests::in_process`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, UNIX_EPOCH};
@@ -8,6 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use crawl_tests::harness::{
     all_docs, all_pages, args, bin, crawl_coll, flags, run_crawl, write_lines, ClusterSpec, StoreServer,
 };
+use crawl_tests::in_process::run_in_process;
 use crawl_tests::verify;
 use crawl_tests::web::{WebServer, WebSpec};
 use store::body_dict::Dictionaries;
@@ -173,8 +175,8 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     .unwrap();
     spec.dispatcher_args = args(&["--config", config.to_str().unwrap(), "--progress-secs", "5"]);
 
-    let first = run_crawl(&spec, Duration::from_secs(300)).await.unwrap();
-    assert!(first.dispatcher.success());
+    let first = run_in_process(&spec, Duration::from_secs(300)).await.unwrap();
+    verify::assert_exited_ok(&first);
     // The summary says how the crawl ended, what it fetched, and with
     // which settings (from the file, the command line and defaults).
     let summary = &first.summary;
@@ -262,7 +264,7 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     // A memory budget of one URL: every queue is read window by window.
     let mut small = spec.clone();
     small.dispatcher_args.extend(flags("--frontier-memory-urls 1"));
-    let second = run_crawl(&small, Duration::from_secs(300)).await.unwrap();
+    let second = run_in_process(&small, Duration::from_secs(300)).await.unwrap();
     verify::assert_exited_ok(&second);
     assert_eq!(second.summary["fetched"], 1, "summary: {}", second.summary);
     let second_pages = pages_of_c1().await;
@@ -305,8 +307,8 @@ async fn a_second_run_on_the_same_store_stores_nothing_twice() {
     // every URL the first crawl saw, and leaves the first one as it was.
     let mut other = spec.clone();
     other.dispatcher_args.extend(flags("--crawl-id c2"));
-    let third = run_crawl(&other, Duration::from_secs(300)).await.unwrap();
-    assert!(third.dispatcher.success());
+    let third = run_in_process(&other, Duration::from_secs(300)).await.unwrap();
+    verify::assert_exited_ok(&third);
     assert_eq!(third.summary["crawl_id"], "c2", "summary: {}", third.summary);
     assert_eq!(
         third.summary["fetched"], after_first,

@@ -15,7 +15,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use crawl_tests::dns_server::{Behaviour, DnsServer, Zone};
-use crawl_tests::harness::{flags, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{flags, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::in_process::run_in_process;
 use crawl_tests::verify;
 use crawl_tests::web::{WebServer, WebSpec};
 
@@ -109,7 +110,7 @@ async fn a_crawl_resolves_through_its_dns_server() {
     // through DNS (a hosts file would be trusted without it).
     cluster.dispatcher_args = flags("--allow-private-networks --min-delay-ms 50 --max-depth 100");
 
-    let run = run_crawl(&cluster, Duration::from_secs(120)).await.unwrap();
+    let run = run_in_process(&cluster, Duration::from_secs(120)).await.unwrap();
     eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
     verify::assert_finished(&run);
 

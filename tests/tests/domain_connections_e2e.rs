@@ -4,7 +4,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use crawl_tests::harness::{flags, run_crawl, ClusterSpec, StoreServer};
+use crawl_tests::harness::{flags, ClusterSpec, StoreServer};
+use crawl_tests::in_process::run_in_process;
 use crawl_tests::verify;
 use crawl_tests::web::{WebExtras, WebServer, WebSpec};
 
@@ -37,8 +38,8 @@ async fn a_slow_site_without_delay_gets_parallel_connections_up_to_the_limit() {
     cluster.dispatcher_args = flags(&format!(
         "--min-delay-ms 0 --max-domain-connections {CONNECTIONS} --max-depth 100"
     ));
-    let run = run_crawl(&cluster, Duration::from_secs(120)).await.unwrap();
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    let run = run_in_process(&cluster, Duration::from_secs(120)).await.unwrap();
+    verify::assert_exited_ok(&run);
     let db = store.client().await.unwrap().database("crawler");
     verify::assert_pages_match(&verify::stored_statuses(&db).await.unwrap(), &expected);
 

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crawl_tests::harness::{
-    all_docs, all_pages, args, bin, crawl_coll, repo_root, run_crawl, ClusterSpec, StoreServer,
-};
+use crawl_tests::harness::{all_docs, all_pages, args, bin, crawl_coll, repo_root, ClusterSpec, StoreServer};
+use crawl_tests::in_process::run_in_process;
+use crawl_tests::verify;
 use crawl_tests::web::{WebServer, WebSpec};
 use sha1::{Digest, Sha1};
 use store::payload_digest::PayloadDigest;
@@ -203,8 +203,8 @@ async fn a_crawl_exports_to_warc_that_warcio_reads_and_verifies() {
     let mut spec = ClusterSpec::for_web(&store.uri, &server, dir.path()).unwrap();
     spec.supervisors = 1;
     spec.dispatcher_args = args(&["--min-delay-ms", "5", "--max-depth", "100"]);
-    let run = run_crawl(&spec, Duration::from_secs(300)).await.unwrap();
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    let run = run_in_process(&spec, Duration::from_secs(300)).await.unwrap();
+    verify::assert_exited_ok(&run);
 
     let db = store.client().await.unwrap().database("crawler");
     let stored = all_pages(&db, &Default::default()).await.unwrap();

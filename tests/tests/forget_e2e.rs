@@ -1,4 +1,5 @@
-//! Forgetting domains on real processes: a domain whose URLs are all done
+//! Forgetting domains, with the whole cluster in the test process
+//! (`crawl_tests::in_process`): a domain whose URLs are all done
 //! leaves the dispatcher's memory, and when a late page links to it again
 //! it is crawled afresh; nothing is fetched or stored twice.
 //!
@@ -12,8 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use crawl_tests::harness::{all_pages, flags, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{all_pages, flags, write_lines, ClusterSpec, StoreServer};
 use crawl_tests::host_server::{self, Asked};
+use crawl_tests::in_process::run_in_process;
+use crawl_tests::verify;
 
 /// How long `late.test/slow` takes: four forgetting periods of 2.5 s.
 const SLOW: Duration = Duration::from_secs(10);
@@ -72,9 +75,9 @@ async fn a_domain_done_is_forgotten_and_crawled_afresh_when_met_again() {
     // Raised to the politeness gap (500 ms here) plus 2 s: 2.5 s.
     spec.dispatcher_args =
         flags("--forget-idle-domains-ms 1 --min-delay-ms 500 --max-crawl-delay-ms 500 --progress-secs 0");
-    let run = run_crawl(&spec, Duration::from_secs(120)).await.unwrap();
+    let run = run_in_process(&spec, Duration::from_secs(120)).await.unwrap();
     eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
-    assert!(run.dispatcher.success(), "{:?}", run.dispatcher);
+    verify::assert_exited_ok(&run);
     assert_eq!(run.summary["frontier_left"], 0, "{}", run.summary);
 
     // early.test and the bN.test were done long before the late link came.

@@ -14,7 +14,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
-use crawl_tests::harness::{flags, run_crawl, StoreServer};
+use crawl_tests::harness::{flags, StoreServer};
+use crawl_tests::in_process::run_in_process;
 use crawl_tests::verify;
 use crawl_tests::web::{RequestRecord, WebExtras, WebServer, WebSpec};
 
@@ -111,7 +112,7 @@ async fn crawl(spec: WebSpec, min_delay_ms: u64) -> WebServer {
     cluster.dispatcher_args = flags(&format!(
         "--min-delay-ms {min_delay_ms} --max-domain-connections 8 --child-concurrency 32 --max-depth 100"
     ));
-    let run = run_crawl(&cluster, Duration::from_secs(240)).await.unwrap();
+    let run = run_in_process(&cluster, Duration::from_secs(240)).await.unwrap();
     eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
     verify::assert_finished(&run);
     let db = store.client().await.unwrap().database("crawler");

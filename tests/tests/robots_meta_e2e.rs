@@ -1,4 +1,5 @@
-//! Robots meta tags and `X-Robots-Tag` on real processes: `nofollow` (ours,
+//! Robots meta tags and `X-Robots-Tag`, with the whole cluster in the
+//! test process (`crawl_tests::in_process`): `nofollow` (ours,
 //! or for our agent by name) keeps a page's links from being followed,
 //! `noindex` and `noarchive` are recorded with the page, another robot's
 //! directives are ignored, `rel=nofollow` links are followed by default,
@@ -11,7 +12,8 @@ use std::time::Duration;
 
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::IntoResponse;
-use crawl_tests::harness::{all_pages, bin, flags, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{all_pages, bin, flags, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::in_process::run_in_process;
 use crawl_tests::verify;
 use store::docs::RobotsDirectives;
 
@@ -148,7 +150,7 @@ async fn robots_meta_and_headers_are_obeyed_and_recorded() {
     spec.supervisors = 1;
     spec.children = 1;
     spec.dispatcher_args = flags("--min-delay-ms 5 --progress-secs 0");
-    let run = run_crawl(&spec, Duration::from_secs(120)).await.unwrap();
+    let run = run_in_process(&spec, Duration::from_secs(120)).await.unwrap();
     verify::assert_finished(&run);
 
     // The followed pages' links were fetched; the nofollow pages' were not.

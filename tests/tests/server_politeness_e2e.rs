@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::IntoResponse;
-use crawl_tests::harness::{all_pages, flags, run_crawl, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::harness::{all_pages, flags, write_lines, ClusterSpec, StoreServer};
+use crawl_tests::in_process::run_in_process;
 use crawl_tests::verify;
 
 /// Host names on the one server.
@@ -95,7 +96,8 @@ async fn crawl(dir: &std::path::Path, store: &StoreServer, db: &str, extra: &str
     spec.dispatcher_args = flags(&format!(
         "--min-delay-ms 0 --max-inflight-per-domain 4 --progress-secs 0 {extra}"
     ));
-    let run = run_crawl(&spec, Duration::from_secs(180)).await.unwrap();
+    let run = run_in_process(&spec, Duration::from_secs(180)).await.unwrap();
+    verify::assert_exited_ok(&run);
     verify::assert_exited_ok(&run);
 
     let mut reqs = log.lock().unwrap().clone();

@@ -1,11 +1,13 @@
-//! Sitemaps on real processes: robots.txt names a sitemap index, which
+//! Sitemaps: robots.txt names a sitemap index, which
 //! points to gzipped and plain sitemaps listing pages no link reaches;
 //! they are crawled, robots.txt still rules, off-site URLs are not taken,
 //! and a broken sitemap, a gzip bomb and a feed that is no sitemap each
 //! cost only themselves. In a crawl that revisits, a `<lastmod>` newer
 //! than a page's capture makes the page due at once; with
 //! `--guess-sitemap`, a sitemap robots.txt does not name is found at
-//! `/sitemap.xml`.
+//! `/sitemap.xml`. The whole cluster runs in the test process
+//! (`crawl_tests::in_process`), but for the revisit test, which stops the
+//! dispatcher with a signal.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -15,8 +17,9 @@ use std::time::Duration;
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::IntoResponse;
 use crawl_tests::harness::{
-    all_docs, all_pages, flags, run_crawl, signal, spawn_crawl, write_lines, ClusterSpec, StoreServer,
+    all_docs, all_pages, flags, signal, spawn_crawl, write_lines, ClusterSpec, StoreServer,
 };
+use crawl_tests::in_process::run_in_process;
 use crawl_tests::verify;
 use store::docs::SitemapKind;
 
@@ -171,7 +174,7 @@ async fn sitemaps_from_robots_txt_reach_pages_no_link_reaches() {
     spec.supervisors = 1;
     spec.children = 2;
     spec.dispatcher_args = flags("--min-delay-ms 5 --progress-secs 0");
-    let run = run_crawl(&spec, Duration::from_secs(180)).await.unwrap();
+    let run = run_in_process(&spec, Duration::from_secs(180)).await.unwrap();
     verify::assert_finished(&run);
 
     let asked = asked.lock().unwrap().clone();
@@ -477,7 +480,7 @@ async fn an_unnamed_sitemap_is_guessed_when_asked_to() {
     spec.supervisors = 1;
     spec.children = 1;
     spec.dispatcher_args = flags("--min-delay-ms 5 --progress-secs 0 --guess-sitemap");
-    let run = run_crawl(&spec, Duration::from_secs(120)).await.unwrap();
+    let run = run_in_process(&spec, Duration::from_secs(120)).await.unwrap();
     verify::assert_finished(&run);
 
     let mut asked = asked.lock().unwrap().clone();

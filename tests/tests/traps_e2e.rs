@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use crate::hostile_e2e::one_node;
 use crawl_tests::check;
-use crawl_tests::harness::{all_pages, flags, run_crawl, StoreServer};
+use crawl_tests::harness::{all_pages, flags, StoreServer};
+use crawl_tests::in_process::run_in_process;
 use crawl_tests::verify::{self, Findings};
 use crawl_tests::web::traps::{Trap, BIG_SITE_PAGES};
 use crawl_tests::web::{RequestRecord, WebExtras, WebSpec};
@@ -83,7 +84,7 @@ async fn a_web_of_traps_ends_by_itself_with_each_trap_bounded() {
     cluster.dispatcher_args = flags(&format!(
         "--min-delay-ms 0 --max-domain-connections 4 --max-depth {MAX_DEPTH} --progress-secs 5"
     ));
-    let run = run_crawl(&cluster, Duration::from_secs(240)).await;
+    let run = run_in_process(&cluster, Duration::from_secs(240)).await;
     let log = server.requests();
     // Each trap host's requests, whether or not the crawl ended (a crawler
     // that cannot end is what this test is about).
@@ -213,9 +214,9 @@ async fn a_site_over_the_default_budget_stops_at_it_and_a_larger_budget_resumes_
     let fast =
         format!("--min-delay-ms 0 --max-domain-connections 8 --max-depth {MAX_DEPTH} --progress-secs 5");
     cluster.dispatcher_args = flags(&fast);
-    let run = run_crawl(&cluster, Duration::from_secs(300)).await.unwrap();
+    let run = run_in_process(&cluster, Duration::from_secs(300)).await.unwrap();
     eprintln!("first crawl took {:?}; summary {}", run.wall, run.summary);
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    verify::assert_exited_ok(&run);
     let first = server.requests();
     let (pages, frontier) = stored(&store).await;
     let budget = DEFAULT_MAX_PAGES_PER_DOMAIN as usize;
@@ -242,9 +243,9 @@ async fn a_site_over_the_default_budget_stops_at_it_and_a_larger_budget_resumes_
     // Resumed with a budget over the site's size: the rest of it, and
     // nothing a second time.
     cluster.dispatcher_args = flags(&format!("{fast} --max-pages-per-domain 20000"));
-    let run = run_crawl(&cluster, Duration::from_secs(240)).await.unwrap();
+    let run = run_in_process(&cluster, Duration::from_secs(240)).await.unwrap();
     eprintln!("resumed crawl took {:?}; summary {}", run.wall, run.summary);
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    verify::assert_exited_ok(&run);
     assert_eq!(
         run.summary["deferred_taken_up"].as_u64(),
         Some(deferred.len() as u64)
@@ -293,9 +294,9 @@ async fn a_site_scope_takes_subdomains_and_rules_refuse_what_they_match() {
     cluster.dispatcher_args = flags(
         "--min-delay-ms 0 --scope site --deny-url /private/ --deny-surt (test,family,shop, --progress-secs 5",
     );
-    let run = run_crawl(&cluster, Duration::from_secs(120)).await.unwrap();
+    let run = run_in_process(&cluster, Duration::from_secs(120)).await.unwrap();
     eprintln!("crawl took {:?}; summary {}", run.wall, run.summary);
-    assert!(run.dispatcher.success(), "dispatcher: {:?}", run.dispatcher);
+    verify::assert_exited_ok(&run);
     let log = server.requests();
     let requested = |h: FamilyHost| -> BTreeSet<&str> { page_requests(&log, h.host()).into_iter().collect() };
     assert_eq!(requested(FamilyHost::Www), BTreeSet::from(["/", "/about"]));
