@@ -2,18 +2,8 @@
 # Runs every test: unit tests and the end-to-end crawls that start real
 # store servers, dispatchers, supervisors and children.
 # This is the command the README gives and .ci/run calls.
-#
-#   scripts/test.sh [--build-only] [cargo test arguments]
-#
-# --build-only installs the tools and builds what the tests run, and stops
-# there (.ci/run lints beside it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build_only=0
-if [ "${1:-}" = --build-only ]; then
-    build_only=1
-    shift
-fi
 # The tools the tests drive install while cargo compiles: they wait on the
 # package registries more than on the CPU (about 30 s of CI, one after the
 # other after the build).
@@ -38,7 +28,6 @@ if [ "$installed" != 0 ]; then
     exit "$installed"
 fi
 [ "$build" = 0 ] || exit "$build"
-[ "$build_only" = 0 ] || exit 0
 PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s scripts/oprates/tests -t scripts  # oprates.py's unit tests
 # Six tests at a time in each test binary (unless the caller says
 # otherwise): the end-to-end tests spend most of their time waiting on
