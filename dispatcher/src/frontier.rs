@@ -49,6 +49,16 @@
 //! reads and the slots), `adopt` (leases a rejoining supervisor still
 //! holds), `rebalance` (domains moved to a supervisor that joins a
 //! running crawl) and `forget` (domains with nothing left).
+//!
+//! Why `domains` and the parts' files import each other (a circle of
+//! files, kept on purpose): a domain's record holds one piece of each part
+//! (its window, owner, block, URLs in flight, slot and server), so
+//! `domains` names the pieces' types; and a part's operations reach those
+//! pieces through the records, so the part names `Domains`. Breaking the
+//! circle means one table a part, keyed by domain: a lookup a part, up to
+//! six instead of one, for every URL leased or answered, where one record
+//! now holds all a URL's step needs. The parts still own their data: only
+//! their own file changes their piece's fields.
 
 use link::protocol::WorkItem;
 

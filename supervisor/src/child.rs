@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::core::restarts::MAX_BACKOFF;
+use crate::core::{SlotCmd, SlotEvent};
 use crate::lane::Inbox;
 use crate::launch::{ChildCommand, Launch, Running};
 use link::fence::Fence;
@@ -31,40 +32,6 @@ pub(crate) struct ChildSpec {
     pub(crate) policy: CrawlPolicy,
     /// No frame (not even a heartbeat) for this long means the child hangs.
     pub(crate) hang_timeout: Duration,
-}
-
-/// Commands from the supervisor to a slot.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum SlotCmd {
-    Work(Vec<WorkItem>),
-    Stop,
-    /// The node's right to crawl now ends at this instant of the host's
-    /// monotonic clock (see `link::fence`).
-    Fence(u64),
-    /// Hand back these domains' URLs not started yet (`ToChild::Recall`).
-    Recall(Vec<String>),
-    /// The answer to [`SlotEvent::Exited`]: start a new child after this
-    /// backoff.
-    Restart {
-        after: Duration,
-    },
-}
-
-/// Events from a slot to the supervisor.
-#[derive(Debug)]
-pub(crate) enum SlotEvent {
-    Message(usize, FromChild),
-    /// The child died after living `lived`; the slot waits for a
-    /// [`SlotCmd::Restart`] (or a Stop).
-    Exited {
-        slot: usize,
-        why: String,
-        lived: Duration,
-    },
-    /// The child exited after Stop (or none ran); the slot is finished.
-    Stopped {
-        slot: usize,
-    },
 }
 
 /// How long a stopping child may take to finish, report and exit before

@@ -28,12 +28,11 @@ use link::protocol::{
     CrawlResult, FailureKind, FromChild, Outcome, ProcessInfo, ToDispatcher, ToSupervisor, WorkItem,
 };
 
-pub(crate) use action::Action;
-pub(crate) use event::Event;
+pub(crate) use action::{Action, SlotCmd};
+pub(crate) use event::{Event, SlotEvent};
 pub(crate) use failure::Failure;
 pub(crate) use identity::Identity;
 
-use crate::child::{SlotCmd, SlotEvent};
 use crate::outbox::Outbox;
 use crate::right::Right;
 use held::{Held, InFlight};

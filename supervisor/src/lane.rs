@@ -17,7 +17,7 @@ use std::sync::Arc;
 use link::protocol::WorkItem;
 use tokio::sync::mpsc;
 
-use crate::child::SlotCmd;
+use crate::core::SlotCmd;
 
 /// Work messages a slot's queue holds before the supervisor waits.
 const WORK_DEPTH: usize = 1024;

@@ -12,8 +12,8 @@ use link::protocol::ToDispatcher;
 use shared::shutdown::Shutdown;
 use tokio::sync::mpsc;
 
-use crate::child::{SlotCmd, SlotEvent};
 use crate::core::{Action, Core, Event};
+use crate::core::{SlotCmd, SlotEvent};
 use crate::lane::Lanes;
 
 /// How long a slot may take to make room for a stop or a restart: a slot

@@ -2,11 +2,12 @@
 //! that learn something (a message's seal counter) are answered with an
 //! [`super::Event`].
 
+use std::time::Duration;
+
 use link::cluster_auth::{Nonce, Refusal};
-use link::protocol::{CrawlResult, Intro, ToDispatcher};
+use link::protocol::{CrawlResult, Intro, ToDispatcher, WorkItem};
 
 use super::Failure;
-use crate::child::SlotCmd;
 
 #[derive(Debug, PartialEq)]
 pub(crate) enum Action {
@@ -37,4 +38,22 @@ pub(crate) enum Action {
     SayBye,
     /// The run is over, with this failure as its error, if any.
     Exit(Option<Failure>),
+}
+
+/// Commands from the supervisor to a child slot (`child.rs`), sent by
+/// [`Action::ToSlot`] through the slot's lane (`lane.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum SlotCmd {
+    Work(Vec<WorkItem>),
+    Stop,
+    /// The node's right to crawl now ends at this instant of the host's
+    /// monotonic clock (see `link::fence`).
+    Fence(u64),
+    /// Hand back these domains' URLs not started yet (`ToChild::Recall`).
+    Recall(Vec<String>),
+    /// The answer to [`super::SlotEvent::Exited`]: start a new child after this
+    /// backoff.
+    Restart {
+        after: Duration,
+    },
 }

@@ -1,12 +1,10 @@
 //! What the core is told: everything a supervisor's loop waits for, and
 //! what became of the actions it carried out.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use link::dispatcher_link::Heard;
-use link::protocol::CrawlResult;
-
-use crate::child::SlotEvent;
+use link::protocol::{CrawlResult, FromChild};
 
 #[derive(Debug)]
 pub(crate) enum Event {
@@ -40,4 +38,22 @@ pub(crate) enum Event {
     Deadline,
     /// The process was asked to stop (a signal, or a test).
     Shutdown,
+}
+
+/// Events from a child slot (`child.rs`) to the supervisor, told to the
+/// core as [`Event::Slot`].
+#[derive(Debug)]
+pub(crate) enum SlotEvent {
+    Message(usize, FromChild),
+    /// The child died after living `lived`; the slot waits for a
+    /// [`super::SlotCmd::Restart`] (or a Stop).
+    Exited {
+        slot: usize,
+        why: String,
+        lived: Duration,
+    },
+    /// The child exited after Stop (or none ran); the slot is finished.
+    Stopped {
+        slot: usize,
+    },
 }

@@ -10,7 +10,6 @@ use link::protocol::{
 };
 
 use super::*;
-use crate::child::{SlotCmd, SlotEvent};
 
 /// A crawl message from the dispatcher, as the link hands it on.
 fn said(msg: ToSupervisor) -> Event {
