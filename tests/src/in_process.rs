@@ -97,15 +97,17 @@ async fn run_roles(spec: &ClusterSpec, timeout: Duration) -> anyhow::Result<InPr
         Some(path) => PathBuf::from(path),
         None => {
             let path = spec.run_dir().join("summary-in-process.json");
-            // A summary left by an earlier run must not pass for this one's.
-            std::fs::remove_file(&path).or_else(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => Ok(()),
-                _ => Err(e),
-            })?;
             argv.extend(["--summary-file".to_string(), path.to_string_lossy().into_owned()]);
             path
         }
     };
+    // A summary left by an earlier run must not pass for this one's.
+    match std::fs::remove_file(&summary_file) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(e).with_context(|| format!("removing {}", summary_file.display()));
+        }
+        _ => {}
+    }
     let config = dispatcher::config::load(argv.into_iter().map(Into::into).collect(), secret())
         .context("the dispatcher's command line")?;
     let (trigger, shutdown) = Shutdown::new();
