@@ -227,6 +227,7 @@ impl Dispatcher {
             forget_idle_domains_ms: args.forget_idle_domains_ms(),
             seen_check: args.seen_check,
             seen_recent_urls: args.seen_recent_urls,
+            held_links_memory: args.held_links_memory,
             breaker: args.breaker(),
             max_write_backlog: crate::persist::MAX_WRITE_BACKLOG,
             max_pending_reads: queue_reader::MAX_PENDING,

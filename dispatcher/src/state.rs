@@ -227,6 +227,7 @@ impl<C> CrawlState<C> {
         self.retries.forget_idle(now_ms);
         self.frontier.forget_idle(now_ms);
         self.read_queues(durable);
+        self.offer_held_from_file(now_ms);
         self.want_due(now_ms);
     }
 
@@ -528,6 +529,7 @@ impl<C> CrawlState<C> {
 
 mod effect;
 mod flow;
+mod held;
 mod inputs;
 mod intake;
 mod members;

@@ -38,6 +38,9 @@ pub(crate) struct Counts {
     /// whose hash was not read in yet: held back and judged once it was
     /// (`crate::seen`).
     pub held_links: u64,
+    /// Of `held_links`, those held in a file because too many were held
+    /// in memory (`state::held`).
+    pub held_links_in_file: u64,
     /// Leases that ended without their result (a supervisor left, a lease
     /// ran out) whose page the store already held: not fetched again.
     pub finished_unanswered: u64,

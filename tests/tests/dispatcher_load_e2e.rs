@@ -198,6 +198,24 @@ fn timed(logs: &Path, op: &str) -> Vec<u64> {
     ns
 }
 
+/// Writes a stored frontier of `urls` URLs over [`DOMAINS`] domains, as
+/// a crawl stopped midway leaves it (`frontier_fill`): `queued_share` of
+/// them queued, in segments of `segment_urls`.
+async fn fill(store: &StoreServer, urls: u64, queued_share: &str, segment_urls: u64) {
+    let crawl_id = store::CrawlId::default().to_string();
+    let fill = tokio::process::Command::new(bin("frontier_fill").unwrap())
+        .args(["--mongo-uri", &store.uri, "--crawl-id", &crawl_id])
+        .args(["--urls", &urls.to_string(), "--domains", &DOMAINS.to_string()])
+        .args(["--queued-share", queued_share])
+        .args(["--segment-urls", &segment_urls.to_string()])
+        .output();
+    let fill = tokio::time::timeout(Duration::from_secs(120), fill)
+        .await
+        .expect("frontier_fill did not finish")
+        .unwrap();
+    assert!(fill.status.success(), "frontier_fill: {fill:?}");
+}
+
 /// Stored URLs of the restart test, over [`DOMAINS`] domains; 1% queued;
 /// in segments of [`SEGMENT_URLS`].
 const STORED: u64 = 10_000;
@@ -213,22 +231,7 @@ const SEGMENT_URLS: u64 = 20;
 async fn a_restart_reads_the_stored_urls_into_the_seen_set_in_pages() {
     let store = StoreServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let crawl_id = store::CrawlId::default().to_string();
-    let fill = tokio::process::Command::new(bin("frontier_fill").unwrap())
-        .args(["--mongo-uri", &store.uri, "--crawl-id", &crawl_id])
-        .args(["--urls", &STORED.to_string(), "--domains", &DOMAINS.to_string()])
-        .args([
-            "--queued-share",
-            "0.01",
-            "--segment-urls",
-            &SEGMENT_URLS.to_string(),
-        ])
-        .output();
-    let fill = tokio::time::timeout(Duration::from_secs(120), fill)
-        .await
-        .expect("frontier_fill did not finish")
-        .unwrap();
-    assert!(fill.status.success(), "frontier_fill: {fill:?}");
+    fill(&store, STORED, "0.01", SEGMENT_URLS).await;
     let queued = STORED / 100;
 
     let (mut spec, logs) = load_spec(&store, dir.path(), 2);
@@ -281,4 +284,60 @@ async fn a_restart_reads_the_stored_urls_into_the_seen_set_in_pages() {
         "{segments} stored segments in {} pages",
         pages.len()
     );
+}
+
+/// Links a restarted crawl cannot judge yet, because its stored URLs are
+/// still being read in, are held in a file past `--held-links-memory`
+/// (here 0: all of them), and leasing goes on meanwhile; once the read
+/// ends every held link is judged from the file. The dispatcher reaches
+/// the store through a relay that delays each way by 150 ms, so that the
+/// read (20 pages of segments) lasts seconds while the load's results
+/// bring links (`http://d<i>.test/p<n>`, none of them stored). Of those,
+/// `--max-pages` lets [`HELD_NEW`] in: each is leased once, and every
+/// stored URL that was queued is leased once too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_holds_the_links_it_cannot_judge_yet_in_a_file_and_judges_them_after_the_read() {
+    const STORED_HERE: u64 = 20_000;
+    const HELD_NEW: u64 = 500;
+    let store = StoreServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    fill(&store, STORED_HERE, "0.05", 4).await;
+    let queued = STORED_HERE / 20;
+    let addr: std::net::SocketAddr = store
+        .uri
+        .trim_start_matches("mongodb://")
+        .split(['/', '?'])
+        .next()
+        .and_then(|a| a.parse().ok())
+        .expect("the store's address in its URI");
+    let relay =
+        crawl_tests::relay::Relay::start("127.0.0.1:0".parse().unwrap(), addr, Duration::from_millis(150))
+            .unwrap();
+    let (mut spec, _logs) = load_spec(&store, dir.path(), 2);
+    spec.mongo_uri = store
+        .uri
+        .replacen(&addr.to_string(), &relay.addr().to_string(), 1);
+    spec.dispatcher_args = flags(&format!(
+        "--max-pages {} --max-depth 1000 --progress-secs 0 --held-links-memory 0",
+        STORED_HERE + HELD_NEW
+    ));
+    let crawl = spawn_crawl(&spec).await.unwrap();
+    let load_args = flags(&format!("--supervisors 2 --domains {DOMAINS} --links 5"));
+    let (report, run) = load(crawl, &spec, &load_args).await;
+    let s = &run.summary;
+    let held = s["held_links"].as_u64().unwrap_or(0);
+    assert!(
+        held > 0,
+        "no link was held while the stored URLs were read in: {s}"
+    );
+    assert_eq!(s["held_links_in_file"], held, "{s}");
+    assert_eq!(s["new_urls"], HELD_NEW, "{s}");
+    assert_eq!(report["leases_received"], queued + HELD_NEW, "{report}");
+    assert_eq!(s["fetched"], queued + HELD_NEW, "{s}");
+    let db = store.client().await.unwrap().database("crawler");
+    let frontier = crawl_tests::verify::frontier_urls(&db, &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(frontier.len() as u64, STORED_HERE + HELD_NEW);
+    drop(relay);
 }

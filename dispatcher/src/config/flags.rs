@@ -154,6 +154,12 @@ pub struct Flags {
     /// tell a repeated link without the store.
     #[arg(long, default_value_t = 200_000)]
     pub seen_recent_urls: usize,
+    /// Links a restarted crawl holds in memory (about 200 bytes each)
+    /// while it reads its stored URLs back, before it holds the rest in a
+    /// temporary file and goes on leasing; they are judged once the read
+    /// ends.
+    #[arg(long, default_value_t = 500_000)]
+    pub held_links_memory: usize,
     /// A supervisor silent this long is considered dead; its work is re-queued.
     #[arg(long, default_value_t = 15)]
     pub heartbeat_timeout_secs: u64,

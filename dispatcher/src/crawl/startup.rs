@@ -195,9 +195,12 @@ impl Dispatcher {
                     .seen_scan
                     .take()
                     .map_or(0.0, |s| s.started.elapsed().as_secs_f64());
+                let counts = &self.state.stats().counts;
                 tracing::info!(
                     seen = self.state.seen_count(),
                     secs,
+                    held_links = counts.held_links,
+                    held_links_in_file = counts.held_links_in_file,
                     "read the stored URLs into the seen-set; it judges URLs without the store again"
                 );
             }

@@ -14,9 +14,11 @@
 //! - `admitted` counts the URLs admitted (against `--max-pages`), each
 //!   also counted against its budgets; an unsure URL the store already
 //!   held is taken off both ([`Intake::known_after_all`]).
-//! - `held_links` and `waiting_seeds` are empty once the seen-set is
-//!   whole: they are handed back by [`Intake::rebuilt`], and a seen-set
-//!   that is whole judges every link at once.
+//! - Once the seen-set is whole, `waiting_seeds` and the links
+//!   `held_links` keeps in memory are empty (handed back by
+//!   [`Intake::rebuilt`]), no link is held any more (a seen-set that is
+//!   whole judges every link at once), and those it keeps in a file are
+//!   handed back a slice at a time ([`Intake::held_from_file`]).
 //! - `unsure` holds exactly the URLs admitted unverified whose store
 //!   answer has not come yet, by their `seq`.
 //! - The deferred stored URLs (`deferred`) are kept only while the
@@ -32,19 +34,12 @@ use shared::canonical::Canonicalizer;
 use shared::urls;
 use store::docs::Deferral;
 
+use super::held::HeldLinks;
 use super::inputs::{ScannedUrl, StoredFrontier};
 use super::settings::Settings;
 use crate::admission::{Admission, Refusal};
 use crate::seen::{Seen, SeenSet};
 use crate::stats::Counts;
-
-/// Links held back while the stored URLs are read in (see
-/// [`Intake::judge`]) past which no more URLs are leased: about 200
-/// bytes each. A restarted crawl whose results bring new links meets it
-/// within seconds on a large frontier: the read of 10 million stored URLs
-/// took 63 s of nx-27017 (scripts/scale-measurements.md, 2026-12-07), and
-/// the crawl then runs at the read's pace.
-const MAX_HELD_LINKS: usize = 500_000;
 
 /// What came of a link offered to the crawl.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,7 +82,7 @@ pub(crate) struct Intake {
     /// Links found while the stored URLs are read in that the seen-set
     /// cannot judge yet ([`Seen::NotYet`]): (URL, depth), offered again
     /// once it is whole.
-    held_links: Vec<(String, u16)>,
+    held_links: HeldLinks,
     /// Unsure URLs inserted and not confirmed yet, by `seq`: (URL, domain, depth).
     unsure: HashMap<i64, (String, String, u16)>,
     /// Seeds waiting for the stored URLs' hashes (see `CrawlState::seed`).
@@ -114,7 +109,7 @@ impl Intake {
             canonical: settings.canonical.compile()?,
             next_seq: 1,
             admitted: 0,
-            held_links: Vec::new(),
+            held_links: HeldLinks::with_bound(settings.held_links_memory),
             unsure: HashMap::new(),
             waiting_seeds: Vec::new(),
             deferred: Vec::new(),
@@ -164,7 +159,9 @@ impl Intake {
         if seen == Seen::NotYet {
             // Maybe stored: judged once the stored URLs are read in.
             counts.held_links += 1;
-            self.held_links.push((String::from(parsed), depth));
+            if self.held_links.hold(String::from(parsed), depth) {
+                counts.held_links_in_file += 1;
+            }
             return Offer::Held;
         }
         let domain = urls::domain_of(&parsed);
@@ -312,14 +309,25 @@ impl Intake {
     }
 
     /// Every stored URL was read in: the seen-set judges alone again. The
-    /// links held back meanwhile, (URL, depth), and the seeds that waited
-    /// for it, to be offered again (in that order).
+    /// links held back meanwhile in memory, (URL, depth), and the seeds
+    /// that waited for it, to be offered again (in that order); those held
+    /// in a file come after, a slice at a time
+    /// ([`Intake::held_from_file`]).
     pub(crate) fn rebuilt(&mut self) -> (Vec<(String, u16)>, Vec<String>) {
         self.seen.rebuilt();
         (
-            std::mem::take(&mut self.held_links),
+            self.held_links.take_memory(),
             std::mem::take(&mut self.waiting_seeds),
         )
+    }
+
+    /// Up to `max` of the links held in a file, once the seen-set is whole
+    /// (none before), to be offered again.
+    pub(crate) fn held_from_file(&mut self, max: usize) -> Vec<(String, u16)> {
+        if !self.seen.is_complete() {
+            return Vec::new();
+        }
+        self.held_links.take_from_file(max)
     }
 
     /// The deferred URLs this run's rules let in (its budget is larger
@@ -368,15 +376,19 @@ impl Intake {
         self.seen.is_complete() && self.held_links.is_empty() && self.waiting_seeds.is_empty()
     }
 
-    /// Links are held back (the stored URLs are still being read in).
+    /// Links are held back (the stored URLs are still being read in, or
+    /// those held in a file are not all offered again yet), or some held
+    /// links were lost to a failed file: either way the pages they came
+    /// from must stay open.
     pub(crate) fn holds_links(&self) -> bool {
-        !self.held_links.is_empty()
+        !self.held_links.is_empty() || self.held_links.lost()
     }
 
     /// So many links are held back that no more URLs should be leased
-    /// until the stored URLs are read in (each result brings more).
+    /// until the stored URLs are read in (each result brings more): only
+    /// when their file failed (see `super::held`).
     pub(crate) fn holds_too_many(&self) -> bool {
-        self.held_links.len() >= MAX_HELD_LINKS
+        self.held_links.is_full()
     }
 
     /// URLs known (distinct hashes).

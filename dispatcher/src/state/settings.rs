@@ -38,6 +38,9 @@ pub(crate) struct Settings {
     pub(crate) seen_check: SeenCheck,
     /// With `SeenCheck::Store`: URLs kept whole to answer without the store.
     pub(crate) seen_recent_urls: usize,
+    /// Links held in memory while the stored URLs are read in, before the
+    /// rest go to a file (`state::held`).
+    pub(crate) held_links_memory: usize,
     /// Frontier writes waiting past which leases are counted against the
     /// writes they will bring (`persist::MAX_WRITE_BACKLOG`).
     pub(crate) max_write_backlog: usize,

@@ -11,6 +11,11 @@
 use super::{CrawlState, Resumed, ScannedUrl, StoredFrontier};
 use crate::frontier::Relink;
 
+/// Held links offered again from their file a tick (every 50 ms): up to
+/// a million a second, a few milliseconds of the loop each time when they
+/// are known.
+const HELD_SLICE: usize = 50_000;
+
 impl<C> CrawlState<C> {
     /// A domain halted in an earlier run.
     pub(crate) fn halted_before(&mut self, domain: &str) {
@@ -96,6 +101,18 @@ impl<C> CrawlState<C> {
         // Each under a new `seq`, in the order they were stored.
         for (url, domain, depth) in self.intake.take_up_deferred(&mut self.stats.counts) {
             self.queue_new(url, domain, depth, now_ms);
+        }
+    }
+
+    /// Offers again a slice of the links held in a file while the stored
+    /// URLs were read in (none before they are all read), unless the
+    /// store's writer is behind: a slice's new URLs are its inserts.
+    pub(crate) fn offer_held_from_file(&mut self, now_ms: u64) {
+        if self.flow.writer_behind() {
+            return;
+        }
+        for (url, depth) in self.intake.held_from_file(HELD_SLICE) {
+            self.offer(&url, depth, now_ms);
         }
     }
 

@@ -64,6 +64,7 @@ pub(super) fn settings() -> Settings {
         },
         seen_check: SeenCheck::Hash,
         seen_recent_urls: 0,
+        held_links_memory: 500_000,
         max_write_backlog: MAX_WRITE_BACKLOG,
         max_pending_reads: MAX_PENDING_READS,
         revisit: false,

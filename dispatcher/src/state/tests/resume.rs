@@ -92,15 +92,25 @@ fn a_restarted_dispatcher_adopts_what_the_supervisors_hold() {
     }
 }
 
+/// With the held links' memory bound at 0 or 1, they go to their file
+/// (`state::held`) and are judged from it the same.
 #[test]
 fn restarted_from_a_summary_no_stored_url_is_crawled_again_while_the_seen_set_fills() {
-    for seen_check in [SeenCheck::Hash, SeenCheck::Store] {
+    for (seen_check, held_bound) in [
+        (SeenCheck::Hash, None),
+        (SeenCheck::Store, None),
+        (SeenCheck::Hash, Some(0_usize)),
+        (SeenCheck::Store, Some(1)),
+    ] {
         let mut s = settings();
         s.memory_urls = 4;
         s.seen_check = seen_check;
         let (mut sim, a) = partly_done(&s, 12, 4);
         let holding = sim.held[&a].clone();
         let stored_before = sim.store.len();
+        if let Some(bound) = held_bound {
+            s.held_links_memory = bound;
+        }
         sim.restart_summarized(CrawlState::new(s, TimingLog::disabled(), sim.now).unwrap());
         assert_eq!(sim.st.resumed().0 + sim.st.resumed().1, stored_before as u64);
         // The seeds again, as at every start: they wait for the seen-set.
@@ -124,6 +134,10 @@ fn restarted_from_a_summary_no_stored_url_is_crawled_again_while_the_seen_set_fi
         // Rediscovered stored URLs were held back until the stored URLs
         // were read in, and then known without the store.
         assert!(c.held_links >= 3, "{seen_check:?}: {} held", c.held_links);
+        match held_bound {
+            None => assert_eq!(c.held_links_in_file, 0),
+            Some(b) => assert_eq!(c.held_links_in_file, c.held_links - b as u64),
+        }
         assert_eq!(sim.duplicate_inserts as u64, c.unsure_known);
     }
 }
