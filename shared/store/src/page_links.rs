@@ -62,14 +62,51 @@ pub fn pack_joined(joined: &[u8]) -> Option<Binary> {
 /// `pack` writes (decompresses past [`MAX_UNPACKED_BYTES`], or is not
 /// UTF-8).
 pub fn unpack(bytes: &[u8]) -> Result<Vec<String>, String> {
-    let raw = zstd::bulk::decompress(bytes, MAX_UNPACKED_BYTES)
-        .map_err(|e| format!("links do not decompress: {e}"))?;
+    let raw = decompress(bytes)?;
     let text = String::from_utf8(raw).map_err(|_| "links are not UTF-8".to_string())?;
     Ok(text
         .split('\n')
         .filter(|l| !l.is_empty())
         .map(str::to_string)
         .collect())
+}
+
+/// One frame, decompressed with this thread's context into a buffer of
+/// the size its header gives (as `pack` writes it; at most
+/// [`MAX_UNPACKED_BYTES`], which is also the buffer for a frame that
+/// gives none). Why not `zstd::bulk::decompress`: it makes a context and
+/// a buffer of the whole limit for every call, and a restarted
+/// dispatcher reading its stored frontier spent 13% of its CPU making
+/// contexts, one a segment (perf, `scripts/bench_dispatcher.py --urls
+/// 10000000`, 2026-12-07).
+fn decompress(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    thread_local! {
+        static CONTEXT: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let size = match zstd::zstd_safe::get_frame_content_size(bytes) {
+        Ok(Some(n)) if n <= MAX_UNPACKED_BYTES as u64 => n as usize,
+        Ok(Some(n)) => {
+            return Err(format!(
+                "links decompress to {n} bytes, past {MAX_UNPACKED_BYTES}"
+            ))
+        }
+        Ok(None) => MAX_UNPACKED_BYTES,
+        Err(_) => return Err("links are not a zstd frame".to_string()),
+    };
+    let mut out = Vec::with_capacity(size);
+    CONTEXT.with(|c| {
+        let mut c = c
+            .try_borrow_mut()
+            .map_err(|_| "links: the context is in use".to_string())?;
+        if c.is_none() {
+            *c = Some(zstd::bulk::Decompressor::new().map_err(|e| format!("a zstd context: {e}"))?);
+        }
+        let d = c.as_mut().ok_or("no zstd context")?;
+        d.decompress_to_buffer(bytes, &mut out)
+            .map_err(|e| format!("links do not decompress: {e}"))
+    })?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -90,5 +127,25 @@ mod tests {
         assert!(unpack(b"not zstd").is_err());
         let bomb = zstd::bulk::compress(&vec![b'a'; MAX_UNPACKED_BYTES + 1], 1).unwrap();
         assert!(unpack(&bomb).is_err());
+        // A frame whose header does not give its size is held to the
+        // limit as it decompresses.
+        let mut unsized_bomb = Vec::new();
+        let mut enc = zstd::stream::write::Encoder::new(&mut unsized_bomb, 1).unwrap();
+        enc.include_contentsize(false).unwrap();
+        std::io::Write::write_all(&mut enc, &vec![b'a'; MAX_UNPACKED_BYTES + 1]).unwrap();
+        enc.finish().unwrap();
+        assert!(unpack(&unsized_bomb).is_err());
+        let mut small = Vec::new();
+        let mut enc = zstd::stream::write::Encoder::new(&mut small, 1).unwrap();
+        enc.include_contentsize(false).unwrap();
+        std::io::Write::write_all(&mut enc, b"http://a.test/\nhttp://b.test/").unwrap();
+        enc.finish().unwrap();
+        assert_eq!(unpack(&small).unwrap(), vec!["http://a.test/", "http://b.test/"]);
+        // A header that says less than the frame holds (a one-byte size
+        // after the magic number and the frame header's descriptor).
+        let mut lying = zstd::bulk::compress(b"http://a.test/", 1).unwrap();
+        assert_eq!(lying[5], 14, "the frame's layout: {lying:?}");
+        lying[5] = 3;
+        assert!(unpack(&lying).is_err());
     }
 }
