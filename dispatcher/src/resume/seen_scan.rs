@@ -13,6 +13,13 @@
 //! `_id` by scanning the collection, a page at a time (110 s for the 1
 //! million URLs of `scripts/bench-dispatcher.sh --urls 1000000`).
 //!
+//! Why a pause after each page, as long as the page took: the crawl goes
+//! on while the read runs (past `--held-links-memory` the links it cannot
+//! judge yet wait in a file, `state::held`), and on a store that serves
+//! one request at a time pages read back to back left the crawl's reads
+//! and writes the gaps between them. With the pause the crawl's requests
+//! have the store at least half the time.
+//!
 //! Pages follow `(domain, seq)`: the next page is the rest of the last
 //! page's last domain after its last `seq` when that page was full, else
 //! the domains after it. Segments written after start-up (a `seq` past
@@ -118,9 +125,10 @@ async fn in_pages(
                 continue;
             }
         };
+        let took = start.elapsed();
         tracing::trace!(
             segments = docs.len(),
-            ms = start.elapsed().as_millis() as u64,
+            ms = took.as_millis() as u64,
             "seen-set page"
         );
         let urls = scanned(&docs, stored.last_seq);
@@ -132,6 +140,9 @@ async fn in_pages(
             tracing::error!("the store's order of the frontier's segments did not move on; the read of stored URLs ends early");
             break;
         }
+        // The crawl's own reads and writes get the store at least as long
+        // as the page took (see the module doc).
+        tokio::time::sleep(took.min(STALL)).await;
     }
     if counted < stored.urls {
         tracing::error!(
