@@ -130,24 +130,23 @@ impl HeldLinks {
             );
             self.lost = true;
             self.unread = 0;
-            self.spill = Spill::None;
         }
-        if self.unread == 0 && !self.lost {
-            // Every link was read back: the file (unlinked) goes.
+        if self.unread == 0 {
+            // Every link was read back (or cannot be): the file, unlinked, goes.
             self.spill = Spill::None;
         }
         out
     }
 
     fn read_into(&mut self, out: &mut Vec<(String, u16)>, max: usize) -> io::Result<()> {
-        if let Spill::Writing(_) = self.spill {
-            let Spill::Writing(w) = std::mem::replace(&mut self.spill, Spill::None) else {
-                unreachable!("matched above")
-            };
-            let mut file = w.into_inner().map_err(|e| e.into_error())?;
-            file.seek(SeekFrom::Start(0))?;
-            self.spill = Spill::Reading(BufReader::with_capacity(1 << 16, file));
-        }
+        self.spill = match std::mem::replace(&mut self.spill, Spill::None) {
+            Spill::Writing(w) => {
+                let mut file = w.into_inner().map_err(|e| e.into_error())?;
+                file.seek(SeekFrom::Start(0))?;
+                Spill::Reading(BufReader::with_capacity(1 << 16, file))
+            }
+            other => other,
+        };
         let Spill::Reading(r) = &mut self.spill else {
             return Err(io::Error::other("the file was not written"));
         };
