@@ -8,12 +8,14 @@
 # mode before it lints ours (about 130 of CI's 1,100 s, on two cores), work
 # the release build does anyway. Cargo hands every compile of a workspace
 # crate to this wrapper (`RUSTC_WORKSPACE_WRAPPER`); the wrapper runs the
-# compiler as cargo asked, unchanged, and beside it clippy's driver on the
-# same arguments with only metadata emitted, into a directory of its own, so
-# the binaries the tests run are the ones `cargo build --release` makes.
+# compiler as cargo asked, and beside it clippy's driver on the same
+# arguments with only metadata emitted, into a directory of its own, so the
+# binaries the tests run are the ones `cargo build --release` makes.
 # (Clippy's driver as the compiler itself would build with MIR optimisations
 # off.) The lints are `cargo clippy -- -D warnings`'s, with the repository's
 # clippy.toml; a lint fails the build as a compile error does.
+#
+# Test harnesses (not the binaries) compile at opt-level 1 (see below).
 #
 # A crate compiled with the test hooks (`--features
 # crawl-tests/fault-injection`, which `scripts/test.sh` turns on) whose code
@@ -88,6 +90,20 @@ case " $* " in *' feature="fault-injection" '*)
     fi ;;
 esac
 
+# A test harness (`--test`: a crate's unit tests, an integration test) is
+# compiled at opt-level 1: about a fifth less CPU for those compiles (CI's
+# build is CPU-bound on two cores, and a second copy of each crate with its
+# tests is a third of it). Everything the tests link as a dependency and
+# every binary they run stays exactly as `cargo build --release` makes it;
+# a unit test checks what its crate computes, which the optimisation level
+# must not change.
+case " $* " in *' --test '*)
+    harness=()
+    for a in "$@"; do
+        case $a in opt-level=3) harness+=(opt-level=1) ;; *) harness+=("$a") ;; esac
+    done
+    set -- "${harness[@]}" ;;
+esac
 "$rustc" "$@"
 built=$?
 wait "$linting"
