@@ -91,7 +91,7 @@ case " $* " in *' feature="fault-injection" '*)
 esac
 
 # A test harness (`--test`: a crate's unit tests, an integration test) is
-# compiled at opt-level 1: about a fifth less CPU for those compiles (CI's
+# compiled at opt-level 1: about a sixth less time for those compiles (CI's
 # build is CPU-bound on two cores, and a second copy of each crate with its
 # tests is a third of it). Everything the tests link as a dependency and
 # every binary they run stays exactly as `cargo build --release` makes it;

@@ -22,6 +22,9 @@ import json
 import subprocess
 import sys
 
+# What `--lib` selects (a crate's one library, whatever it compiles to).
+LIBRARY_KINDS = {"lib", "rlib", "dylib", "cdylib", "staticlib", "proc-macro"}
+
 
 def workspace():
     """The workspace's packages, from `cargo metadata` (no dependencies)."""
@@ -44,7 +47,7 @@ def flags(package: str, but: str | None) -> list[str]:
                 continue
             its_test = p["name"] == package and "test" in t["kind"]
             if but is None and not its_test:
-                if "lib" in t["kind"]:
+                if set(t["kind"]) & LIBRARY_KINDS:
                     if "--lib" not in out:
                         out.append("--lib")
                 elif "bin" in t["kind"]:
