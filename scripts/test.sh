@@ -44,6 +44,19 @@ tools() {
     return "$installed"
 }
 
+# `cargo test --release --workspace` with the hooks and ARGS..., its output
+# also kept in LOG for the closing line; a failure is kept in `status`.
+status=0
+cargo_test() {
+    local log=$1
+    shift
+    cargo test --release --workspace "${features[@]}" "$@" 2>&1 | tee "$work/$log.log" || status=$?
+}
+# oprates.py's unit tests.
+oprates_tests() {
+    PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s scripts/oprates/tests -t scripts
+}
+
 # One closing line over all test binaries (cargo prints one per binary).
 summary() {
     cat "$work"/*.log | awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }'
@@ -54,8 +67,8 @@ summary() {
 if [ "$#" != 0 ]; then
     cargo build --release --workspace --bins --tests "${features[@]}"
     tools
-    status=0
-    cargo test --release --workspace "${features[@]}" "$@" 2>&1 | tee "$work/all.log" || status=$?
+    oprates_tests
+    cargo_test all "$@"
     summary
     exit $status
 fi
@@ -80,23 +93,20 @@ e2e=$!
 # the second build would take it first, and the e2e tests wait for its end.
 while kill -0 "$e2e" 2>/dev/null && ! grep -q '^ *Running ' "$work/e2e.log"; do sleep 0.2; done
 nice -n 10 cargo build --release --workspace --bins --tests "${features[@]}"
-PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s scripts/oprates/tests -t scripts  # oprates.py's unit tests
-status=0
+oprates_tests
 # Every other test binary beside the e2e tests; then the tests that judge a
 # crawl's timing (bottleneck_e2e, timing_trend), which keep the machine to
 # themselves (tests/tests/e2e.rs says why). The flags select targets within
 # the whole workspace (scripts/test_targets.py says why).
 # shellcheck disable=SC2046 # one word per flag
-cargo test --release --workspace "${features[@]}" $(python3 scripts/test_targets.py beside crawl-tests) 2>&1 |
-    tee "$work/units.log" || status=$?
-cargo test --release --workspace "${features[@]}" --doc 2>&1 | tee "$work/doc.log" || status=$?
+cargo_test units $(python3 scripts/test_targets.py beside crawl-tests)
+cargo_test doc --doc
 e2e_status=0
 wait "$e2e" || e2e_status=$?
 e2e=
 cat "$work/e2e.log"
 [ "$e2e_status" = 0 ] || { echo "test.sh: the e2e tests failed (exit $e2e_status)" >&2; status=$e2e_status; }
 # shellcheck disable=SC2046 # one word per flag
-cargo test --release --workspace "${features[@]}" $(python3 scripts/test_targets.py after crawl-tests e2e) 2>&1 |
-    tee "$work/timing.log" || status=$?
+cargo_test timing $(python3 scripts/test_targets.py after crawl-tests e2e)
 summary
 exit $status
